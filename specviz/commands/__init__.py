@@ -1,0 +1,1 @@
+"""Sub-commands of the `specviz` command line; each module has add_parser() and run()."""

@@ -1,0 +1,152 @@
+"""`specviz run`: speculative decoding headless, one line per round, a summary, a trace."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .common import (
+    UsageError,
+    add_model_args,
+    add_sampling_args,
+    fail,
+    model_specs,
+    settings_from,
+)
+
+MARKS = {"accepted": "+", "rejected": "x", "discarded": "-", "resampled": "~", "bonus": "*"}
+COLOURS = {
+    "accepted": "32",
+    "rejected": "31;9",
+    "discarded": "90;9",
+    "resampled": "33",
+    "bonus": "36",
+}
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("run", help="run speculative decoding headless", description=__doc__)
+    add_model_args(parser)
+    add_sampling_args(parser)
+    prompt = parser.add_argument_group("prompt and output")
+    prompt.add_argument("--prompt", help="the text to continue")
+    prompt.add_argument("--prompt-file", help="read the prompt from a file")
+    prompt.add_argument("--trace", help="write the session as a JSON Lines trace")
+    prompt.add_argument("--force", action="store_true", help="overwrite an existing trace")
+    prompt.add_argument("--quiet", action="store_true", help="print only the summary")
+    prompt.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _prompt(args: argparse.Namespace) -> str:
+    if args.prompt is not None and args.prompt_file:
+        raise UsageError("give either --prompt or --prompt-file, not both")
+    if args.prompt_file:
+        try:
+            text = Path(args.prompt_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"cannot read the prompt file: {e}") from None
+    else:
+        text = args.prompt
+    if text is None:
+        from ..core.prompts import example_prompts
+
+        text = example_prompts()[0]
+    if not text.strip():
+        raise UsageError("the prompt is empty")
+    return text
+
+
+def _show(token, colour: bool) -> str:
+    text = json.dumps(token.text, ensure_ascii=False)[1:-1]
+    if colour:
+        return f"\x1b[{COLOURS[token.status]}m{text}\x1b[0m"
+    return f"{text}{MARKS[token.status]}"
+
+
+def format_round(rnd, colour: bool = False) -> str:
+    tokens = " ".join(_show(t, colour) for t in rnd.tokens)
+    return (
+        f"round {rnd.index:3d}  ctx {rnd.context_len:4d}  accepted {rnd.n_accepted}/"
+        f"{rnd.n_drafted}  {rnd.ms:7.1f} ms  | {tokens}"
+    )
+
+
+def format_summary(s: dict) -> str:
+    def f(value, fmt="{:.3f}"):
+        return "n/a" if value is None else fmt.format(value)
+
+    return "\n".join(
+        [
+            f"rounds {s['rounds']}   tokens {s['tokens']}   tokens/forward "
+            f"{f(s['tokens_per_forward'], '{:.2f}')}   "
+            f"mean accepted {f(s['mean_accepted'], '{:.2f}')}",
+            f"acceptance rate {f(s['acceptance_rate'])} (accepted/judged)   draft efficiency "
+            f"{f(s['draft_efficiency'])} (accepted/drafted)   alpha {f(s['alpha'])}",
+            f"speedup measured {f(s['speedup_measured'], '{:.2f}x')}   predicted "
+            f"{f(s['speedup_predicted'], '{:.2f}x')}   (c = {f(s['cost_ratio'])}, target "
+            f"{f(s['baseline_ms_per_token'], '{:.1f}')} ms/token alone, "
+            f"{f(s['ms_per_token'], '{:.1f}')} ms/token speculative)",
+        ]
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..core.models import ModelLoadError, load_pair
+    from ..core.session import Session
+    from ..core.stats import summary
+    from ..core.tracefile import check_writable, save
+
+    try:
+        settings = settings_from(args)
+        prompt = _prompt(args)
+        target, draft = model_specs(args)
+        if args.trace:
+            check_writable(args.trace, force=args.force)
+    except (UsageError, OSError) as e:
+        return fail(str(e))
+
+    def progress(message: str) -> None:
+        print(f"[specviz] {message}", file=sys.stderr, flush=True)
+
+    try:
+        pair = load_pair(target, draft, device=args.device, dtype=args.dtype, progress=progress)
+    except ModelLoadError as e:
+        return fail(str(e))
+    from ..core.engine import SpeculativeEngine
+
+    engine = SpeculativeEngine(pair, settings, trace=bool(args.trace))
+    try:
+        header = engine.prefill(prompt)
+    except ValueError as e:
+        return fail(str(e))
+    session = Session(header)
+    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    interrupted = False
+    if not args.quiet and not args.json:
+        print(prompt, flush=True)
+    try:
+        for rnd in engine.run():
+            session.append(rnd)
+            if not args.quiet and not args.json:
+                print(format_round(rnd, colour), flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+    result = summary(session)
+    if args.json:
+        print(
+            json.dumps({"pair": {"target": target, "draft": draft}, **result, "text": session.text})
+        )
+    else:
+        if not args.quiet:
+            print(f"\n{session.text}\n")
+        print(format_summary(result))
+    if args.trace:
+        try:
+            save(session, args.trace)
+        except OSError as e:
+            return fail(f"could not write the trace: {e}")
+        print(f"trace written to {args.trace}", file=sys.stderr)
+    return 130 if interrupted else 0

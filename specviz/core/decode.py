@@ -1,0 +1,76 @@
+"""One cached forward pass, and plain autoregressive decoding on the same machinery.
+
+Target-only decoding is the baseline every speedup is measured against, so it uses the
+same cache, the same forward call and the same warping as the speculative engine.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+from transformers import DynamicCache
+
+from .sampling import SamplingConfig, sample, warp
+
+
+def forward(
+    model: torch.nn.Module, tokens: list[int], cache: DynamicCache, vocab: int, keep: int
+) -> torch.Tensor:
+    """Feed tokens after what the cache holds; logits of the last `keep` positions.
+
+    Returns float logits [keep, vocab]; the cache grows by len(tokens).
+    """
+    device = next(model.parameters()).device
+    input_ids = torch.tensor([tokens], dtype=torch.long, device=device)  # [1, T]
+    out = model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=keep)
+    return out.logits[0, -keep:, :vocab]  # [keep, V]
+
+
+@torch.inference_mode()
+def decode(
+    model: torch.nn.Module,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    vocab: int,
+    config: SamplingConfig,
+    generator: torch.Generator | None = None,
+    eos_token_id: int | None = None,
+) -> list[int]:
+    """Target-only autoregressive decoding with a KV cache: one forward per token."""
+    cache = DynamicCache()
+    logits = forward(model, prompt_ids, cache, vocab, keep=1)[0]  # [V]
+    out: list[int] = []
+    for _ in range(max_new_tokens):
+        probs = warp(logits, config)
+        token = int(probs.argmax()) if config.greedy else sample(probs, generator)
+        out.append(token)
+        if token == eos_token_id or len(out) == max_new_tokens:
+            break
+        logits = forward(model, [token], cache, vocab, keep=1)[0]
+    return out
+
+
+@torch.inference_mode()
+def measure_ms_per_token(
+    model: torch.nn.Module, prompt_ids: list[int], n_tokens: int, vocab: int, warmup: int = 2
+) -> float:
+    """Median wall time of one cached decoding step (forward + greedy pick) after the prompt.
+
+    Greedy, so it draws no random numbers and leaves every sampling stream untouched.
+    """
+    cache = DynamicCache()
+    if len(prompt_ids) > 1:
+        forward(model, prompt_ids[:-1], cache, vocab, keep=1)
+    token = prompt_ids[-1]
+    sync = next(model.parameters()).device.type == "cuda"
+    times = []
+    for i in range(warmup + n_tokens):
+        start = time.perf_counter()
+        token = int(forward(model, [token], cache, vocab, keep=1)[0].argmax())
+        if sync:
+            torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(1000 * (time.perf_counter() - start))
+    return statistics.median(times)

@@ -1,0 +1,228 @@
+"""SpeculativeEngine: prefill once, then step() one draft-and-verify round at a time.
+
+Cache invariant between rounds: `ids` holds prompt + emitted tokens; the target's cache
+covers ids[:-1] (the last token is fed at the start of the next verification) and the
+draft's cache covers a prefix of ids[:-1]. On rejection both caches are cropped back to
+the accepted prefix; nothing is ever recomputed from scratch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from datetime import datetime, timezone
+
+import torch
+from transformers import DynamicCache
+
+from .. import __version__
+from .decode import forward, measure_ms_per_token
+from .events import round_events
+from .models import ModelPair
+from .sampling import SamplingConfig, sample, verify, warp
+from .trace import Round, SessionHeader, Settings
+
+
+def _crop_to(cache: DynamicCache, length: int) -> None:
+    """Drop cached positions beyond `length` (transformers 5: crop takes minus a count)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
+def max_positions(model: torch.nn.Module) -> int | None:
+    config = model.config
+    for name in ("n_positions", "max_position_embeddings"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+class SpeculativeEngine:
+    """The exact speculative sampling loop on a loaded pair. Not thread-safe: one owner.
+
+    trace=True records, per position, the top-N of p and q and their texts (what a replay
+    needs); trace=False records only each token's own figures, for speed.
+    """
+
+    def __init__(
+        self, pair: ModelPair, settings: Settings, trace: bool = True, calibration_tokens: int = 16
+    ):
+        settings.validate()
+        self.pair = pair
+        self.settings = settings
+        self.trace = trace
+        self.calibration_tokens = calibration_tokens
+        self.header: SessionHeader | None = None
+        self.finish_reason: str | None = None
+        limits = [m for m in (max_positions(pair.target), max_positions(pair.draft)) if m]
+        self.max_len = min(limits) if limits else None
+        self._texts: dict[int, str] = {}
+
+    # ------------------------------------------------------------------------------ setup
+
+    def tokenize(self, prompt: str) -> list[int]:
+        if not prompt or not prompt.strip():
+            raise ValueError("the prompt is empty: type some text to continue")
+        ids = self.pair.tokenizer(prompt)["input_ids"]
+        if not ids:
+            raise ValueError("the prompt gives no tokens")
+        return list(ids)
+
+    def text(self, token_id: int) -> str:
+        text = self._texts.get(token_id)
+        if text is None:
+            text = self._texts[token_id] = self.pair.token_text(token_id)
+        return text
+
+    @torch.inference_mode()
+    def prefill(
+        self, prompt: str, prompt_ids: list[int] | None = None, calibrate: bool = True
+    ) -> SessionHeader:
+        """Start a session: encode the prompt, fill both caches, measure the step costs."""
+        ids = list(prompt_ids) if prompt_ids is not None else self.tokenize(prompt)
+        if not ids:
+            raise ValueError("the prompt gives no tokens")
+        if self.max_len is not None and len(ids) >= self.max_len:
+            raise ValueError(
+                f"the prompt is {len(ids)} tokens long; these models read at most {self.max_len}"
+            )
+        baseline_ms = draft_ms = None
+        if calibrate:
+            n = self.calibration_tokens
+            baseline_ms = measure_ms_per_token(self.pair.target, ids, n, self.pair.vocab_size)
+            draft_ms = measure_ms_per_token(self.pair.draft, ids, n, self.pair.vocab_size)
+        self.ids = ids
+        self.n_prompt = len(ids)
+        self.t_cache = DynamicCache()
+        self.d_cache = DynamicCache()
+        if len(ids) > 1:  # both caches cover ids[:-1]; the last token is fed next round
+            forward(self.pair.target, ids[:-1], self.t_cache, self.pair.vocab_size, keep=1)
+            forward(self.pair.draft, ids[:-1], self.d_cache, self.pair.vocab_size, keep=1)
+        self.generator = torch.Generator(device=self.pair.device)
+        self.generator.manual_seed(self.settings.seed)
+        self.finish_reason = None
+        self.round_index = 0
+        self.header = SessionHeader(
+            session_id=uuid.uuid4().hex[:12],
+            prompt=prompt,
+            prompt_ids=tuple(ids),
+            prompt_text=tuple(self.text(i) for i in ids),
+            target=self.pair.target_info,
+            draft=self.pair.draft_info,
+            settings=self.settings,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            specviz=__version__,
+            baseline_ms_per_token=baseline_ms,
+            draft_ms_per_token=draft_ms,
+        )
+        return self.header
+
+    def update_settings(self, settings: Settings) -> None:
+        """K, sampling and max tokens apply from the next round; the seed from the next
+        session (the generator is already running)."""
+        settings.validate()
+        self.settings = dataclasses.replace(settings, seed=self.settings.seed)
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    @property
+    def n_generated(self) -> int:
+        return len(self.ids) - self.n_prompt
+
+    # ------------------------------------------------------------------------------ round
+
+    def _round_k(self) -> int:
+        """K for this round: fewer near max_new_tokens (the round's last token is the
+        target's own) and near the models' context length."""
+        k = min(self.settings.k, self.settings.max_new_tokens - self.n_generated - 1)
+        if self.max_len is not None:
+            k = min(k, self.max_len - len(self.ids))
+        return max(k, 0)
+
+    @torch.inference_mode()
+    def step(self) -> Round:
+        """One round: draft K tokens, score them in one target pass, verify, roll back."""
+        if self.header is None:
+            raise RuntimeError("call prefill() before step()")
+        if self.finished:
+            raise RuntimeError(f"the session has finished ({self.finish_reason})")
+        settings, pair, vocab = self.settings, self.pair, self.pair.vocab_size
+        config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
+        k = self._round_k()
+        context_len = len(self.ids)
+        sync = pair.device.type == "cuda"
+
+        # Draft: K tokens, one forward each, each sampled from the warped q it is judged by.
+        start = time.perf_counter()
+        drafted: list[int] = []
+        q_rows: list[torch.Tensor] = []
+        feed = self.ids[self.d_cache.get_seq_length() :]  # >= 1 token: catches the cache up
+        for _ in range(k):
+            q_i = warp(forward(pair.draft, feed, self.d_cache, vocab, keep=1)[0], config)  # [V]
+            token = sample(q_i, self.generator)
+            q_rows.append(q_i)
+            drafted.append(token)
+            feed = [token]
+            if token == pair.eos_token_id:
+                break  # nothing after an end-of-text token can be emitted
+        if sync:
+            torch.cuda.synchronize()
+        draft_ms = 1000 * (time.perf_counter() - start)
+
+        # Verify: the target scores the last emitted token and every draft in one pass.
+        start = time.perf_counter()
+        k = len(drafted)
+        logits = forward(pair.target, [self.ids[-1], *drafted], self.t_cache, vocab, keep=k + 1)
+        p = warp(logits, config)  # [K+1, V]
+        q = torch.stack(q_rows) if q_rows else p.new_zeros((0, vocab))  # [K, V]
+        draft_tokens = torch.tensor(drafted, dtype=torch.long, device=pair.device)  # [K]
+        verdict = verify(p, q, draft_tokens, self.generator)
+
+        emitted = [*drafted[: verdict.n_accepted], verdict.next_token]
+        finish = None
+        eos = pair.eos_token_id
+        if eos is not None and eos in emitted:
+            emitted = emitted[: emitted.index(eos) + 1]
+            finish = "eos"
+        # Roll back: the target keeps ids[:-1] of the new sequence; the draft at most that.
+        self.ids.extend(emitted)
+        _crop_to(self.t_cache, len(self.ids) - 1)
+        _crop_to(self.d_cache, min(self.d_cache.get_seq_length(), len(self.ids) - 1))
+        if finish is None and self.n_generated >= settings.max_new_tokens:
+            finish = "max_new_tokens"
+        if finish is None and self.max_len is not None and len(self.ids) >= self.max_len:
+            finish = "context_length"
+        tokens = round_events(
+            p, q, drafted, verdict, len(emitted), self.text, settings.top_n if self.trace else 0
+        )
+        if sync:
+            torch.cuda.synchronize()
+        verify_ms = 1000 * (time.perf_counter() - start)
+
+        self.finish_reason = finish
+        rnd = Round(
+            session_id=self.header.session_id,
+            index=self.round_index,
+            context_len=context_len,
+            draft_ms=draft_ms,
+            verify_ms=verify_ms,
+            n_drafted=k,
+            n_accepted=verdict.n_accepted,
+            tokens=tokens,
+            settings=settings,
+            finish_reason=finish,
+        )
+        self.round_index += 1
+        return rnd
+
+    def run(self, max_rounds: int | None = None):
+        """Yield rounds until the session finishes."""
+        count = 0
+        while not self.finished and (max_rounds is None or count < max_rounds):
+            yield self.step()
+            count += 1

@@ -1,0 +1,176 @@
+"""The numbers specviz shows, computed from round records only.
+
+- acceptance rate: accepted / judged drafted tokens (discarded ones were never judged);
+  it estimates alpha = E[sum_x min(p(x), q(x))], which is averaged over judged positions.
+- draft efficiency: accepted / all drafted tokens (vLLM's "draft acceptance rate").
+- measured speedup: target-only ms per token / speculative ms per emitted token.
+- predicted speedup, Leviathan et al. 2023 eq. 1: (1 - a^(K+1)) / ((1 - a)(K c + 1)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .session import Session
+from .trace import Round, SessionHeader
+
+
+def predicted_speedup(alpha: float, k: float, c: float) -> float:
+    """Expected walltime improvement for acceptance alpha, K drafts, cost ratio c."""
+    if alpha >= 1.0:
+        return (k + 1) / (k * c + 1)  # the limit alpha -> 1
+    return (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + 1))
+
+
+@dataclass(frozen=True)
+class RoundStats:
+    """The figures after one round: that round's own and the running ones."""
+
+    index: int
+    # this round
+    n_drafted: int
+    n_accepted: int
+    n_emitted: int
+    acceptance: float | None  # accepted / judged in this round
+    alpha: float | None  # mean sum min(p, q) over this round's judged positions
+    # running, over the session so far
+    acceptance_running: float | None
+    alpha_running: float | None
+    draft_efficiency: float | None
+    mean_accepted: float
+    tokens_per_forward: float
+    tokens_per_s: float | None
+    speedup_measured: float | None
+    speedup_predicted: float | None
+    cost_ratio: float | None  # c
+
+
+@dataclass
+class RunningStats:
+    """Folds rounds one at a time; O(1) work per round, whatever the session length."""
+
+    baseline_ms_per_token: float | None
+    draft_ms_per_token: float | None
+    rounds: int = 0
+    drafted: int = 0
+    judged: int = 0
+    accepted: int = 0
+    emitted: int = 0
+    ms: float = 0.0
+    alpha_sum: float = 0.0
+    alpha_n: int = 0
+    k_sum: int = 0
+    by_position_judged: list[int] = field(default_factory=list)
+    by_position_accepted: list[int] = field(default_factory=list)
+    accepted_lengths: list[int] = field(default_factory=list)  # histogram by n_accepted
+
+    @classmethod
+    def for_header(cls, header: SessionHeader) -> RunningStats:
+        return cls(header.baseline_ms_per_token, header.draft_ms_per_token)
+
+    @property
+    def cost_ratio(self) -> float | None:
+        if not self.baseline_ms_per_token or self.draft_ms_per_token is None:
+            return None
+        return self.draft_ms_per_token / self.baseline_ms_per_token
+
+    def add(self, rnd: Round) -> RoundStats:
+        judged = [t for t in rnd.tokens if t.status in ("accepted", "rejected")]
+        alphas = [t.alpha for t in judged if t.alpha is not None]
+        n_acc = sum(1 for t in judged if t.status == "accepted")
+        self.rounds += 1
+        self.drafted += rnd.n_drafted
+        self.judged += len(judged)
+        self.accepted += n_acc
+        self.emitted += rnd.n_emitted
+        self.ms += rnd.ms
+        self.alpha_sum += sum(alphas)
+        self.alpha_n += len(alphas)
+        self.k_sum += rnd.n_drafted
+        for pos, t in enumerate(judged):
+            while len(self.by_position_judged) <= pos:
+                self.by_position_judged.append(0)
+                self.by_position_accepted.append(0)
+            self.by_position_judged[pos] += 1
+            self.by_position_accepted[pos] += t.status == "accepted"
+        while len(self.accepted_lengths) <= rnd.n_accepted:
+            self.accepted_lengths.append(0)
+        self.accepted_lengths[rnd.n_accepted] += 1
+        return RoundStats(
+            index=rnd.index,
+            n_drafted=rnd.n_drafted,
+            n_accepted=rnd.n_accepted,
+            n_emitted=rnd.n_emitted,
+            acceptance=n_acc / len(judged) if judged else None,
+            alpha=sum(alphas) / len(alphas) if alphas else None,
+            acceptance_running=self.acceptance,
+            alpha_running=self.alpha,
+            draft_efficiency=self.draft_efficiency,
+            mean_accepted=self.accepted / self.rounds,
+            tokens_per_forward=self.emitted / self.rounds,
+            tokens_per_s=1000 * self.emitted / self.ms if self.ms > 0 else None,
+            speedup_measured=self.speedup_measured,
+            speedup_predicted=self.speedup_predicted,
+            cost_ratio=self.cost_ratio,
+        )
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.judged if self.judged else None
+
+    @property
+    def alpha(self) -> float | None:
+        return self.alpha_sum / self.alpha_n if self.alpha_n else None
+
+    @property
+    def draft_efficiency(self) -> float | None:
+        return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def speedup_measured(self) -> float | None:
+        if not self.baseline_ms_per_token or not self.emitted or self.ms <= 0:
+            return None
+        return self.baseline_ms_per_token / (self.ms / self.emitted)
+
+    @property
+    def speedup_predicted(self) -> float | None:
+        c, alpha = self.cost_ratio, self.alpha
+        if c is None or alpha is None or not self.rounds:
+            return None
+        return predicted_speedup(alpha, self.k_sum / self.rounds, c)
+
+    @property
+    def acceptance_by_position(self) -> list[float | None]:
+        return [
+            a / j if j else None for a, j in zip(self.by_position_accepted, self.by_position_judged)
+        ]
+
+
+def fold(session: Session) -> RunningStats:
+    stats = RunningStats.for_header(session.header)
+    for rnd in session.rounds:
+        stats.add(rnd)
+    return stats
+
+
+def summary(session: Session) -> dict:
+    """The summary line of a trace and of `specviz run` / `specviz inspect`."""
+    s = fold(session)
+    return {
+        "rounds": s.rounds,
+        "tokens": s.emitted,
+        "drafted": s.drafted,
+        "judged": s.judged,
+        "accepted": s.accepted,
+        "acceptance_rate": s.acceptance,
+        "draft_efficiency": s.draft_efficiency,
+        "alpha": s.alpha,
+        "acceptance_by_position": s.acceptance_by_position,
+        "mean_accepted": s.accepted / s.rounds if s.rounds else None,
+        "tokens_per_forward": s.emitted / s.rounds if s.rounds else None,
+        "ms_per_token": s.ms / s.emitted if s.emitted else None,
+        "baseline_ms_per_token": s.baseline_ms_per_token,
+        "cost_ratio": s.cost_ratio,
+        "speedup_measured": s.speedup_measured,
+        "speedup_predicted": s.speedup_predicted,
+    }

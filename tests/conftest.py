@@ -1,0 +1,35 @@
+"""Shared fixtures: small GPT-2 pairs built in the test session, no downloads."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+
+from tests.fixtures import make_pair_dirs  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pair_dirs(tmp_path_factory):
+    """(target_dir, draft_dir): random GPT-2 models with a shared byte-level BPE tokenizer."""
+    return make_pair_dirs(tmp_path_factory.mktemp("pair"))
+
+
+@pytest.fixture(scope="session")
+def pair(pair_dirs):
+    from specviz.core.models import load_pair
+
+    target, draft = pair_dirs
+    return load_pair(str(target), str(draft))
+
+
+def pytest_configure(config):
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    # Small models: one thread avoids oversubscription when the two cores are busy.
+    torch.set_num_threads(1)

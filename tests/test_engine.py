@@ -1,0 +1,157 @@
+"""The engine on real (small, random) GPT-2 models: greedy equals the target's own greedy
+decoding, cached logits equal a fresh forward, the same seed gives the same trace."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from specviz.core import decode as decode_module
+from specviz.core.engine import SpeculativeEngine
+from specviz.core.trace import Settings, round_to_json
+
+PROMPTS = ["In the beginning God", "A fool and his", "The quick brown fox jumps over"]
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_greedy_equals_target_generate(pair, k):
+    for prompt in PROMPTS:
+        engine = SpeculativeEngine(pair, Settings(k=k, temperature=0, max_new_tokens=24))
+        header = engine.prefill(prompt, calibrate=False)
+        rounds = list(engine.run())
+        ours = [t.id for r in rounds for t in r.tokens if t.emitted]
+        ids = torch.tensor([list(header.prompt_ids)])
+        reference = pair.target.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=24,
+            pad_token_id=pair.eos_token_id,
+        )[0, ids.shape[1] :].tolist()
+        assert ours == reference, f"K={k} prompt={prompt!r}"
+
+
+def fresh_logits(model, ids, vocab):
+    with torch.inference_mode():
+        return model(input_ids=torch.tensor([ids])).logits[0, -1, :vocab]
+
+
+def test_cached_logits_equal_fresh_forward(pair):
+    engine = SpeculativeEngine(pair, Settings(k=4, temperature=1.0, seed=3, max_new_tokens=60))
+    engine.prefill("And the earth was", calibrate=False)
+    statuses = set()
+    for rnd in engine.run(max_rounds=12):
+        statuses.update(t.status for t in rnd.tokens)
+        ids = list(engine.ids)
+        for model, cache in ((pair.target, engine.t_cache), (pair.draft, engine.d_cache)):
+            cached_len = cache.get_seq_length()
+            assert cached_len <= len(ids) - 1
+            with torch.inference_mode():
+                cached = decode_module.forward(model, ids[cached_len:], cache, pair.vocab_size, 1)[
+                    0
+                ]
+            torch.testing.assert_close(
+                cached, fresh_logits(model, ids, pair.vocab_size), atol=1e-4, rtol=1e-4
+            )
+            cache.crop(-(len(ids) - cached_len))  # undo the probe
+        if engine.finished:
+            break
+    assert {"accepted", "rejected", "resampled"} <= statuses  # both paths were exercised
+
+
+def test_caches_are_cropped_not_recomputed(pair, monkeypatch):
+    fed: list[tuple[str, int]] = []
+    real = decode_module.forward
+
+    def spy(model, tokens, cache, vocab, keep):
+        fed.append(("target" if model is pair.target else "draft", len(tokens)))
+        return real(model, tokens, cache, vocab, keep)
+
+    import specviz.core.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "forward", spy)
+    engine = SpeculativeEngine(pair, Settings(k=3, seed=1, max_new_tokens=40))
+    engine.prefill("A fool and his money", calibrate=False)
+    fed.clear()
+    rounds = list(engine.run())
+    target_calls = [n for who, n in fed if who == "target"]
+    assert target_calls == [r.n_drafted + 1 for r in rounds]  # one pass of K+1 per round
+    draft_calls = [n for who, n in fed if who == "draft"]
+    # The draft is fed one token per step, two after a round that accepted everything.
+    assert set(draft_calls) <= {1, 2}
+    assert sum(draft_calls) == sum(r.n_drafted for r in rounds) + sum(
+        1 for r in rounds[:-1] if r.n_accepted == r.n_drafted
+    )
+
+
+def strip_timing(rnd):
+    return {k: v for k, v in round_to_json(rnd).items() if k not in ("draft_ms", "verify_ms")}
+
+
+def test_same_seed_same_trace(pair):
+    traces = []
+    for _ in range(2):
+        engine = SpeculativeEngine(pair, Settings(k=4, seed=7, max_new_tokens=30, top_p=0.95))
+        engine.prefill("The quick brown", calibrate=False)
+        traces.append([strip_timing(r) for r in engine.run()])
+    assert traces[0] == traces[1]
+    other = SpeculativeEngine(pair, Settings(k=4, seed=8, max_new_tokens=30, top_p=0.95))
+    other.prefill("The quick brown", calibrate=False)
+    assert [strip_timing(r) for r in other.run()] != traces[0]
+
+
+def test_round_records_agree_with_the_rule(pair):
+    engine = SpeculativeEngine(pair, Settings(k=5, seed=2, max_new_tokens=50))
+    header = engine.prefill("In the beginning", calibrate=True)
+    assert header.baseline_ms_per_token > 0 and header.draft_ms_per_token > 0
+    total = 0
+    for rnd in engine.run():
+        judged = [t for t in rnd.tokens if t.status in ("accepted", "rejected")]
+        assert rnd.n_accepted == sum(t.status == "accepted" for t in judged)
+        for t in judged:
+            assert t.accept_prob == pytest.approx(min(1.0, t.p / t.q), rel=1e-6)
+            assert (t.u < t.accept_prob) == (t.status == "accepted")
+            assert 0 <= t.alpha <= 1 + 1e-6
+            assert len(t.top) == 20 and len(t.top_text) == 20
+        last = rnd.tokens[-1]
+        assert last.status in ("resampled", "bonus") or rnd.finish_reason == "eos"
+        if last.status == "resampled":
+            assert last.residual > 0 and last.residual_top
+        total += rnd.n_emitted
+        assert rnd.context_len + rnd.n_emitted == len(header.prompt_ids) + total
+    assert total == 50 or engine.finish_reason == "eos"
+
+
+def test_settings_change_applies_next_round(pair):
+    engine = SpeculativeEngine(pair, Settings(k=2, seed=0, max_new_tokens=40))
+    engine.prefill("Blessed are the", calibrate=False)
+    assert engine.step().n_drafted == 2
+    engine.update_settings(dataclasses.replace(engine.settings, k=6, seed=99))
+    rnd = engine.step()
+    assert rnd.n_drafted == 6 and rnd.settings.k == 6 and rnd.settings.seed == 0
+
+
+def test_max_new_tokens_is_exact(pair):
+    for k in (1, 4, 7):
+        engine = SpeculativeEngine(pair, Settings(k=k, seed=k, max_new_tokens=9))
+        engine.prefill("Never trust", calibrate=False)
+        rounds = list(engine.run())
+        if rounds[-1].finish_reason == "max_new_tokens":
+            assert sum(r.n_emitted for r in rounds) == 9
+
+
+def test_bad_prompt_and_settings(pair):
+    with pytest.raises(ValueError, match="empty"):
+        SpeculativeEngine(pair, Settings()).prefill("   ")
+    for bad in (
+        Settings(k=0),
+        Settings(k=33),
+        Settings(temperature=-1),
+        Settings(top_p=0),
+        Settings(top_p=1.5),
+        Settings(max_new_tokens=0),
+    ):
+        with pytest.raises(ValueError):
+            SpeculativeEngine(pair, bad)
