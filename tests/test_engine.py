@@ -155,3 +155,19 @@ def test_bad_prompt_and_settings(pair):
     ):
         with pytest.raises(ValueError):
             SpeculativeEngine(pair, bad)
+
+
+def test_session_context_ids(pair):
+    from specviz.core.session import Session
+
+    engine = SpeculativeEngine(pair, Settings(k=3, seed=4, max_new_tokens=20))
+    session = Session(engine.prefill("Then said", calibrate=False))
+    before = []
+    for rnd in engine.run():
+        before.append(list(engine.ids))
+        session.append(rnd)
+    for i, rnd in enumerate(session.rounds):
+        start = session.context_ids(i, 0)
+        assert len(start) == rnd.context_len
+        emitted = [t.id for t in rnd.tokens if t.emitted]
+        assert before[i] == start + emitted

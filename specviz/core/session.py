@@ -31,6 +31,20 @@ class Session:
     def emitted_ids(self) -> list[int]:
         return [t.id for r in self.rounds for t in r.tokens if t.emitted]
 
+    def context_ids(self, round_index: int, position: int) -> list[int]:
+        """The token ids that the models had read before position `position` of a round
+        (0-based among its drafted positions): prompt, earlier emitted tokens, and the
+        drafts of that round before the position."""
+        ids = list(self.header.prompt_ids)
+        for rnd in self.rounds[:round_index]:
+            ids.extend(t.id for t in rnd.tokens if t.emitted)
+        drafted = [
+            t.id
+            for t in self.rounds[round_index].tokens
+            if t.status in ("accepted", "rejected", "discarded")
+        ]
+        return ids + drafted[:position]
+
     @property
     def text(self) -> str:
         """Prompt followed by the generated text, from the stored token texts."""
