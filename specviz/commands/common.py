@@ -72,14 +72,14 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def model_specs(args: argparse.Namespace) -> tuple[str, str]:
     """(target, draft) from --pair / --target / --draft, or the built-in default."""
-    from ..core.builtin import DEFAULT_PAIR
-
     if args.pair and (args.target or args.draft):
         raise UsageError("give either --pair or --target/--draft, not both")
     if bool(args.target) != bool(args.draft):
         raise UsageError("give both --target and --draft (or neither, for the default pair)")
     if args.target:
         return args.target, args.draft
+    from ..core.builtin import DEFAULT_PAIR
+
     name = args.pair or DEFAULT_PAIR
     if not name.startswith("builtin:"):
         name = f"builtin:{name}"

@@ -1,0 +1,36 @@
+# The two commands of the README: `make run` opens the app, `make test` runs the tests.
+# Both set up everything first (a virtualenv in .venv, the CPU build of torch, the Debian
+# packages the app or the tests need) and skip what is already done.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.specviz-installed
+# The CPU wheel of torch (on these machines' disk). On a CUDA machine pass another, e.g.
+# `make run TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"`.
+TORCH ?= torch==2.13.0
+
+.PHONY: run test setup lint clean
+
+$(STAMP): pyproject.toml constraints.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check $(TORCH)
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	@bash scripts/system_deps.sh gui
+	$(PY) -m specviz $(ARGS)
+
+test: $(STAMP)
+	@bash scripts/system_deps.sh test
+	$(PY) -m ruff check specviz tests benchmarks scripts
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check specviz tests benchmarks scripts
+	$(PY) -m ruff format --check specviz tests benchmarks scripts
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,203 @@
+"""`specviz run`: bad input exits 2 with a clear message before any model loads; a real
+run prints rounds and writes a trace whose numbers agree with min(1, p/q)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from specviz.cli import main
+from specviz.core.tracefile import load
+from tests.fixtures import make_pair_dirs, make_tokenizer
+
+
+def run_cli(capsys, *args):
+    code = main(["run", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--prompt", "   "], "prompt is empty"),
+        (["--k", "0"], "K must be between 1 and 32"),
+        (["--k", "33"], "K must be between 1 and 32"),
+        (["--temperature", "-0.5"], "temperature must be >= 0"),
+        (["--top-p", "0"], "top-p must be in (0, 1]"),
+        (["--top-p", "1.2"], "top-p must be in (0, 1]"),
+        (["--max-new-tokens", "0"], "max new tokens must be >= 1"),
+        (["--target", "/nowhere/t", "--draft", "/nowhere/d"], "does not exist"),
+        (["--target", "/nowhere/t"], "give both --target and --draft"),
+    ],
+)
+def test_bad_input_exits_2(capsys, args, message):
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_trace_path_checked_before_loading(capsys, tmp_path):
+    existing = tmp_path / "t.jsonl"
+    existing.write_text("keep me")
+    # The models do not exist either: the trace path must be reported first.
+    code, _, err = run_cli(
+        capsys, "--target", "/nowhere/t", "--draft", "/nowhere/d", "--trace", str(existing)
+    )
+    assert code == 2 and "already exists" in err and "--force" in err
+    assert existing.read_text() == "keep me"
+    code, _, err = run_cli(
+        capsys,
+        "--target",
+        "/nowhere/t",
+        "--draft",
+        "/nowhere/d",
+        "--trace",
+        str(tmp_path / "no" / "such" / "t.jsonl"),
+    )
+    assert code == 2 and "does not exist" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_trace_folder(capsys, tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir(mode=0o500)
+    code, _, err = run_cli(capsys, "--trace", str(folder / "t.jsonl"))
+    assert code == 2 and "cannot write" in err
+
+
+def test_mismatched_tokenizers_named(capsys, tmp_path, pair_dirs):
+    other = make_tokenizer(vocab_size=300)
+    target2, _ = make_pair_dirs(tmp_path, tokenizer=other)
+    code, _, err = run_cli(
+        capsys, "--target", str(target2), "--draft", str(pair_dirs[1]), "--prompt", "hello"
+    )
+    assert code == 2 and "different tokenizers" in err
+    assert str(target2) in err and str(pair_dirs[1]) in err
+
+
+def test_not_a_model_folder(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "--target", str(tmp_path), "--draft", str(tmp_path))
+    assert code == 2 and "not a model folder" in err
+
+
+def test_unreachable_hub_id_is_reported(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, _, err = run_cli(
+        capsys,
+        "--target",
+        "someone/not-cached-model",
+        "--draft",
+        "someone/not-cached-draft",
+        "--prompt",
+        "hi",
+    )
+    assert code == 2
+    assert "not in the local Hugging Face cache" in err and "Traceback" not in err
+
+
+def test_run_prints_rounds_and_writes_a_consistent_trace(capsys, tmp_path, pair_dirs):
+    trace = tmp_path / "t.jsonl"
+    code, out, err = run_cli(
+        capsys,
+        "--target",
+        str(pair_dirs[0]),
+        "--draft",
+        str(pair_dirs[1]),
+        "--prompt",
+        "In the beginning",
+        "--k",
+        "3",
+        "--max-new-tokens",
+        "30",
+        "--seed",
+        "1",
+        "--trace",
+        str(trace),
+    )
+    assert code == 0, err
+    assert "round   0" in out and "acceptance rate" in out and "speedup measured" in out
+    session = load(trace)
+    assert session.rounds and sum(r.n_emitted for r in session.rounds) <= 30
+    for rnd in session.rounds:
+        for t in rnd.tokens:
+            if t.status in ("accepted", "rejected"):
+                assert t.accept_prob == pytest.approx(min(1.0, t.p / t.q), rel=1e-9)
+                assert (t.u < t.accept_prob) == (t.status == "accepted")
+    lines = trace.read_text().splitlines()
+    assert json.loads(lines[-1])["type"] == "summary"
+    # An existing trace is not clobbered without --force ...
+    code, _, err = run_cli(
+        capsys,
+        "--target",
+        str(pair_dirs[0]),
+        "--draft",
+        str(pair_dirs[1]),
+        "--prompt",
+        "x",
+        "--trace",
+        str(trace),
+    )
+    assert code == 2 and trace.read_text().splitlines() == lines
+    # ... and is with it.
+    code, _, _ = run_cli(
+        capsys,
+        "--target",
+        str(pair_dirs[0]),
+        "--draft",
+        str(pair_dirs[1]),
+        "--prompt",
+        "x",
+        "--max-new-tokens",
+        "3",
+        "--trace",
+        str(trace),
+        "--force",
+    )
+    assert code == 0 and trace.read_text().splitlines() != lines
+
+
+def test_run_json_summary(capsys, pair_dirs):
+    code, out, _ = run_cli(
+        capsys,
+        "--target",
+        str(pair_dirs[0]),
+        "--draft",
+        str(pair_dirs[1]),
+        "--prompt",
+        "A fool",
+        "--temperature",
+        "0",
+        "--json",
+    )
+    assert code == 0
+    result = json.loads(out)
+    assert {
+        "rounds",
+        "tokens",
+        "acceptance_rate",
+        "alpha",
+        "speedup_measured",
+        "speedup_predicted",
+        "text",
+    } <= set(result)
+
+
+def test_core_imports_without_qt():
+    code = (
+        "import sys\n"
+        "for name in ('PySide6', 'pyqtgraph', 'PyQt5', 'PyQt6'):\n"
+        "    sys.modules[name] = None\n"
+        "import pkgutil, importlib, specviz.core\n"
+        "for m in pkgutil.iter_modules(specviz.core.__path__):\n"
+        "    importlib.import_module('specviz.core.' + m.name)\n"
+        "import specviz.cli, specviz.commands.run\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
