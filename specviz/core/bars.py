@@ -1,0 +1,210 @@
+"""The numbers of the distribution panel for one position of a round, from its TokenEvents.
+
+A position is one slot that the target judged (or would have judged): drafted position i of
+a round holds the drafted token, and, where the round ended there, the token emitted in its
+place (resampled after a rejection). Position K holds the bonus token. Everything shown is
+taken from the stored events (their top-N of p and q), so a replay needs no models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .trace import Round, TokenEvent
+
+REST_LABEL = "(everything else)"
+DRAFTED = ("accepted", "rejected", "discarded")
+
+
+@dataclass(frozen=True)
+class PositionBars:
+    """The bars and figures of one position.
+
+    Bar lists are parallel; the last bar is "everything else" (id None) so that each of
+    p and q adds up to 1. A value is None where the trace cannot tell it: p at a discarded
+    position (never judged), q at a bonus position (nothing was drafted), min and max(0,
+    p - q) of the "everything else" bar when alpha is unknown.
+    """
+
+    round_index: int
+    position: int  # 0-based slot within the round: 0..K-1 drafted, K bonus
+    drafted_event: TokenEvent | None  # the drafted token here (None at a bonus position)
+    emitted_event: TokenEvent | None  # the token emitted here (None if nothing was)
+    # bars: the top-N by max(p, q), the drafted / emitted token if outside it, the rest
+    ids: tuple[int | None, ...]
+    labels: tuple[str, ...]
+    p: tuple[float | None, ...]
+    q: tuple[float | None, ...]
+    min_pq: tuple[float | None, ...]  # min(p, q): the mass accepted as drafted
+    excess: tuple[float | None, ...]  # max(0, p - q): the mass the residual redistributes
+    drafted_bar: int | None  # index of the drafted token's bar
+    emitted_bar: int | None  # index of the emitted token's bar
+    # the verdict at this position (judged positions only)
+    accept_prob: float | None  # min(1, p(x) / q(x)) of the drafted token x
+    u: float | None  # the uniform draw: accepted exactly when u < accept_prob
+    accepted: bool | None
+    alpha: float | None  # sum_x min(p(x), q(x)): the chance that a draft is accepted here
+    rejection_mass: float | None  # 1 - alpha
+    # the residual norm(max(0, p - q)) the emitted token was drawn from (resampled only)
+    residual_ids: tuple[int | None, ...] = ()
+    residual_labels: tuple[str, ...] = ()
+    residual: tuple[float, ...] = ()
+    residual_bar: int | None = None  # index of the resampled token among the residual bars
+    stored_n: int = 0  # how many tokens the trace kept for this position
+
+    @property
+    def n_bars(self) -> int:
+        return len(self.ids)
+
+    @property
+    def kind(self) -> str:
+        """'bonus', 'discarded' or the verdict of the drafted token."""
+        if self.drafted_event is None:
+            return "bonus"
+        return self.drafted_event.status
+
+
+def positions(rnd: Round) -> int:
+    """How many positions a round shows: its drafted tokens, plus one for a bonus token."""
+    drafted = sum(1 for t in rnd.tokens if t.status in DRAFTED)
+    bonus = any(t.status == "bonus" for t in rnd.tokens)
+    return drafted + (1 if bonus else 0)
+
+
+def position_of(rnd: Round, token_index: int) -> int:
+    """The position of rnd.tokens[token_index]: drafted tokens in order, then the round's
+    own token at the position where the drafts stopped being accepted."""
+    event = rnd.tokens[token_index]
+    if event.status in DRAFTED:
+        return sum(1 for t in rnd.tokens[:token_index] if t.status in DRAFTED)
+    return sum(1 for t in rnd.tokens if t.status == "accepted")
+
+
+def tokens_at(rnd: Round, position: int) -> tuple[int, ...]:
+    """Indices into rnd.tokens of the tokens at a position (drafted first, then emitted)."""
+    return tuple(i for i in range(len(rnd.tokens)) if position_of(rnd, i) == position)
+
+
+def events_at(rnd: Round, position: int) -> tuple[TokenEvent | None, TokenEvent | None]:
+    """(drafted, emitted) events at a position of a round."""
+    drafted = emitted = None
+    for i in tokens_at(rnd, position):
+        event = rnd.tokens[i]
+        if event.status in DRAFTED:
+            drafted = event
+        if event.emitted:
+            emitted = event
+    return drafted, emitted
+
+
+def _rest_mass(
+    stored_rest: float | None,
+    stored: list[tuple],
+    ids: list[int | None],
+    shown: list[float | None],
+    column: int,
+) -> float | None:
+    """Mass outside the shown bars: the stored rest, plus stored entries not shown, minus
+    shown tokens that the stored top-N did not hold (their mass was in the stored rest)."""
+    if stored_rest is None or any(v is None for v in shown):
+        return None
+    stored_ids = {e[0] for e in stored}
+    shown_ids = set(ids)
+    dropped = sum(e[column] or 0.0 for e in stored if e[0] not in shown_ids)
+    added = sum(v for i, v in zip(ids, shown) if i not in stored_ids)
+    return max(0.0, stored_rest + dropped - added)
+
+
+def _residual(
+    emitted: TokenEvent | None, ids: list[int | None], labels: list[str], n: int | None
+) -> tuple[tuple[int | None, ...], tuple[str, ...], tuple[float, ...], int | None]:
+    """The residual bars of a resampled token: its stored top-N, the token, the rest."""
+    if emitted is None or emitted.status != "resampled" or not emitted.residual_top:
+        return (), (), (), None
+    names = {i: label for i, label in zip(ids, labels) if i is not None}
+    names[emitted.id] = emitted.text
+    stored = list(emitted.residual_top)
+    keep = stored if n is None else stored[: max(0, n)]
+    res_ids: list[int | None] = [e[0] for e in keep]
+    values = [float(e[1]) for e in keep]
+    if emitted.id not in res_ids and emitted.residual is not None:
+        res_ids.append(emitted.id)
+        values.append(emitted.residual)
+    res_labels = [names.get(i, f"#{i}") for i in res_ids]
+    res_ids.append(None)
+    res_labels.append(REST_LABEL)
+    values.append(max(0.0, 1.0 - sum(values)))
+    bar = res_ids.index(emitted.id) if emitted.id in res_ids else None
+    return tuple(res_ids), tuple(res_labels), tuple(values), bar
+
+
+def position_bars(rnd: Round, position: int, n: int | None = None) -> PositionBars:
+    """The bars of one position, with at most n tokens from the stored top-N (all if None)."""
+    drafted, emitted = events_at(rnd, position)
+    if drafted is None and emitted is None:
+        raise IndexError(f"round {rnd.index} has no position {position}")
+    # The event that carries the position's top-N: the drafted one, or the bonus token.
+    source = drafted if drafted is not None else emitted
+    # The judged event knows p at this position; a discarded one does not.
+    full = emitted if emitted is not None and emitted.top else source
+    stored = list(full.top)
+    texts = list(full.top_text) + [f"#{e[0]}" for e in stored[len(full.top_text) :]]
+    keep = len(stored) if n is None else max(0, min(n, len(stored)))
+    has_p = full.status != "discarded"
+    has_q = drafted is not None
+
+    ids: list[int | None] = [e[0] for e in stored[:keep]]
+    labels = texts[:keep]
+    ps: list[float | None] = [e[1] if has_p else None for e in stored[:keep]]
+    qs: list[float | None] = [e[2] if has_q else None for e in stored[:keep]]
+    # Tokens that must be visible even outside the top-n: the drafted and the emitted one.
+    for event in (drafted, emitted):
+        if event is not None and event.id not in ids:
+            ids.append(event.id)
+            labels.append(event.text)
+            ps.append(event.p if has_p else None)
+            qs.append(event.q if has_q else None)
+
+    p_rest = _rest_mass(full.p_rest if has_p else None, stored, ids, ps, 1)
+    q_rest = _rest_mass(source.q_rest if has_q else None, stored, ids, qs, 2)
+    alpha = full.alpha if has_p and has_q else None
+    mins = [None if p is None or q is None else min(p, q) for p, q in zip(ps, qs)]
+    excess = [None if p is None or q is None else max(0.0, p - q) for p, q in zip(ps, qs)]
+    rest_min = rest_excess = None
+    if alpha is not None and p_rest is not None and all(m is not None for m in mins):
+        # Exact from alpha: the rest's share of sum min(p, q), and p = min + max(0, p - q).
+        rest_min = min(max(0.0, alpha - sum(mins)), p_rest, q_rest if q_rest is not None else 1.0)
+        rest_excess = max(0.0, p_rest - rest_min)
+    ids.append(None)
+    labels.append(REST_LABEL)
+    ps.append(p_rest)
+    qs.append(q_rest)
+    mins.append(rest_min)
+    excess.append(rest_excess)
+
+    judged = drafted is not None and drafted.status in ("accepted", "rejected")
+    res_ids, res_labels, res_vals, res_bar = _residual(emitted, ids, labels, n)
+    return PositionBars(
+        round_index=rnd.index,
+        position=position,
+        drafted_event=drafted,
+        emitted_event=emitted,
+        ids=tuple(ids),
+        labels=tuple(labels),
+        p=tuple(ps),
+        q=tuple(qs),
+        min_pq=tuple(mins),
+        excess=tuple(excess),
+        drafted_bar=ids.index(drafted.id) if drafted is not None else None,
+        emitted_bar=ids.index(emitted.id) if emitted is not None else None,
+        accept_prob=drafted.accept_prob if judged else None,
+        u=drafted.u if judged else None,
+        accepted=(drafted.status == "accepted") if judged else None,
+        alpha=alpha,
+        rejection_mass=None if alpha is None else max(0.0, 1.0 - alpha),
+        residual_ids=res_ids,
+        residual_labels=res_labels,
+        residual=res_vals,
+        residual_bar=res_bar,
+        stored_n=len(stored),
+    )
