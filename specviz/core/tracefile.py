@@ -1,8 +1,11 @@
 """Reading and writing trace files (JSON Lines, schema "specviz.trace/1").
 
 Writing is atomic: a temporary file in the same folder, flushed and renamed into place.
-Reading is strict about structure (a clear TraceError naming the line and field) and
-tolerant about the future (unknown fields are kept or ignored).
+Reading is strict about structure (a TraceError naming the line and the field) and tolerant
+about the future: unknown header fields are kept, unknown round and token fields and unknown
+record types are ignored, a newer minor version is read. A cut-off last line (a crash during
+a write) is dropped with a warning; the rounds before it load. docs/TRACE_FORMAT.md has the
+format; specviz.core.validate checks that a loaded trace's numbers agree with each other.
 """
 
 from __future__ import annotations
@@ -12,39 +15,29 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from .session import Session
 from .stats import summary
-from .trace import (
-    SCHEMA_MAJOR,
-    STATUSES,
-    ModelInfo,
-    Round,
-    SessionHeader,
-    Settings,
-    TokenEvent,
-    TraceError,
-    dumps,
-    header_to_json,
-    round_to_json,
-)
+from .trace import SCHEMA, TraceError, dumps, header_to_json, round_to_json
+from .traceparse import parse_event, parse_header, parse_round, type_error
 
-_HEADER_KEYS = {
-    "type",
-    "schema",
-    "specviz",
-    "session_id",
-    "created",
-    "prompt",
-    "prompt_ids",
-    "prompt_text",
-    "target",
-    "draft",
-    "settings",
-    "baseline_ms_per_token",
-    "draft_ms_per_token",
-}
+__all__ = [
+    "check_writable",
+    "load",
+    "parse_event",
+    "parse_header",
+    "parse_lines",
+    "parse_round",
+    "save",
+    "session_lines",
+    "write_atomic",
+]
+
+# A round line at K=32 and top-N 1000 is about 2 MB; a longer line is not a trace's.
+MAX_LINE_BYTES = 64 * 2**20
+
+
+# ---------------------------------------------------------------------------------- writing
 
 
 def session_lines(session: Session, with_summary: bool = True) -> Iterable[str]:
@@ -73,7 +66,8 @@ def check_writable(path: str | os.PathLike[str], force: bool = False) -> Path:
 def write_atomic(path: str | os.PathLike[str], lines: Iterable[str]) -> None:
     """Write lines to path through a temporary file in the same folder and a rename.
 
-    A failure at any point leaves whatever was at path before untouched.
+    A failure at any point (an exception from `lines`, a full disk, a failed rename) leaves
+    whatever was at path before untouched and removes the temporary file.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
@@ -97,203 +91,126 @@ def save(session: Session, path: str | os.PathLike[str]) -> None:
 # ---------------------------------------------------------------------------------- reading
 
 
-def _get(
-    obj: dict[str, Any], key: str, kind: type | tuple[type, ...], line: int, optional: bool = False
-) -> Any:
-    if key not in obj or obj[key] is None:
-        if optional:
-            return None
-        raise TraceError("missing", line, key)
-    value = obj[key]
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-        raise TraceError(f"expected {getattr(kind, '__name__', kind)}, got {value!r}", line, key)
-    return value
+class _Reader:
+    """Builds a Session line by line. A bad line is fatal unless it is the last one."""
 
+    def __init__(self) -> None:
+        self.session: Session | None = None
+        self.pending: TraceError | None = None  # a bad line; fatal if anything follows it
+        self.settings_cache: dict = {}
+        self.ignored: dict[str, int] = {}
 
-def _num(obj: dict[str, Any], key: str, line: int, optional: bool = True) -> float | None:
-    return _get(obj, key, float, line, optional)
-
-
-def _model(obj: Any, line: int, key: str) -> ModelInfo:
-    if not isinstance(obj, dict):
-        raise TraceError("expected an object", line, key)
-    try:
-        return ModelInfo(
-            name=_get(obj, "name", str, line),
-            path=_get(obj, "path", str, line),
-            vocab_size=_get(obj, "vocab_size", int, line),
-            params=_get(obj, "params", int, line),
-            dtype=_get(obj, "dtype", str, line),
-            device=_get(obj, "device", str, line),
-        )
-    except TraceError as e:
-        raise TraceError(f"in '{key}': {e.args[0].split(': ', 1)[-1]}", line, None) from None
-
-
-def _settings(obj: Any, line: int) -> Settings:
-    if not isinstance(obj, dict):
-        raise TraceError("expected an object", line, "settings")
-    defaults = Settings()
-    values = {}
-    for name, default in vars(defaults).items():
-        kind = float if isinstance(default, float) else int
-        value = _get(obj, name, kind, line, optional=True)
-        values[name] = default if value is None else value
-    return Settings(**values)
-
-
-def parse_header(obj: dict[str, Any], line: int = 1) -> SessionHeader:
-    if obj.get("type") != "session":
-        raise TraceError("the first line must be the session header (type 'session')", line)
-    schema = _get(obj, "schema", str, line)
-    name, _, version = schema.partition("/")
-    if name != "specviz.trace" or not version.split(".")[0].isdigit():
-        raise TraceError(f"not a specviz trace schema: {schema!r}", line, "schema")
-    if int(version.split(".")[0]) != SCHEMA_MAJOR:
-        raise TraceError(
-            f"schema {schema!r} is not supported by this specviz (it reads "
-            f"specviz.trace/{SCHEMA_MAJOR}); a newer specviz may read it",
-            line,
-            "schema",
-        )
-    ids = _get(obj, "prompt_ids", list, line)
-    if not all(isinstance(i, int) for i in ids):
-        raise TraceError("expected a list of token ids", line, "prompt_ids")
-    return SessionHeader(
-        session_id=_get(obj, "session_id", str, line, optional=True) or f"trace-{id(obj):x}",
-        prompt=_get(obj, "prompt", str, line),
-        prompt_ids=tuple(ids),
-        prompt_text=tuple(_get(obj, "prompt_text", list, line, optional=True) or ()),
-        target=_model(_get(obj, "target", dict, line), line, "target"),
-        draft=_model(_get(obj, "draft", dict, line), line, "draft"),
-        settings=_settings(_get(obj, "settings", dict, line), line),
-        created=_get(obj, "created", str, line, optional=True) or "",
-        specviz=_get(obj, "specviz", str, line, optional=True) or "",
-        baseline_ms_per_token=_num(obj, "baseline_ms_per_token", line),
-        draft_ms_per_token=_num(obj, "draft_ms_per_token", line),
-        extra={k: v for k, v in obj.items() if k not in _HEADER_KEYS},
-    )
-
-
-def _top(value: Any, line: int, width: int, key: str) -> tuple:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(
-        isinstance(e, list) and len(e) == width and isinstance(e[0], int) for e in value
-    ):
-        raise TraceError(f"expected a list of [id, {'p, q' if width == 3 else 'prob'}]", line, key)
-    for entry in value:
-        if not all(v is None or isinstance(v, (int, float)) for v in entry[1:]):
-            raise TraceError(f"expected numbers, got {entry!r}", line, key)
-    return tuple(tuple(e) for e in value)
-
-
-def parse_event(obj: Any, line: int, where: str) -> TokenEvent:
-    if not isinstance(obj, dict):
-        raise TraceError("expected an object", line, where)
-    try:
-        status = _get(obj, "status", str, line)
-        if status not in STATUSES:
-            raise TraceError(
-                f"unknown status {status!r} (one of {', '.join(STATUSES)})", line, "status"
-            )
-        return TokenEvent(
-            id=_get(obj, "id", int, line),
-            text=_get(obj, "text", str, line),
-            status=status,
-            p=_num(obj, "p", line),
-            q=_num(obj, "q", line),
-            accept_prob=_num(obj, "accept_prob", line),
-            u=_num(obj, "u", line),
-            alpha=_num(obj, "alpha", line),
-            residual=_num(obj, "residual", line),
-            p_rest=_num(obj, "p_rest", line),
-            q_rest=_num(obj, "q_rest", line),
-            top=_top(obj.get("top"), line, 3, "top"),
-            residual_top=_top(obj.get("residual_top"), line, 2, "residual_top"),
-            top_text=tuple(_get(obj, "top_text", list, line, optional=True) or ()),
-        )
-    except TraceError as e:
-        raise TraceError(f"{where}: {e.args[0].split(': ', 1)[-1]}", line) from None
-
-
-def parse_round(obj: dict[str, Any], session_id: str, line: int) -> Round:
-    tokens = _get(obj, "tokens", list, line)
-    settings = obj.get("settings")
-    return Round(
-        session_id=session_id,
-        index=_get(obj, "index", int, line),
-        context_len=_get(obj, "context_len", int, line),
-        draft_ms=_get(obj, "draft_ms", float, line),
-        verify_ms=_get(obj, "verify_ms", float, line),
-        n_drafted=_get(obj, "n_drafted", int, line),
-        n_accepted=_get(obj, "n_accepted", int, line),
-        tokens=tuple(parse_event(t, line, f"tokens[{i}]") for i, t in enumerate(tokens)),
-        settings=None if settings is None else _settings(settings, line),
-        finish_reason=_get(obj, "finish_reason", str, line, optional=True),
-    )
-
-
-def parse_lines(lines: Iterable[str], progress: Callable[[int], None] | None = None) -> Session:
-    """Build a Session from trace lines; a cut-off last line is dropped with a warning."""
-    session: Session | None = None
-    pending_error: TraceError | None = None
-    for number, raw in enumerate(lines, start=1):
-        if pending_error is not None:  # a bad line that was not the last one
-            raise pending_error
+    def feed(self, number: int, raw: str | bytes) -> None:
+        if self.pending is not None:
+            if raw.strip():
+                raise self.pending
+            return
+        if isinstance(raw, bytes):
+            if b"\0" in raw:
+                return self._bad_line(TraceError("binary data (NUL bytes), not text", number))
+            try:
+                raw = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                error = TraceError(f"not UTF-8 text ({e.reason} at byte {e.start})", number)
+                return self._bad_line(error)
         text = raw.strip()
         if not text:
-            continue
+            return
         try:
             obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            err = TraceError(f"not valid JSON ({e.msg} at column {e.colno})", number)
-            if session is None:
-                raise err from None
-            # Possibly a line cut off by a crash mid-write: fatal only if more lines follow.
-            pending_error = err
-            continue
-        if not isinstance(obj, dict):
-            raise TraceError("expected a JSON object", number)
-        if session is None:
-            session = Session(parse_header(obj, number))
-            continue
+        except (ValueError, RecursionError) as e:
+            detail = f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError) else e
+            hint = "; a trace holds one JSON object per line" if self.session is None else ""
+            return self._bad_line(TraceError(f"not valid JSON ({detail}){hint}", number))
+        if type(obj) is not dict:
+            raise TraceError(f"expected a JSON object, got {type(obj).__name__}", number)
+        if self.session is None:
+            self.session = Session(parse_header(obj, number))
+            if obj["schema"] != SCHEMA:
+                self.session.warnings.append(
+                    f"written as {obj['schema']}, newer than this specviz ({SCHEMA}): "
+                    "fields and records it does not know were ignored"
+                )
+            return
         kind = obj.get("type")
         if kind == "round":
-            rnd = parse_round(obj, session.session_id, number)
+            session = self.session
+            rnd = parse_round(obj, session.session_id, number, self.settings_cache)
             if rnd.index != len(session.rounds):
                 raise TraceError(
                     f"expected round {len(session.rounds)}, got {rnd.index}", number, "index"
                 )
             session.rounds.append(rnd)
-            if progress is not None and rnd.index % 1000 == 0:
-                progress(number)
         elif kind == "summary":
-            continue  # derived; recomputed from the rounds
+            return  # derived: recomputed from the rounds
+        elif kind == "session":
+            raise TraceError("a second session header: a trace holds one session", number, "type")
         elif isinstance(kind, str):
-            continue  # a record type from a newer minor version: ignored
-        else:
+            self.ignored[kind] = self.ignored.get(kind, 0) + 1  # from a newer minor version
+        elif kind is None:
             raise TraceError("missing", number, "type")
-    if session is None:
-        raise TraceError("the file is empty: no session header")
-    if pending_error is not None:
-        session.warnings.append(
-            f"{pending_error} (a cut-off last line; the rounds before it were loaded)"
-        )
-    return session
+        else:
+            raise type_error(kind, str, number, "type")
+
+    def _bad_line(self, error: TraceError) -> None:
+        if self.session is None:
+            raise error
+        self.pending = error  # possibly cut off by a crash mid-write: fatal if more follows
+
+    def finish(self) -> Session:
+        if self.session is None:
+            raise TraceError("the file is empty: no session header", 1)
+        warnings = self.session.warnings
+        if self.pending is not None:
+            done = len(self.session.rounds)
+            warnings.append(
+                f"{self.pending} (a cut-off last line, as a crash during a write leaves; "
+                f"the {done} complete round{'s' if done != 1 else ''} before it were loaded)"
+            )
+        for kind, count in sorted(self.ignored.items()):
+            warnings.append(f"ignored {count} line(s) of record type {kind!r} (a newer format)")
+        return self.session
 
 
-def load(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None) -> Session:
-    """Read a trace file. Raises TraceError (bad content) or OSError (cannot read)."""
+def parse_lines(
+    lines: Iterable[str | bytes], progress: Callable[[int], None] | None = None
+) -> Session:
+    """Build a Session from trace lines (str or UTF-8 bytes); a cut-off last line is dropped
+    with a warning in Session.warnings. progress(n) is called every 1000 lines read."""
+    reader = _Reader()
+    for number, raw in enumerate(lines, start=1):
+        reader.feed(number, raw)
+        if progress is not None and number % 1000 == 0:
+            progress(number)
+    return reader.finish()
+
+
+def load(path: str | os.PathLike[str], progress: Callable[[float], None] | None = None) -> Session:
+    """Read a trace file. Raises TraceError (bad content) or OSError (cannot read).
+
+    progress(fraction), fraction of the file's bytes read in [0, 1], is called on the calling
+    thread about every 1% and once with 1.0 at the end. Memory: the records only (about three
+    times the file's size); the file is read one line at a time.
+    """
     path = Path(path)
+    reader = _Reader()
     with open(path, "rb") as f:
-        head = f.read(4096)
-        if b"\0" in head:
-            raise TraceError(f"{path.name} is a binary file, not a JSON Lines trace")
-    with open(path, encoding="utf-8", errors="strict") as f:
-        try:
-            return parse_lines(f, progress)
-        except UnicodeDecodeError as e:
-            raise TraceError(f"{path.name} is not UTF-8 text ({e.reason})") from None
+        if b"\0" in f.read(4096):
+            raise TraceError(f"{path.name} is a binary file, not a specviz trace", 1)
+        f.seek(0)
+        total = os.fstat(f.fileno()).st_size
+        step = max(total // 100, 1)
+        done, next_report, number = 0, step, 0
+        while raw := f.readline(MAX_LINE_BYTES):
+            number += 1
+            if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise TraceError(f"longer than {MAX_LINE_BYTES >> 20} MiB: not a trace", number)
+            reader.feed(number, raw)
+            done += len(raw)
+            if progress is not None and done >= next_report:
+                progress(done / total)
+                next_report = done + step
+    session = reader.finish()
+    if progress is not None:
+        progress(1.0)
+    return session

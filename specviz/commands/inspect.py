@@ -1,0 +1,165 @@
+"""`specviz inspect TRACE`: check a trace and say what is in it, without any model.
+
+Exit status 0 for a valid trace; 2 for one that cannot be read or whose numbers contradict
+each other, with a message naming the line and the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Any
+
+from .common import fail
+
+MAX_PROBLEMS = 200  # enough to see a pattern; a broken 100k-round trace could list millions
+SHOWN_PROBLEMS = 20
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "inspect", help="validate a trace and summarise it (no models needed)", description=__doc__
+    )
+    parser.add_argument("trace", help="a trace file written by specviz (JSON Lines)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def describe(session, problems: list) -> dict[str, Any]:
+    """Everything `inspect` reports, as plain JSON values."""
+    from ..core.stats import fold, summary
+
+    header = session.header
+    changes = []
+    previous = header.settings
+    for rnd in session.rounds:
+        if rnd.settings is not None and rnd.settings != previous:
+            changes.append({"round": rnd.index, "settings": dataclasses.asdict(rnd.settings)})
+            previous = rnd.settings
+    return {
+        "valid": not problems,
+        "problems": [dataclasses.asdict(p) for p in problems],
+        "problems_truncated": len(problems) >= MAX_PROBLEMS,
+        "warnings": list(session.warnings),
+        "specviz": header.specviz,
+        "created": header.created,
+        "session_id": header.session_id,
+        "prompt": header.prompt,
+        "prompt_tokens": len(header.prompt_ids),
+        "target": dataclasses.asdict(header.target),
+        "draft": dataclasses.asdict(header.draft),
+        "settings": dataclasses.asdict(header.settings),
+        "settings_changes": changes,
+        "finish_reason": session.rounds[-1].finish_reason if session.rounds else None,
+        **summary(session),
+        "accepted_lengths": fold(session).accepted_lengths,
+    }
+
+
+def _f(value: float | None, fmt: str = "{:.3f}") -> str:
+    return "n/a" if value is None else fmt.format(value)
+
+
+def _count(n: int) -> str:
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _model(m: dict[str, Any]) -> str:
+    where = "" if m["path"] == m["name"] else f"  from {m['path']}"
+    return (
+        f"{m['name']}  ({_count(m['params'])} params, vocab {m['vocab_size']}, "
+        f"{m['dtype']}, {m['device']}){where}"
+    )
+
+
+def _settings(s: dict[str, Any]) -> str:
+    greedy = " (greedy)" if s["temperature"] == 0 else ""
+    return (
+        f"K {s['k']}  temperature {s['temperature']:g}{greedy}"
+        f"  top-k {s['top_k'] or 'off'}  top-p {s['top_p'] if s['top_p'] < 1 else 'off'}"
+        f"  seed {s['seed']}  max new tokens {s['max_new_tokens']}  top-N {s['top_n']}"
+    )
+
+
+def format_report(path: str, d: dict[str, Any]) -> str:
+    prompt = d["prompt"] if len(d["prompt"]) <= 70 else d["prompt"][:67] + "..."
+    lines = [
+        f"trace       {path}",
+        f"written by  specviz {d['specviz'] or '?'}  {d['created']}  session {d['session_id']}",
+        f"prompt      {json.dumps(prompt, ensure_ascii=False)}  ({d['prompt_tokens']} tokens)",
+        f"target      {_model(d['target'])}",
+        f"draft       {_model(d['draft'])}",
+        f"settings    {_settings(d['settings'])}",
+    ]
+    for change in d["settings_changes"]:
+        lines.append(f"  from round {change['round']}: {_settings(change['settings'])}")
+    finish = d["finish_reason"]
+    by_position = enumerate(d["acceptance_by_position"], start=1)
+    lengths = enumerate(d["accepted_lengths"])
+    lines += [
+        f"rounds      {d['rounds']}  ({'finished: ' + finish if finish else 'not finished'})",
+        f"tokens      {d['tokens']} emitted, {d['drafted']} drafted, {d['judged']} judged, "
+        f"{d['accepted']} accepted",
+        f"acceptance  {_f(d['acceptance_rate'])} (accepted/judged drafts)   alpha "
+        f"{_f(d['alpha'])} (sum min(p, q), mean over judged positions)",
+        f"efficiency  {_f(d['draft_efficiency'])} (accepted/all drafts, discarded included)",
+        f"per round   {_f(d['mean_accepted'], '{:.2f}')} accepted, "
+        f"{_f(d['tokens_per_forward'], '{:.2f}')} tokens per target pass, "
+        f"{_f(d['ms_per_token'], '{:.2f}')} ms per token",
+        f"speedup     measured {_f(d['speedup_measured'], '{:.2f}x')}   predicted "
+        f"{_f(d['speedup_predicted'], '{:.2f}x')}   (c = {_f(d['cost_ratio'])}, target alone "
+        f"{_f(d['baseline_ms_per_token'], '{:.2f}')} ms per token)",
+        "acceptance by position (accepted/judged at draft position 1..K):",
+        "            " + ("  ".join(f"{i}: {_f(a)}" for i, a in by_position) or "n/a"),
+        "accepted per round (how many rounds kept 0, 1, ... drafts):",
+        "            " + ("  ".join(f"{i}: {n}" for i, n in lengths) or "n/a"),
+    ]
+    for warning in d["warnings"]:
+        lines.append(f"warning     {warning}")
+    lines.append("valid       " + ("yes" if d["valid"] else "NO (see the problems below)"))
+    return "\n".join(lines)
+
+
+def _problem_lines(path: str, problems: list) -> str:
+    count = f"{len(problems)}{'+' if len(problems) >= MAX_PROBLEMS else ''}"
+    lines = [f"{path} is not a valid trace: {count} problem(s)"]
+    lines += [f"  {p}" for p in problems[:SHOWN_PROBLEMS]]
+    if len(problems) > SHOWN_PROBLEMS:
+        lines.append(f"  ... and {len(problems) - SHOWN_PROBLEMS} more (--json lists them)")
+    return "\n".join(lines)
+
+
+def _progress(fraction: float) -> None:
+    print(f"\r[specviz] reading the trace: {fraction:4.0%}", end="", file=sys.stderr, flush=True)
+    if fraction >= 1:
+        print(file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..core.trace import TraceError
+    from ..core.tracefile import load
+    from ..core.validate import check_session
+
+    path = args.trace
+    try:
+        session = load(path, progress=_progress if sys.stderr.isatty() else None)
+    except TraceError as e:
+        if args.json:
+            problem = {"line": e.line, "field": e.field_name, "message": str(e)}
+            print(json.dumps({"valid": False, "file": path, "problems": [problem]}))
+        return fail(f"{path} is not a valid trace: {e}")
+    except OSError as e:
+        return fail(f"cannot read {path}: {e.strerror or e}")
+    problems = check_session(session, limit=MAX_PROBLEMS)
+    report = describe(session, problems)
+    if args.json:
+        print(json.dumps({"file": path, **report}, ensure_ascii=False))
+    else:
+        print(format_report(path, report))
+    if problems:
+        return fail(_problem_lines(path, problems))
+    return 0

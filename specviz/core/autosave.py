@@ -1,0 +1,105 @@
+"""Autosave of the running session, so that a crash of the app loses at most one round.
+
+The file is an ordinary trace (docs/TRACE_FORMAT.md) without its summary line, written as
+the session runs: the header when it starts, then each round as one line, flushed and
+fsync'ed. A crash mid-write leaves at most a cut-off last line, which tracefile.load drops
+with a warning. On the next launch, find_restorable() says whether there is a session to
+offer back, and restore() reads it.
+
+Usage (GUI thread; each call is one short write, no model needed):
+
+    saver = Autosaver()                    # $SPECVIZ_CACHE or ~/.cache/specviz
+    found = Autosaver.find_restorable()    # at launch: offer to restore found
+    session = Autosaver.restore(found)     # if the user says yes; else saver.discard()
+    saver.start(header); saver.add(rnd)... # as the session runs
+    saver.finish()                         # the session was exported, reset or closed
+
+Every method raises OSError when the disk does (full, read-only): the session itself is
+unaffected, and the caller can report it and carry on without autosave.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .session import Session
+from .trace import Round, SessionHeader, TraceError, dumps, header_to_json, round_to_json
+from .tracefile import load, write_atomic
+from .traceparse import parse_header
+
+FILENAME = "autosave.jsonl"
+
+
+def cache_folder() -> Path:
+    """$SPECVIZ_CACHE if set, else ~/.cache/specviz."""
+    folder = os.environ.get("SPECVIZ_CACHE")
+    return Path(folder) if folder else Path.home() / ".cache" / "specviz"
+
+
+class Autosaver:
+    """Appends the running session to <folder>/autosave.jsonl, one fsync'ed line a round."""
+
+    def __init__(self, folder: str | os.PathLike[str] | None = None):
+        self.folder = Path(folder) if folder is not None else cache_folder()
+        self.path = self.folder / FILENAME
+        self.session_id: str | None = None  # the session being saved; None: not started
+
+    @property
+    def active(self) -> bool:
+        return self.session_id is not None
+
+    def start(self, header: SessionHeader) -> None:
+        """Begin a new session's autosave, replacing any earlier one (restore it first)."""
+        self.session_id = None
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.path, [dumps(header_to_json(header))])  # never a half header
+        self.session_id = header.session_id
+
+    def add(self, rnd: Round) -> bool:
+        """Append one round; False (nothing written) when not started or the round belongs
+        to another session. Returns once the line is on disk. The file is opened for each
+        round, so nothing stays open between rounds."""
+        if self.session_id is None or rnd.session_id != self.session_id:
+            return False
+        with open(self.path, "a", encoding="utf-8", newline="\n") as f:
+            f.write(dumps(round_to_json(rnd)) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return True
+
+    def finish(self) -> None:
+        """The session ended cleanly (exported, reset, or the app closed): remove the file."""
+        self.session_id = None
+        self.path.unlink(missing_ok=True)
+
+    def discard(self) -> None:
+        """Throw the autosave away (the user declined to restore it): remove the file."""
+        self.finish()
+
+    @staticmethod
+    def find_restorable(folder: str | os.PathLike[str] | None = None) -> Path | None:
+        """The autosave left by an earlier run, if it holds a session header and at least
+        one round line; None otherwise. Reads two lines, whatever the file's size."""
+        path = (Path(folder) if folder is not None else cache_folder()) / FILENAME
+        try:
+            with open(path, "rb") as f:
+                first, second = f.readline(), f.readline()
+            parse_header(_json_object(first))
+        except (OSError, ValueError):
+            return None  # no file, unreadable, or not even a complete header: nothing to offer
+        return path if second.strip() else None
+
+    @staticmethod
+    def restore(path: str | os.PathLike[str]) -> Session:
+        """The autosaved session: its complete rounds (a cut-off last line is dropped and
+        noted in Session.warnings). Raises TraceError or OSError."""
+        return load(path)
+
+
+def _json_object(line: bytes) -> dict:
+    obj = json.loads(line.decode("utf-8"))
+    if not isinstance(obj, dict):
+        raise TraceError("expected a JSON object", 1)
+    return obj

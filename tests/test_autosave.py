@@ -1,0 +1,111 @@
+"""Autosave: one fsync'ed line per round; a crash loses at most the round being written; the
+next launch finds the file and restores the session from it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from specviz.core import autosave
+from specviz.core.autosave import FILENAME, Autosaver, cache_folder
+from tests.test_trace_synth import synthetic_session
+
+
+def test_folder_defaults(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    assert cache_folder() == tmp_path / "cache"
+    assert Autosaver().path == tmp_path / "cache" / FILENAME
+    monkeypatch.delenv("SPECVIZ_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cache_folder() == tmp_path / ".cache" / "specviz"
+
+
+def test_each_round_is_on_disk_before_add_returns(tmp_path, monkeypatch):
+    session = synthetic_session(6)
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(autosave.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    saver = Autosaver(tmp_path / "cache")  # created on start
+    saver.start(session.header)
+    assert synced  # the header too
+    for n, rnd in enumerate(session.rounds, start=1):
+        before = len(synced)
+        assert saver.add(rnd)
+        assert len(synced) == before + 1
+        # What a crash right now would leave: the header and every round so far.
+        assert Autosaver.restore(saver.path).rounds == session.rounds[:n]
+    assert Autosaver.find_restorable(tmp_path / "cache") == saver.path
+    saver.finish()
+
+
+def test_crash_mid_round_loses_only_that_round(tmp_path):
+    session = synthetic_session(5)
+    saver = Autosaver(tmp_path)
+    saver.start(session.header)
+    for rnd in session.rounds[:4]:
+        saver.add(rnd)
+    # The app dies while writing round 4: part of its line reached the disk.
+    with open(saver.path, "a", encoding="utf-8") as f:
+        f.write('{"type":"round","index":4,"context_len":2')
+    found = Autosaver.find_restorable(tmp_path)
+    assert found == tmp_path / FILENAME
+    restored = Autosaver.restore(found)
+    assert restored.header == session.header
+    assert restored.rounds == session.rounds[:4]
+    assert "cut-off last line" in restored.warnings[0]
+
+
+def test_nothing_to_restore(tmp_path):
+    assert Autosaver.find_restorable(tmp_path) is None  # no file
+    saver = Autosaver(tmp_path)
+    saver.start(synthetic_session(1).header)
+    assert Autosaver.find_restorable(tmp_path) is None  # a header and no round yet
+    (tmp_path / FILENAME).write_text('{"type": "session", "sch')  # a cut-off header
+    assert Autosaver.find_restorable(tmp_path) is None
+    (tmp_path / FILENAME).write_bytes(b"\xff\xfe\0garbage\n{}\n")
+    assert Autosaver.find_restorable(tmp_path) is None
+
+
+def test_finish_and_discard_remove_the_file(tmp_path):
+    session = synthetic_session(2)
+    saver = Autosaver(tmp_path)
+    saver.start(session.header)
+    saver.add(session.rounds[0])
+    saver.finish()
+    assert not saver.path.exists() and not saver.active
+    assert not saver.add(session.rounds[1])  # not started: nothing written
+    saver.start(session.header)
+    saver.discard()
+    assert Autosaver.find_restorable(tmp_path) is None
+    saver.discard()  # twice is fine
+
+
+def test_rounds_of_another_session_are_dropped(tmp_path):
+    first, second = synthetic_session(2), synthetic_session(2)
+    second = type(second)(
+        second.header.__class__(**{**second.header.__dict__, "session_id": "other"}), []
+    )
+    saver = Autosaver(tmp_path)
+    saver.start(second.header)
+    assert not saver.add(first.rounds[0])
+    assert Autosaver.find_restorable(tmp_path) is None
+
+
+def test_a_new_session_replaces_the_old_autosave(tmp_path):
+    old, new = synthetic_session(3, seed=1), synthetic_session(2, seed=2)
+    saver = Autosaver(tmp_path)
+    saver.start(old.header)
+    for rnd in old.rounds:
+        saver.add(rnd)
+    saver.start(new.header)
+    saver.add(new.rounds[0])
+    assert Autosaver.restore(saver.path).rounds == new.rounds[:1]
+    saver.finish()
+
+
+def test_disk_errors_reach_the_caller(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    with pytest.raises(OSError):
+        Autosaver(blocker).start(synthetic_session(1).header)

@@ -1,0 +1,278 @@
+"""Trace files: a live session reads back identical; each kind of bad input gives a TraceError
+naming the line (and the field); a failed write leaves the old file as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from specviz.core import tracefile
+from specviz.core.engine import SpeculativeEngine
+from specviz.core.session import Session
+from specviz.core.trace import Settings, TraceError
+from specviz.core.tracefile import load, parse_lines, save, session_lines, write_atomic
+from specviz.core.validate import check_session
+from tests.test_trace_synth import synthetic_session
+
+
+@pytest.fixture(scope="module")
+def live(pair) -> Session:
+    engine = SpeculativeEngine(pair, Settings(k=4, seed=5, max_new_tokens=40, top_n=20))
+    session = Session(engine.prefill("In the beginning God", calibrate=True))
+    for rnd in engine.run():
+        assert session.append(rnd)
+    return session
+
+
+def write(path, lines: list[str], end: str = "\n") -> None:
+    path.write_text("\n".join(lines) + end, encoding="utf-8")
+
+
+def lines_of(session: Session) -> list[str]:
+    return list(session_lines(session, with_summary=False))
+
+
+def test_live_session_round_trip(live, tmp_path):
+    path = tmp_path / "live.jsonl"
+    save(live, path)
+    back = load(path)
+    assert back.header == live.header
+    assert back.rounds == live.rounds  # every record, every float, bit for bit
+    assert back.warnings == [] and back.text == live.text and back.finished
+    assert check_session(back) == []
+    again = tmp_path / "again.jsonl"
+    save(back, again)
+    assert again.read_bytes() == path.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again.jsonl", "live.jsonl"]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        Settings(k=3, temperature=0, seed=1, max_new_tokens=30),
+        Settings(k=5, temperature=0.7, top_k=20, top_p=0.9, seed=2, max_new_tokens=30),
+        Settings(k=1, temperature=1.5, seed=3, max_new_tokens=20, top_n=3),
+    ],
+)
+def test_live_sessions_have_no_problems(pair, settings):
+    engine = SpeculativeEngine(pair, settings)
+    session = Session(engine.prefill("A fool and his", calibrate=False))
+    for rnd in engine.run():
+        session.append(rnd)
+    assert check_session(parse_lines(session_lines(session))) == []
+
+
+def test_not_json(tmp_path):
+    path = tmp_path / "notes.jsonl"
+    path.write_text("round 0: accepted 3 of 4\n", encoding="utf-8")
+    with pytest.raises(TraceError, match=r"^line 1: not valid JSON .*one JSON object per line"):
+        load(path)
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n  \n"])
+def test_empty_file(tmp_path, content):
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(TraceError, match=r"^line 1: the file is empty") as info:
+        load(path)
+    assert info.value.line == 1
+
+
+def test_binary_file(tmp_path):
+    path = tmp_path / "picture.jsonl"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(range(256)) * 4)
+    with pytest.raises(TraceError, match=r"^line 1: .*binary") as info:
+        load(path)
+    assert info.value.line == 1
+
+
+def test_not_utf8_text(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes('{"type": "session", "prompt": "café"}\n'.encode("latin-1"))
+    with pytest.raises(TraceError, match=r"^line 1: not UTF-8 text"):
+        load(path)
+
+
+def test_truncated_last_line_loads_complete_rounds_and_warns(tmp_path):
+    lines = lines_of(synthetic_session(6))
+    path = tmp_path / "cut.jsonl"
+    write(path, [*lines[:-1], lines[-1][: len(lines[-1]) // 2]], end="")
+    session = load(path)
+    assert len(session.rounds) == 5
+    assert session.rounds == synthetic_session(6).rounds[:5]
+    assert len(session.warnings) == 1
+    assert session.warnings[0].startswith("line 7: not valid JSON")
+    assert "cut-off last line" in session.warnings[0] and "5 complete rounds" in session.warnings[0]
+
+
+def test_truncated_inside_a_multibyte_character(tmp_path):
+    lines = lines_of(synthetic_session(3))
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    cut = data.rindex(" é".encode()) + 2  # between the two bytes of "é"
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(data[:cut])
+    session = load(path)
+    assert len(session.rounds) == data[:cut].count(b"\n") - 1
+    assert "not UTF-8" in session.warnings[0]
+
+
+def test_crash_zeros_at_the_end_are_a_cut_off_line(tmp_path):
+    lines = lines_of(synthetic_session(3))
+    path = tmp_path / "zeros.jsonl"
+    path.write_bytes(("\n".join(lines) + "\n").encode() + b"\0" * 512)
+    session = load(path)
+    assert len(session.rounds) == 3 and "NUL" in session.warnings[0]
+
+
+def test_truncated_middle_line_is_an_error(tmp_path):
+    lines = lines_of(synthetic_session(6))
+    lines[3] = lines[3][:100]
+    path = tmp_path / "broken.jsonl"
+    write(path, lines)
+    with pytest.raises(TraceError, match=r"^line 4: not valid JSON") as info:
+        load(path)
+    assert info.value.line == 4
+
+
+def test_unknown_schema_major_is_refused(tmp_path):
+    lines = lines_of(synthetic_session(2))
+    header = json.loads(lines[0])
+    header["schema"] = "specviz.trace/2"
+    path = tmp_path / "future.jsonl"
+    write(path, [json.dumps(header), *lines[1:]])
+    with pytest.raises(TraceError) as info:
+        load(path)
+    message = str(info.value)
+    assert message.startswith("line 1: field 'schema': schema 'specviz.trace/2' is not supported")
+    assert "specviz.trace/1" in message and "newer specviz" in message
+    assert (info.value.line, info.value.field_name) == (1, "schema")
+
+
+def test_not_a_specviz_trace(tmp_path):
+    path = tmp_path / "other.jsonl"
+    write(path, ['{"event": "start", "user": 3}', '{"event": "stop"}'])
+    with pytest.raises(TraceError, match=r"^line 1: the first line must be the session header"):
+        load(path)
+
+
+def test_newer_minor_version_fields_are_kept_or_ignored(tmp_path):
+    session = synthetic_session(4)
+    lines = [json.loads(line) for line in lines_of(session)]
+    lines[0]["schema"] = "specviz.trace/1.3"
+    lines[0]["gpu"] = {"name": "H200"}  # unknown header field: kept
+    lines[0]["settings"]["draft_temperature"] = 0.5  # unknown setting: ignored
+    lines[1]["energy_j"] = 1.5  # unknown round field: ignored
+    lines[1]["tokens"][0]["logit"] = 3.25  # unknown token field: ignored
+    lines.insert(2, {"type": "annotation", "round": 0, "note": "interesting"})  # unknown record
+    path = tmp_path / "newer.jsonl"
+    write(path, [json.dumps(obj) for obj in lines])
+    back = load(path)
+    assert back.rounds == session.rounds
+    assert back.header.extra == {"gpu": {"name": "H200"}}
+    assert back.header.settings == session.header.settings
+    assert any("specviz.trace/1.3" in w for w in back.warnings)
+    assert any("'annotation'" in w for w in back.warnings)
+    resaved = tmp_path / "resaved.jsonl"
+    save(back, resaved)
+    assert json.loads(resaved.read_text().splitlines()[0])["gpu"] == {"name": "H200"}
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            lambda r: r["tokens"][1].update(p="high"),
+            "line 3: field 'tokens[1].p': expected a number",
+        ),
+        (lambda r: r["tokens"][0].pop("status"), "line 3: field 'tokens[0].status': missing"),
+        (
+            lambda r: r["tokens"][0].update(status="kept"),
+            "field 'tokens[0].status': unknown status",
+        ),
+        (lambda r: r.pop("n_drafted"), "line 3: field 'n_drafted': missing"),
+        (lambda r: r.update(index=7), "line 3: field 'index': expected round 1, got 7"),
+        (lambda r: r.update(draft_ms=True), "line 3: field 'draft_ms': expected a number"),
+        (lambda r: r["tokens"][0].update(top=[[1, 0.5]]), "field 'tokens[0].top': expected a list"),
+        (lambda r: r["tokens"][0].update(top=[["x", 0.5, 0.1]]), "field 'tokens[0].top': expected"),
+        (lambda r: r["tokens"][0].update(top_text=[1, 2]), "field 'tokens[0].top_text'"),
+        (lambda r: r.pop("type"), "line 3: field 'type': missing"),
+        (lambda r: r.update(type="session"), "line 3: field 'type': a second session header"),
+    ],
+)
+def test_structure_errors_name_line_and_field(tmp_path, edit, expected):
+    lines = [json.loads(line) for line in lines_of(synthetic_session(3))]
+    edit(lines[2])
+    path = tmp_path / "bad.jsonl"
+    write(path, [json.dumps(obj) for obj in lines])
+    with pytest.raises(TraceError) as info:
+        load(path)
+    assert expected in str(info.value)
+    assert info.value.line == 3
+
+
+def test_a_line_that_is_not_an_object(tmp_path):
+    lines = lines_of(synthetic_session(2))
+    path = tmp_path / "array.jsonl"
+    write(path, [lines[0], "[1, 2, 3]", *lines[1:]])
+    with pytest.raises(TraceError, match=r"^line 2: expected a JSON object, got list"):
+        load(path)
+
+
+def test_parse_lines_accepts_str_and_bytes():
+    lines = lines_of(synthetic_session(3))
+    from_str = parse_lines(lines)
+    from_bytes = parse_lines(line.encode() for line in lines)
+    assert from_str.rounds == from_bytes.rounds == synthetic_session(3).rounds
+
+
+# ---------------------------------------------------------------------------- atomic write
+
+
+def leftovers(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_failure_mid_write_leaves_the_old_file(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    save(synthetic_session(3), path)
+    before = path.read_bytes()
+
+    def lines_then_crash():
+        yield from lines_of(synthetic_session(50, seed=9))[:20]
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        write_atomic(path, lines_then_crash())
+    assert path.read_bytes() == before
+    assert leftovers(tmp_path) == []
+
+
+def test_failed_rename_leaves_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "trace.jsonl"
+    save(synthetic_session(3), path)
+    before = path.read_bytes()
+
+    def failing_replace(src, dst):
+        assert os.path.exists(src)  # the new content was complete on disk
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tracefile.os, "replace", failing_replace)
+    with pytest.raises(PermissionError):
+        save(synthetic_session(8, seed=2), path)
+    assert path.read_bytes() == before
+    assert leftovers(tmp_path) == []
+    assert load(path).rounds == synthetic_session(3).rounds
+
+
+def test_interrupt_mid_write_leaves_no_file(tmp_path):
+    path = tmp_path / "new.jsonl"
+
+    def lines_then_interrupt():
+        yield "{}"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(path, lines_then_interrupt())
+    assert list(tmp_path.iterdir()) == []
