@@ -109,3 +109,12 @@ def test_disk_errors_reach_the_caller(tmp_path):
     blocker.write_text("")
     with pytest.raises(OSError):
         Autosaver(blocker).start(synthetic_session(1).header)
+
+
+def test_a_restored_session_goes_on(tmp_path):
+    session = synthetic_session(5)
+    saver = Autosaver(tmp_path)
+    saver.start(session.header, session.rounds[:3])
+    saver.add(session.rounds[3])
+    assert Autosaver.restore(saver.path).rounds == session.rounds[:4]
+    saver.finish()

@@ -11,7 +11,8 @@ Usage (GUI thread; each call is one short write, no model needed):
     saver = Autosaver()                    # $SPECVIZ_CACHE or ~/.cache/specviz
     found = Autosaver.find_restorable()    # at launch: offer to restore found
     session = Autosaver.restore(found)     # if the user says yes; else saver.discard()
-    saver.start(header); saver.add(rnd)... # as the session runs
+    saver.start(header); saver.add(rnd)... # as a session runs
+    saver.start(session.header, session.rounds)  # a restored session that goes on
     saver.finish()                         # the session was exported, reset or closed
 
 Every method raises OSError when the disk does (full, read-only): the session itself is
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
+from itertools import chain
 from pathlib import Path
 
 from .session import Session
@@ -50,11 +53,13 @@ class Autosaver:
     def active(self) -> bool:
         return self.session_id is not None
 
-    def start(self, header: SessionHeader) -> None:
-        """Begin a new session's autosave, replacing any earlier one (restore it first)."""
+    def start(self, header: SessionHeader, rounds: Iterable[Round] = ()) -> None:
+        """Begin a session's autosave, replacing any earlier one (restore that first).
+        `rounds`: those the session already has (a restored session that goes on)."""
         self.session_id = None
         self.folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, [dumps(header_to_json(header))])  # never a half header
+        lines = chain([dumps(header_to_json(header))], (dumps(round_to_json(r)) for r in rounds))
+        write_atomic(self.path, lines)  # never a half header
         self.session_id = header.session_id
 
     def add(self, rnd: Round) -> bool:

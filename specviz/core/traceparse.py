@@ -113,9 +113,9 @@ def _top(value: Any, line: int, name: str, width: int) -> tuple:
         raise TraceError(f"expected a list of {shape}", line, name) from None
     if not entries:
         return ()
-    ids, *columns = zip(*entries)  # [N] each
-    if len(columns) != width - 1 or set(map(len, entries)) != {width}:
+    if set(map(len, entries)) != {width}:
         raise TraceError(f"expected a list of {shape}", line, name)
+    ids, *columns = zip(*entries)  # [N] each
     if not set(map(type, ids)) <= {int}:
         raise TraceError(f"expected integer token ids in {shape}", line, name)
     if not set(map(type, columns[0])).union(*(map(type, c) for c in columns[1:])) <= (
