@@ -18,7 +18,7 @@ from .common import UsageError, add_model_args, fail, model_specs
 
 
 def add_parser(sub) -> None:
-    from ..core.lab import MAX_SAMPLES, MIN_SAMPLES, RULES
+    from ..core.lab_rules import MAX_SAMPLES, MIN_SAMPLES, RULES
 
     parser = sub.add_parser(
         "lab", help="check losslessness: the rule run N times at one position", description=__doc__

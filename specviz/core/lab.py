@@ -25,13 +25,8 @@ SEED_TOKENS = ("A", "B", "C", "D")
 SEED_Q = (0.2, 0.4, 0.3, 0.1)
 SEED_P = (0.5, 0.1, 0.1, 0.3)
 
-RULES = ("correct", "naive-reject", "resample-from-p")
-RULE_LABELS = {
-    "correct": "correct: accept with min(1, p/q), else resample from norm(max(0, p - q))",
-    "naive-reject": "WRONG: reject whenever p(x) < q(x), deterministically",
-    "resample-from-p": "WRONG: on rejection resample from p, not from the residual",
-}
-MIN_SAMPLES, MAX_SAMPLES = 100, 1_000_000
+from .lab_rules import MAX_SAMPLES, MIN_SAMPLES, RULE_LABELS, RULES  # noqa: E402,F401
+
 REST_LABEL = "(everything else)"  # the last bar of a long distribution
 LEVEL = 0.001  # a chi-square p-value below this says the emitted tokens do not follow p
 MIN_EXPECTED = 5.0  # chi-square cells expected fewer times than this are merged into one
