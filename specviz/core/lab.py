@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from .lab_rules import MAX_SAMPLES, MIN_SAMPLES, RULE_LABELS, RULES  # noqa: F401 (re-exported)
 from .sampling import SamplingConfig, acceptance_mass, residual_distribution, warp
 
 # The seeds' worked example: four tokens, the draft q and the target p.
@@ -25,7 +26,6 @@ SEED_TOKENS = ("A", "B", "C", "D")
 SEED_Q = (0.2, 0.4, 0.3, 0.1)
 SEED_P = (0.5, 0.1, 0.1, 0.3)
 
-from .lab_rules import MAX_SAMPLES, MIN_SAMPLES, RULE_LABELS, RULES  # noqa: E402,F401
 
 REST_LABEL = "(everything else)"  # the last bar of a long distribution
 LEVEL = 0.001  # a chi-square p-value below this says the emitted tokens do not follow p
