@@ -1,0 +1,273 @@
+"""The left panel: prompt, model pair, sampling settings. GUI thread only.
+
+It holds values, not behaviour: the main window listens to `settings_changed` (applied
+from the next round) and `load_requested` (a new pair, hence a new session).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..core.prompts import example_prompts
+from ..core.trace import Settings
+
+CUSTOM = "Custom: hub id or folder"
+DEVICES = ("cpu", "cuda", "auto")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def builtin_pairs() -> list[str]:
+    """Names of the built-in pairs, default first (empty if none are available)."""
+    try:
+        from ..core import builtin
+    except ImportError:
+        return []
+    pairs = getattr(builtin, "BUILTIN_PAIRS", {})
+    names = [getattr(p, "name", p) for p in pairs]
+    names = [str(n).removeprefix("builtin:") for n in names]
+    default = str(getattr(builtin, "DEFAULT_PAIR", "")).removeprefix("builtin:")
+    if default in names:
+        names.remove(default)
+        names.insert(0, default)
+    return names
+
+
+def default_specs() -> tuple[str, str] | None:
+    """The built-in default pair as (target, draft) specs, or None if there is none."""
+    try:
+        from ..core.builtin import DEFAULT_PAIR
+    except ImportError:
+        return None
+    name = DEFAULT_PAIR if DEFAULT_PAIR.startswith("builtin:") else f"builtin:{DEFAULT_PAIR}"
+    return name, name
+
+
+class Controls(QWidget):
+    settings_changed = Signal(object)  # Settings
+    load_requested = Signal(str, str, str, str)  # target, draft, device, dtype
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(self._prompt_box())
+        layout.addWidget(self._models_box())
+        layout.addWidget(self._sampling_box())
+        layout.addStretch(1)
+
+    # ------------------------------------------------------------------------------ prompt
+
+    def _prompt_box(self) -> QGroupBox:
+        box = QGroupBox("Prompt")
+        self.examples = QComboBox()
+        self.examples.addItem("Example prompts\u2026")
+        for text in example_prompts():
+            self.examples.addItem(text if len(text) < 60 else text[:57] + "\u2026", text)
+        self.examples.activated.connect(self._use_example)
+        self.prompt_edit = QPlainTextEdit()
+        self.prompt_edit.setPlaceholderText("Type the text the models should continue")
+        self.prompt_edit.setMinimumHeight(70)
+        self.prompt_edit.setMaximumHeight(120)
+        prompts = example_prompts()
+        if prompts:
+            self.prompt_edit.setPlainText(prompts[0])
+        box_layout = QVBoxLayout(box)
+        box_layout.addWidget(self.examples)
+        box_layout.addWidget(self.prompt_edit)
+        return box
+
+    def _use_example(self, index: int) -> None:
+        text = self.examples.itemData(index)
+        if text:
+            self.prompt_edit.setPlainText(text)
+        self.examples.setCurrentIndex(0)
+
+    def prompt(self) -> str:
+        return self.prompt_edit.toPlainText()
+
+    def set_prompt(self, text: str) -> None:
+        self.prompt_edit.setPlainText(text)
+
+    # ------------------------------------------------------------------------------ models
+
+    def _models_box(self) -> QGroupBox:
+        box = QGroupBox("Models")
+        self.pair_combo = QComboBox()
+        for name in builtin_pairs():
+            self.pair_combo.addItem(f"built-in: {name}", f"builtin:{name}")
+        self.pair_combo.addItem(CUSTOM, None)
+        self.pair_combo.currentIndexChanged.connect(self._pair_changed)
+        self.target_edit, target_row = self._path_row("target: hub id or folder")
+        self.draft_edit, draft_row = self._path_row("draft: hub id or folder")
+        self.device_combo = QComboBox()
+        self.device_combo.setEditable(True)
+        self.device_combo.addItems(DEVICES)
+        self.device_combo.setToolTip("cpu, cuda, cuda:N or auto")
+        self.dtype_combo = QComboBox()
+        self.dtype_combo.addItems(DTYPES)
+        self.load_button = QPushButton("Load models")
+        self.load_button.setToolTip("Load the pair on the worker thread (starts a new session)")
+        self.load_button.clicked.connect(self._request_load)
+        form = QFormLayout(box)
+        form.addRow("Pair", self.pair_combo)
+        form.addRow("Target", target_row)
+        form.addRow("Draft", draft_row)
+        device_row = QHBoxLayout()
+        device_row.addWidget(self.device_combo, 1)
+        device_row.addWidget(self.dtype_combo, 1)
+        form.addRow("Device", device_row)
+        form.addRow(self.load_button)
+        self._pair_changed()
+        return box
+
+    def _path_row(self, placeholder: str) -> tuple[QLineEdit, QHBoxLayout]:
+        edit = QLineEdit()
+        edit.setPlaceholderText(placeholder)
+        browse = QToolButton()
+        browse.setText("\u2026")
+        browse.setToolTip("Choose a local model folder (written by save_pretrained)")
+        browse.clicked.connect(lambda: self._browse(edit))
+        row = QHBoxLayout()
+        row.addWidget(edit, 1)
+        row.addWidget(browse)
+        return edit, row
+
+    def _browse(self, edit: QLineEdit) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Model folder", edit.text())
+        if folder:
+            self.pair_combo.setCurrentIndex(self.pair_combo.count() - 1)
+            edit.setText(folder)
+
+    def _pair_changed(self) -> None:
+        spec = self.pair_combo.currentData()
+        custom = spec is None
+        for edit in (self.target_edit, self.draft_edit):
+            edit.setEnabled(custom)
+        if not custom:
+            self.target_edit.setText(spec)
+            self.draft_edit.setText(spec)
+
+    def specs(self) -> tuple[str, str]:
+        """(target, draft) as typed or chosen."""
+        return self.target_edit.text().strip(), self.draft_edit.text().strip()
+
+    def set_specs(self, target: str, draft: str) -> None:
+        index = self.pair_combo.findData(target) if target == draft else -1
+        if index < 0:
+            index = self.pair_combo.count() - 1  # custom
+        self.pair_combo.setCurrentIndex(index)
+        self.target_edit.setText(target)
+        self.draft_edit.setText(draft)
+
+    def device(self) -> str:
+        return self.device_combo.currentText().strip() or "cpu"
+
+    def set_device(self, device: str, dtype: str | None = None) -> None:
+        self.device_combo.setCurrentText(device)
+        if dtype:
+            self.dtype_combo.setCurrentText(dtype)
+
+    def dtype(self) -> str:
+        return self.dtype_combo.currentText()
+
+    def _request_load(self) -> None:
+        target, draft = self.specs()
+        self.load_requested.emit(target, draft, self.device(), self.dtype())
+
+    # ------------------------------------------------------------------------------ sampling
+
+    def _sampling_box(self) -> QGroupBox:
+        box = QGroupBox("Sampling")
+        d = Settings()
+        self.k_spin = _spin(1, 16, d.k, "drafted tokens per round")
+        self.temperature_spin = QDoubleSpinBox()
+        self.temperature_spin.setRange(0.0, 5.0)
+        self.temperature_spin.setSingleStep(0.1)
+        self.temperature_spin.setDecimals(2)
+        self.temperature_spin.setValue(d.temperature)
+        self.temperature_spin.setSpecialValueText("0 (greedy)")
+        self.top_k_spin = _spin(0, 1_000_000, d.top_k, "keep the k most likely tokens")
+        self.top_k_spin.setSpecialValueText("off")
+        self.top_p_spin = QDoubleSpinBox()
+        self.top_p_spin.setRange(0.01, 1.0)
+        self.top_p_spin.setSingleStep(0.05)
+        self.top_p_spin.setDecimals(2)
+        self.top_p_spin.setValue(d.top_p)
+        self.top_p_spin.setToolTip("nucleus: keep the smallest set of mass >= top-p (1 = off)")
+        self.seed_spin = _spin(0, 2**31 - 1, d.seed, "random seed (applies to the next session)")
+        self.max_tokens_spin = _spin(1, 100_000, d.max_new_tokens, "stop after this many tokens")
+        self.top_n_spin = _spin(1, 1000, d.top_n, "tokens stored per position (bars, replay)")
+        form = QFormLayout(box)
+        form.addRow("K (drafts / round)", self.k_spin)
+        form.addRow("Temperature", self.temperature_spin)
+        form.addRow("Top-k", self.top_k_spin)
+        form.addRow("Top-p", self.top_p_spin)
+        form.addRow("Seed", self.seed_spin)
+        form.addRow("Max new tokens", self.max_tokens_spin)
+        form.addRow("Top-N stored", self.top_n_spin)
+        note = QLabel(
+            "Changes apply from the next round; the seed and the prompt start a new session."
+        )
+        note.setWordWrap(True)
+        note.setStyleSheet("color: #666;")
+        form.addRow(note)
+        for spin in self._spins():
+            spin.valueChanged.connect(self._emit_settings)
+        return box
+
+    def _spins(self):
+        return (
+            self.k_spin,
+            self.temperature_spin,
+            self.top_k_spin,
+            self.top_p_spin,
+            self.seed_spin,
+            self.max_tokens_spin,
+            self.top_n_spin,
+        )
+
+    def settings(self) -> Settings:
+        return Settings(
+            k=self.k_spin.value(),
+            temperature=round(self.temperature_spin.value(), 4),
+            top_k=self.top_k_spin.value(),
+            top_p=round(self.top_p_spin.value(), 4),
+            seed=self.seed_spin.value(),
+            max_new_tokens=self.max_tokens_spin.value(),
+            top_n=self.top_n_spin.value(),
+        )
+
+    def set_settings(self, s: Settings) -> None:
+        """Show a session's settings without emitting settings_changed."""
+        values = (s.k, s.temperature, s.top_k, s.top_p, s.seed, s.max_new_tokens, s.top_n)
+        for spin, value in zip(self._spins(), values):
+            spin.blockSignals(True)
+            spin.setValue(value)
+            spin.blockSignals(False)
+
+    def _emit_settings(self) -> None:
+        self.settings_changed.emit(self.settings())
+
+
+def _spin(low: int, high: int, value: int, tip: str) -> QSpinBox:
+    spin = QSpinBox()
+    spin.setRange(low, high)
+    spin.setValue(value)
+    spin.setToolTip(tip)
+    return spin

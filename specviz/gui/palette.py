@@ -1,0 +1,73 @@
+"""Colours and names of token fates and of the distribution bars: the one place they live.
+
+Every view (token stream, bars, plots) and the legend take their colours from here, so a
+colour means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Fate:
+    """How one token status is drawn."""
+
+    label: str  # the legend's word for it
+    foreground: str  # text colour, also the bar / highlight colour of this fate
+    background: str  # a light tint behind the token
+    struck: bool  # drawn struck through: drafted but not part of the output
+    meaning: str  # one line for the legend's tooltip
+
+
+FATES: dict[str, Fate] = {
+    "accepted": Fate(
+        "accepted", "#1b7a2e", "#dcf2e0", False, "drafted by q and kept: u < min(1, p/q)"
+    ),
+    "rejected": Fate(
+        "rejected", "#c62828", "#fde0e0", True, "drafted by q and refused: u >= min(1, p/q)"
+    ),
+    "discarded": Fate(
+        "discarded", "#8a8a8a", "#efefef", True, "drafted after the first rejection: never judged"
+    ),
+    "resampled": Fate(
+        "resampled",
+        "#c25e00",
+        "#ffe9cc",
+        False,
+        "drawn from norm(max(0, p - q)) in place of the rejected token",
+    ),
+    "bonus": Fate(
+        "bonus", "#1f5fbf", "#dde8fb", False, "all K drafts kept: one more token from p, free"
+    ),
+}
+
+PROMPT = "#333333"  # the prompt's text
+PROMPT_BACKGROUND = "#f2f2f2"
+BOUNDARY = "#9aa0a6"  # the marker between rounds
+SELECTED = "#ffd54f"  # the outline / background of the selected position
+
+# Distribution bars
+P = "#1f5fbf"  # the target, p
+Q = "#8e44ad"  # the draft, q
+MIN_PQ = "#1b7a2e"  # min(p, q): accepted mass
+EXCESS = "#c25e00"  # max(0, p - q): the residual's mass (same hue as "resampled")
+REST = "#9aa0a6"
+DRAFTED_BAND = "#fff3c4"  # behind the drafted token's bars
+EMITTED_BAND = "#d9ecff"  # behind the emitted token's bars
+ACCEPT_REGION = "#c8ebd0"  # u below the line: accepted
+REJECT_REGION = "#f9d0d0"  # u above the line: rejected
+U_MARK = "#111111"
+
+# Plots
+PLOT_ACCEPTANCE = "#1b7a2e"
+PLOT_ALPHA = "#8e44ad"
+PLOT_EFFICIENCY = "#8a8a8a"
+PLOT_MEASURED = "#1f5fbf"
+PLOT_PREDICTED = "#c25e00"
+PLOT_PER_FORWARD = "#2a9d8f"
+PLOT_HISTOGRAM = "#1b7a2e"
+
+
+def fate(status: str) -> Fate:
+    return FATES[status]

@@ -1,0 +1,257 @@
+"""Per-round plots: acceptance (per round, running, alpha), speedup (measured, predicted,
+tokens per target forward), the histogram of accepted length and acceptance by position.
+
+Every plot item is created once; each round appends one point to preallocated arrays and
+calls setData on views of them (clipped to the view and downsampled when long), so no
+widget is rebuilt and no Python loop runs over past rounds. Numbers come from
+`specviz.core.stats`. GUI thread only.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from pyqtgraph import exporters
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from ..core.stats import RoundStats, RunningStats
+from . import palette
+
+PLOTS = ("acceptance", "speedup", "accepted_length", "by_position")
+TITLES = {
+    "acceptance": "Acceptance per round",
+    "speedup": "Speedup",
+    "accepted_length": "Accepted drafts per round",
+    "by_position": "Acceptance by draft position",
+}
+
+
+@contextmanager
+def _svg_closed_paths():
+    """pyqtgraph 0.14's SVG exporter cannot read the "Z" (close path) that Qt 6.12 writes
+    (pyqtgraph issue #3485): take it out around its coordinate fix-up and put it back."""
+    module = sys.modules[exporters.SVGExporter.__module__]
+    correct = module.correctCoordinates
+
+    def tolerant(node, defs, item, options):
+        closed = []
+        for path in node.getElementsByTagName("path"):
+            tokens = path.getAttribute("d").split()
+            if any(t in ("Z", "z") for t in tokens):
+                path.setAttribute("d", " ".join(t for t in tokens if t not in ("Z", "z")))
+                closed.append(path)
+        correct(node, defs, item, options)
+        for path in closed:
+            path.setAttribute("d", path.getAttribute("d").strip() + " Z")
+
+    module.correctCoordinates = tolerant
+    try:
+        yield
+    finally:
+        module.correctCoordinates = correct
+
+
+class Series:
+    """A growing (x, y) series in numpy arrays with doubling capacity: O(1) amortised."""
+
+    def __init__(self, capacity: int = 256):
+        self._x = np.empty(capacity)
+        self._y = np.empty(capacity)
+        self.n = 0
+
+    def append(self, x: float, y: float | None) -> None:
+        if self.n == len(self._x):
+            self._x = np.concatenate([self._x, np.empty(len(self._x))])
+            self._y = np.concatenate([self._y, np.empty(len(self._y))])
+        self._x[self.n] = x
+        self._y[self.n] = np.nan if y is None else y
+        self.n += 1
+
+    def clear(self) -> None:
+        self.n = 0
+
+    @property
+    def x(self) -> np.ndarray:
+        return self._x[: self.n]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._y[: self.n]
+
+
+def _curve(plot: pg.PlotItem, name: str, colour: str, style=None, width: float = 2, **kw):
+    pen = pg.mkPen(colour, width=width, style=style) if style else pg.mkPen(colour, width=width)
+    return plot.plot([], [], pen=pen, name=name, connect="finite", **kw)
+
+
+def _legend(plot: pg.PlotItem) -> pg.LegendItem:
+    """A compact two-column legend on a translucent background, bottom left."""
+    return plot.addLegend(
+        offset=(4, -4), labelTextSize="7pt", colCount=2, brush=(255, 255, 255, 210),
+        verSpacing=-6, horSpacing=8,
+    )  # fmt: skip
+
+
+class Plots(QWidget):
+    """The four plots of a session; `add(round_stats, running)` after each round."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        from PySide6.QtCore import Qt
+
+        dash, dot = Qt.PenStyle.DashLine, Qt.PenStyle.DotLine
+        self.graphics = pg.GraphicsLayoutWidget()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.graphics)
+        self.plots: dict[str, pg.PlotItem] = {}
+        for i, name in enumerate(PLOTS):
+            plot = self.graphics.addPlot(row=i, col=0, title=TITLES[name])
+            plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.setMenuEnabled(True)
+            self.plots[name] = plot
+
+        acc = self.plots["acceptance"]
+        acc.setLabel("bottom", "round")
+        acc.setLabel("left", "rate")
+        acc.setYRange(0, 1.05, padding=0)
+        _legend(acc)
+        self.acceptance_round = _curve(
+            acc, "this round: accepted / judged", palette.PLOT_ACCEPTANCE, width=1,
+            symbol="o", symbolSize=4, symbolBrush=palette.PLOT_ACCEPTANCE, symbolPen=None,
+        )  # fmt: skip
+        self.acceptance_round.setOpacity(0.45)
+        self.acceptance_running = _curve(acc, "running acceptance", palette.PLOT_ACCEPTANCE, 0, 3)
+        self.alpha_running = _curve(
+            acc, "running \u03b1 = mean \u03a3min(p,q)", palette.PLOT_ALPHA, dash
+        )
+        self.efficiency = _curve(
+            acc, "draft efficiency: accepted / drafted", palette.PLOT_EFFICIENCY, dot
+        )
+
+        speed = self.plots["speedup"]
+        speed.setLabel("bottom", "round")
+        speed.setLabel("left", "\u00d7 target-only  /  tokens")
+        _legend(speed)
+        speed.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=pg.mkPen("#bbbbbb", style=dash)))
+        self.speedup_measured = _curve(speed, "measured speedup", palette.PLOT_MEASURED, 0, 3)
+        self.speedup_predicted = _curve(
+            speed, "predicted (Leviathan; \u03b1, c measured)", palette.PLOT_PREDICTED, dash
+        )
+        self.per_forward = _curve(speed, "tokens per target forward", palette.PLOT_PER_FORWARD)
+
+        lengths = self.plots["accepted_length"]
+        lengths.setLabel("bottom", "accepted drafts in the round")
+        lengths.setLabel("left", "rounds")
+        self.length_bars = pg.BarGraphItem(
+            x=[], height=[], width=0.8, brush=palette.PLOT_HISTOGRAM, pen=pg.mkPen(None)
+        )
+        lengths.addItem(self.length_bars)
+
+        by_pos = self.plots["by_position"]
+        by_pos.setLabel("bottom", "draft position (1 = first drafted)")
+        by_pos.setLabel("left", "accepted / judged")
+        by_pos.setYRange(0, 1.05, padding=0)
+        self.position_bars = pg.BarGraphItem(
+            x=[], height=[], width=0.8, brush=palette.PLOT_ALPHA, pen=pg.mkPen(None)
+        )
+        by_pos.addItem(self.position_bars)
+
+        self.markers = []
+        for name in ("acceptance", "speedup"):
+            line = pg.InfiniteLine(angle=90, pen=pg.mkPen(palette.SELECTED, width=2))
+            line.setVisible(False)
+            self.plots[name].addItem(line)
+            self.markers.append(line)
+            self.plots[name].setDownsampling(auto=True, mode="peak")
+            self.plots[name].setClipToView(True)
+
+        self._series = {
+            curve: Series()
+            for curve in (
+                self.acceptance_round,
+                self.acceptance_running,
+                self.alpha_running,
+                self.efficiency,
+                self.speedup_measured,
+                self.speedup_predicted,
+                self.per_forward,
+            )
+        }
+        self.rounds = 0
+        self._running: RunningStats | None = None
+
+    # ------------------------------------------------------------------------------ model
+
+    def clear(self) -> None:
+        for curve, series in self._series.items():
+            series.clear()
+            curve.setData([], [])
+        self.length_bars.setOpts(x=[], height=[])
+        self.position_bars.setOpts(x=[], height=[])
+        for line in self.markers:
+            line.setVisible(False)
+        self.rounds = 0
+        self._running = None
+
+    def add(self, stats: RoundStats, running: RunningStats, redraw: bool = True) -> None:
+        """Append one round's figures (from core.stats); redraw=False defers the drawing
+        (a replay loads all its rounds, then calls redraw() once)."""
+        x = float(stats.index)
+        values = (
+            stats.acceptance,
+            stats.acceptance_running,
+            stats.alpha_running,
+            stats.draft_efficiency,
+            stats.speedup_measured,
+            stats.speedup_predicted,
+            stats.tokens_per_forward,
+        )
+        for series, value in zip(self._series.values(), values):
+            series.append(x, value)
+        self._running = running
+        self.rounds += 1
+        if redraw:
+            self.redraw()
+
+    def redraw(self) -> None:
+        for curve, series in self._series.items():
+            curve.setData(series.x, series.y, connect="finite")
+        running = self._running
+        if running is None:
+            return
+        lengths = running.accepted_lengths
+        self.length_bars.setOpts(x=np.arange(len(lengths), dtype=float), height=lengths)
+        by_pos = [0.0 if v is None else v for v in running.acceptance_by_position]
+        self.position_bars.setOpts(x=np.arange(1, len(by_pos) + 1, dtype=float), height=by_pos)
+
+    def mark_round(self, index: int | None) -> None:
+        """Show the selected round as a vertical line (None hides it)."""
+        for line in self.markers:
+            line.setVisible(index is not None)
+            if index is not None:
+                line.setValue(index)
+
+    def series(self, curve) -> tuple[np.ndarray, np.ndarray]:
+        s = self._series[curve]
+        return s.x.copy(), s.y.copy()
+
+    def export(self, name: str, path: str | Path) -> None:
+        """Write one plot to PNG or SVG, by the file's extension."""
+        path = Path(path)
+        item = self.plots[name]
+        suffix = path.suffix.lower()
+        if suffix == ".svg":
+            with _svg_closed_paths():
+                exporters.SVGExporter(item).export(str(path))
+            return
+        if suffix == ".png":
+            exporter = exporters.ImageExporter(item)
+            exporter.parameters()["width"] = max(800, int(item.sceneBoundingRect().width()) * 2)
+        else:
+            raise ValueError(f"unknown plot format '{path.suffix}': use .png or .svg")
+        exporter.export(str(path))

@@ -1,0 +1,77 @@
+"""The status bar: model pair, device, tokens/s, rounds, acceptance, state, busy indicator.
+Figures come from core.stats.RoundStats. GUI thread only."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
+
+from ..core.stats import RoundStats
+
+TIMES = "{:.2f}\u00d7"
+STATE_COLOURS = {
+    "loading": "#8a6d00",
+    "ready": "#1b7a2e",
+    "running": "#1f5fbf",
+    "paused": "#555555",
+    "finished": "#1b7a2e",
+    "error": "#c62828",
+    "replay": "#8e44ad",
+    "no models": "#c62828",
+}
+
+
+class StatusBar(QStatusBar):
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.busy_label = QLabel()
+        self.busy_bar = QProgressBar()
+        self.busy_bar.setRange(0, 0)  # indeterminate
+        self.busy_bar.setMaximumWidth(120)
+        self.busy_bar.setMaximumHeight(14)
+        self.busy_bar.hide()
+        self.pair = QLabel("no models")
+        self.device = QLabel("")
+        self.speed = QLabel("")
+        self.rounds = QLabel("")
+        self.acceptance = QLabel("")
+        self.state = QLabel("")
+        self.addWidget(self.busy_bar)
+        self.addWidget(self.busy_label)
+        for label in (self.pair, self.device, self.speed, self.rounds, self.acceptance):
+            self.addPermanentWidget(label)
+        self.addPermanentWidget(self.state)
+        self.set_figures(None, 0)
+
+    def set_busy(self, message: str) -> None:
+        """What the worker is doing ("" when idle); runs on the GUI thread via a signal."""
+        self.busy_label.setText(message)
+        self.busy_bar.setVisible(bool(message))
+
+    def set_pair(self, name: str, device: str) -> None:
+        self.pair.setText(f"models: {name}")
+        self.device.setText(f"device: {device}")
+
+    def set_state(self, state: str) -> None:
+        colour = STATE_COLOURS.get(state, "#333333")
+        self.state.setText(f"<b style='color:{colour}'>{state}</b>")
+        self.state.setToolTip(f"state: {state}")
+
+    def set_figures(self, stats: RoundStats | None, rounds: int) -> None:
+        def f(value, form):
+            return "n/a" if value is None else form.format(value)
+
+        self.rounds.setText(f"rounds: {rounds}")
+        if stats is None:
+            self.speed.setText("tokens/s: n/a")
+            self.acceptance.setText("acceptance: n/a")
+            return
+        self.speed.setText(f"tokens/s: {f(stats.tokens_per_s, '{:.1f}')}")
+        self.acceptance.setText(
+            f"acceptance: {f(stats.acceptance_running, '{:.1%}')} \u00b7 "
+            f"\u03b1 {f(stats.alpha_running, '{:.2f}')} \u00b7 "
+            f"speedup {f(stats.speedup_measured, TIMES)}"
+        )
+
+    @property
+    def state_text(self) -> str:
+        return self.state.toolTip().removeprefix("state: ")

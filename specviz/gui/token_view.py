@@ -1,0 +1,264 @@
+"""The coloured token stream: the prompt, then every round as "drafts -> verdict".
+
+Rounds are appended at the end of the document (never rebuilt), so a session of thousands
+of rounds stays fast. Each token's span is remembered for hover and click. GUI thread only.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextFormat
+from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
+
+from ..core.bars import position_of, tokens_at
+from ..core.trace import Round, SessionHeader
+from . import palette
+
+BOUNDARY_MARK = "\u2502"  # │ between rounds
+ROUND_TOKEN = -1  # token index of a round's boundary mark
+
+
+def display_text(text: str) -> str:
+    """A token as it is shown: line breaks visible (and kept), empty tokens visible."""
+    if text == "":
+        return "\u2205"  # ∅
+    if not text.strip(" "):
+        return "\u2423" * len(text)  # ␣ for a token of spaces only
+    return text.replace("\n", "\u21b5\n")  # ↵ then the real line break
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def token_tooltip(rnd: Round, index: int) -> str:
+    """The hover text of a token: its fate and the numbers the round recorded for it."""
+    event = rnd.tokens[index]
+    position = position_of(rnd, index)
+    lines = [
+        f"<b>{_html(repr(event.text))}</b> &nbsp; {event.status} "
+        f"(round {rnd.index}, position {position + 1})",
+        f"p (target) = {fmt(event.p)} &nbsp; q (draft) = {fmt(event.q)}",
+    ]
+    if event.accept_prob is not None:
+        verdict = "u &lt; accept prob: kept" if event.status == "accepted" else "u &ge; it: refused"
+        lines.append(
+            f"accept prob min(1, p/q) = {fmt(event.accept_prob)} &nbsp; u = {fmt(event.u)}"
+            f" &nbsp; ({verdict})"
+        )
+    if event.status == "discarded":
+        lines.append("drafted after the first rejection: never judged")
+    if event.status == "resampled":
+        lines.append(f"drawn from norm(max(0, p - q)) with probability {fmt(event.residual)}")
+    if event.status == "bonus":
+        lines.append("all drafts accepted: drawn from p at the next position")
+    lines.append("<i>click to inspect this position</i>")
+    return "<br>".join(lines)
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class TokenView(QTextEdit):
+    """A read-only stream of tokens coloured by fate (colours from `palette`).
+
+    position_selected(round_index, position) is emitted on click (GUI thread).
+    """
+
+    position_selected = Signal(int, int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setReadOnly(True)
+        self.setUndoRedoEnabled(False)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.setMouseTracking(True)
+        font = QFont(self.font())
+        font.setPointSizeF(max(font.pointSizeF(), 10.0) * 1.25)
+        self.document().setDefaultFont(font)
+        self.document().setDocumentMargin(10)
+        self._formats = {status: _format_for(f) for status, f in palette.FATES.items()}
+        self._boundary = QTextCharFormat()
+        self._boundary.setForeground(QColor(palette.BOUNDARY))
+        self._boundary.setFontWeight(QFont.Weight.Bold)
+        self.clear_session(None)
+
+    # ------------------------------------------------------------------------------ model
+
+    def clear_session(self, header: SessionHeader | None) -> None:
+        """Start over: show the prompt of `header` (nothing if None)."""
+        self.clear()
+        self.setExtraSelections([])
+        self._rounds: list[Round] = []
+        self._starts: list[int] = []  # document position of each span, increasing
+        self._ends: list[int] = []
+        self._keys: list[tuple[int, int]] = []  # (round index, token index) of each span
+        self._spans: dict[tuple[int, int], tuple[int, int]] = {}
+        self.selected: tuple[int, int] | None = None
+        if header is not None:
+            prompt = QTextCharFormat()
+            prompt.setForeground(QColor(palette.PROMPT))
+            prompt.setBackground(QColor(palette.PROMPT_BACKGROUND))
+            cursor = self._end_cursor()
+            cursor.insertText(header.prompt.replace("\n", "\u21b5\n"), prompt)
+
+    def _end_cursor(self) -> QTextCursor:
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        return cursor
+
+    def append_round(self, rnd: Round) -> None:
+        """Add one round at the end: a boundary mark, then its tokens in stream order."""
+        bar = self.verticalScrollBar()
+        follow = bar.value() >= bar.maximum() - 4
+        cursor = self._end_cursor()
+        cursor.beginEditBlock()
+        self._insert(cursor, (rnd.index, ROUND_TOKEN), BOUNDARY_MARK, self._boundary)
+        for i, event in enumerate(rnd.tokens):
+            self._insert(
+                cursor, (rnd.index, i), display_text(event.text), self._formats[event.status]
+            )
+        cursor.endEditBlock()
+        self._rounds.append(rnd)
+        if follow:
+            bar.setValue(bar.maximum())
+
+    def _insert(self, cursor: QTextCursor, key: tuple[int, int], text: str, f) -> None:
+        start = cursor.position()
+        cursor.insertText(text, f)
+        self._starts.append(start)
+        self._ends.append(cursor.position())
+        self._keys.append(key)
+        self._spans[key] = (start, cursor.position())
+
+    @property
+    def round_count(self) -> int:
+        return len(self._rounds)
+
+    def round(self, index: int) -> Round:
+        return self._rounds[index]
+
+    # ------------------------------------------------------------------------------ queries
+
+    def span(self, round_index: int, token_index: int) -> tuple[int, int]:
+        """Document positions [start, end) of a token (token_index -1: the round's mark)."""
+        return self._spans[(round_index, token_index)]
+
+    def span_text(self, round_index: int, token_index: int) -> str:
+        start, end = self.span(round_index, token_index)
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(start)
+        cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+        return cursor.selectedText().replace("\u2029", "\n")
+
+    def char_format(self, round_index: int, token_index: int) -> QTextCharFormat:
+        """The format the token was drawn with (for tests and the legend)."""
+        start, _ = self.span(round_index, token_index)
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(start + 1)
+        return cursor.charFormat()
+
+    def key_at(self, doc_pos: int) -> tuple[int, int] | None:
+        """(round index, token index) of the character at a document position."""
+        i = bisect.bisect_right(self._starts, doc_pos) - 1
+        if i < 0 or doc_pos >= self._ends[i]:
+            return None
+        return self._keys[i]
+
+    def key_at_point(self, point: QPoint) -> tuple[int, int] | None:
+        """The token under a point of the viewport."""
+        cursor = self.cursorForPosition(point)
+        pos = cursor.position()
+        rect = self.cursorRect(cursor)
+        if point.x() < rect.x() or rect.y() > point.y() + 2:
+            pos -= 1  # the point is on the character before the nearest boundary
+        return self.key_at(pos)
+
+    def tooltip_at(self, key: tuple[int, int]) -> str:
+        rnd = self._rounds[key[0]]
+        if key[1] == ROUND_TOKEN:
+            return (
+                f"round {rnd.index}: drafted {rnd.n_drafted}, accepted {rnd.n_accepted}, "
+                f"emitted {rnd.n_emitted} ({rnd.ms:.1f} ms)"
+            )
+        return token_tooltip(rnd, key[1])
+
+    # ------------------------------------------------------------------------------ selection
+
+    def select(self, round_index: int, position: int, scroll: bool = True) -> None:
+        """Highlight every token at a position of a round (drafted and emitted)."""
+        if not 0 <= round_index < len(self._rounds):
+            return
+        rnd = self._rounds[round_index]
+        selections = []
+        for i in tokens_at(rnd, position):
+            start, end = self._spans[(round_index, i)]
+            sel = QTextEdit.ExtraSelection()
+            sel.cursor = QTextCursor(self.document())
+            sel.cursor.setPosition(start)
+            sel.cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+            highlight = QTextCharFormat()
+            highlight.setBackground(QColor(palette.SELECTED))
+            highlight.setUnderlineStyle(QTextCharFormat.UnderlineStyle.SingleUnderline)
+            highlight.setUnderlineColor(QColor(palette.fate(rnd.tokens[i].status).foreground))
+            sel.format = highlight
+            selections.append(sel)
+        self.setExtraSelections(selections)
+        self.selected = (round_index, position)
+        if scroll and selections:
+            start = selections[0].cursor.selectionStart()
+            rect = self.cursorRect(_cursor_at(self.document(), start))
+            if not self.viewport().rect().contains(rect):
+                bar = self.verticalScrollBar()
+                bar.setValue(bar.value() + rect.center().y() - self.viewport().height() // 2)
+
+    # ------------------------------------------------------------------------------ events
+
+    def viewportEvent(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip:
+            key = self.key_at_point(event.pos())
+            if key is None:
+                QToolTip.hideText()
+            else:
+                QToolTip.showText(event.globalPos(), self.tooltip_at(key), self.viewport())
+            return True
+        return super().viewportEvent(event)
+
+    def mouseReleaseEvent(self, event) -> None:
+        super().mouseReleaseEvent(event)
+        if event.button() != Qt.MouseButton.LeftButton or self.textCursor().hasSelection():
+            return
+        key = self.key_at_point(event.position().toPoint())
+        if key is not None:
+            self.click(*key)
+
+    def click(self, round_index: int, token_index: int) -> None:
+        """What a click on a token does: select its position and say so."""
+        rnd = self._rounds[round_index]
+        position = 0 if token_index == ROUND_TOKEN else position_of(rnd, token_index)
+        self.select(round_index, position, scroll=False)
+        self.position_selected.emit(round_index, position)
+
+
+def _cursor_at(document, pos: int) -> QTextCursor:
+    cursor = QTextCursor(document)
+    cursor.setPosition(pos)
+    return cursor
+
+
+def _format_for(f: palette.Fate) -> QTextCharFormat:
+    out = QTextCharFormat()
+    out.setForeground(QColor(f.foreground))
+    out.setBackground(QColor(f.background))
+    out.setFontStrikeOut(f.struck)
+    out.setProperty(QTextFormat.Property.UserProperty, f.label)
+    return out
+
+
+def status_of(f: QTextCharFormat) -> str | None:
+    """The fate a format was made for (tests, and the legend's check)."""
+    value = f.property(QTextFormat.Property.UserProperty)
+    return value if isinstance(value, str) else None

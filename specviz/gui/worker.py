@@ -1,0 +1,211 @@
+"""The engine on its own thread: one long-lived Worker QObject, moved to one QThread.
+
+The worker owns the ModelPair, the SpeculativeEngine and its RNG; only its thread touches
+them. The GUI talks to it through queued signals (`EngineThread.request_*`) and gets
+frozen core records back. Every exception becomes `error(title, message)`; the session on
+the GUI side is never lost. Stopping is cooperative: a threading.Event checked before each
+slot's work, and between the steps of a model load.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from ..core.models import ModelLoadError, ModelPair, load_pair
+from ..core.trace import ModelInfo, Settings
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What `loaded` carries: the pair as asked for and as loaded."""
+
+    target_spec: str
+    draft_spec: str
+    target: ModelInfo
+    draft: ModelInfo
+    device: str
+    vocab_size: int
+
+
+class Cancelled(Exception):
+    """Raised inside a model load when the window is closing."""
+
+
+class Worker(QObject):
+    """Runs on its QThread; every slot below runs there, every signal is emitted there."""
+
+    loaded = Signal(object)  # Loaded
+    session_started = Signal(object)  # SessionHeader
+    round_ready = Signal(object)  # Round
+    position_ready = Signal(object)  # core.lab.PositionDistributions
+    error = Signal(str, str)  # title (what failed), message (why and what to do)
+    busy = Signal(str)  # what the worker is doing; "" when idle
+
+    def __init__(self):
+        super().__init__()  # no parent: a parented QObject cannot move to a thread
+        self.stop_event = threading.Event()
+        self.pair: ModelPair | None = None
+        self.engine = None  # SpeculativeEngine of the current session
+        self.calibrate = True
+
+    def _progress(self, message: str) -> None:
+        if self.stop_event.is_set():
+            raise Cancelled()
+        self.busy.emit(message)
+
+    @Slot(str, str, str, str)
+    def load(self, target: str, draft: str, device: str, dtype: str) -> None:
+        """Load a pair (replacing the current one and its session)."""
+        if self.stop_event.is_set():
+            return
+        self.busy.emit(f"loading {target} + {draft}")
+        try:
+            pair = load_pair(target, draft, device=device, dtype=dtype, progress=self._progress)
+        except Cancelled:
+            return
+        except ModelLoadError as e:
+            self.error.emit(
+                "Could not load the models",
+                f"{e}\n\nPick another pair in the Models box (or a folder / hub id) and "
+                "press Load. A saved trace can still be opened without models (File > Open).",
+            )
+            return
+        except Exception as e:  # anything from transformers / torch
+            self.error.emit(
+                "Could not load the models",
+                f"{type(e).__name__}: {e}\n\nCheck that the target and the draft are causal "
+                "language models with the same tokenizer, then press Load again.",
+            )
+            return
+        finally:
+            self.busy.emit("")
+        self.pair, self.engine = pair, None
+        self.loaded.emit(
+            Loaded(
+                target, draft, pair.target_info, pair.draft_info, str(pair.device), pair.vocab_size
+            )
+        )
+
+    @Slot(str, object)
+    def start_session(self, prompt: str, settings: Settings) -> None:
+        """Encode the prompt, fill both caches, measure the step costs: a new session."""
+        if self.stop_event.is_set():
+            return
+        if self.pair is None:
+            self.error.emit(
+                "No models loaded",
+                "Load a model pair first (Models box, Load), or open a trace.",
+            )
+            return
+        from ..core.engine import SpeculativeEngine
+
+        self.busy.emit("reading the prompt and measuring the models' step times")
+        try:
+            engine = SpeculativeEngine(self.pair, settings)
+            header = engine.prefill(prompt, calibrate=self.calibrate)
+        except ValueError as e:
+            self.error.emit("Could not start the session", f"{e}.")
+            return
+        except Exception as e:
+            self.error.emit(
+                "Could not start the session",
+                f"{type(e).__name__}: {e}\n\nTry a shorter prompt or reload the models.",
+            )
+            return
+        finally:
+            self.busy.emit("")
+        self.engine = engine
+        self.session_started.emit(header)
+
+    @Slot()
+    def step(self) -> None:
+        """One round; emits round_ready(Round), or error and the session stays as it was."""
+        if self.stop_event.is_set() or self.engine is None or self.engine.finished:
+            return
+        try:
+            rnd = self.engine.step()
+        except Exception as e:
+            self.engine = None  # its caches may be half-updated: the next Step starts over
+            self.error.emit(
+                "A round failed",
+                f"{type(e).__name__}: {e}\n\nThe rounds so far are kept (you can export "
+                "them). Press Step to start a new session with the same prompt.",
+            )
+            return
+        self.round_ready.emit(rnd)
+
+    @Slot(object)
+    def update_settings(self, settings: Settings) -> None:
+        """K and sampling for the next round of the running session."""
+        if self.engine is None:
+            return
+        try:
+            self.engine.update_settings(settings)
+        except ValueError as e:
+            self.error.emit("Setting not applied", f"{e}.")
+
+    @Slot(object, object)
+    def compute_position(self, context_ids: list, settings: Settings) -> None:
+        """Full-vocabulary p and q (raw and warped) after context_ids, for the lab."""
+        if self.stop_event.is_set():
+            return
+        if self.pair is None:
+            self.error.emit("No models loaded", "The lab needs a loaded pair for real models.")
+            return
+        from ..core.lab import position_distributions
+
+        self.busy.emit("computing p and q at the position")
+        try:
+            result = position_distributions(self.pair, list(context_ids), settings)
+        except Exception as e:
+            self.error.emit("Could not compute the position", f"{type(e).__name__}: {e}.")
+            return
+        finally:
+            self.busy.emit("")
+        self.position_ready.emit(result)
+
+
+class EngineThread(QObject):
+    """Owns the worker's QThread; lives on the GUI thread. Ask with the request_* signals;
+    the worker's signals are re-emitted here, on the GUI thread, so that any callable can
+    listen (a plain Python callable connected to the worker itself would run on the
+    worker's thread)."""
+
+    request_load = Signal(str, str, str, str)
+    request_start = Signal(str, object)
+    request_step = Signal()
+    request_settings = Signal(object)
+    request_position = Signal(object, object)
+    # the worker's signals, relayed to the GUI thread
+    loaded = Signal(object)
+    session_started = Signal(object)
+    round_ready = Signal(object)
+    position_ready = Signal(object)
+    error = Signal(str, str)
+    busy = Signal(str)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.worker = Worker()
+        self.thread = QThread()
+        self.thread.setObjectName("specviz-engine")
+        self.worker.moveToThread(self.thread)
+        self.request_load.connect(self.worker.load)
+        self.request_start.connect(self.worker.start_session)
+        self.request_step.connect(self.worker.step)
+        self.request_settings.connect(self.worker.update_settings)
+        self.request_position.connect(self.worker.compute_position)
+        for name in ("loaded", "session_started", "round_ready", "position_ready", "error", "busy"):
+            getattr(self.worker, name).connect(getattr(self, name))  # queued: a thread hop
+        self.thread.start()
+
+    def shutdown(self, timeout_ms: int = 60_000) -> bool:
+        """Stop after the current round (or load step), end the thread and join it."""
+        if not self.thread.isRunning():
+            return True
+        self.worker.stop_event.set()
+        self.thread.quit()
+        return self.thread.wait(timeout_ms)

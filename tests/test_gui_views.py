@@ -1,0 +1,169 @@
+"""The views, built from hand-made rounds: colours, texts, bar heights, plot data."""
+
+from __future__ import annotations
+
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from PySide6.QtGui import QColor, QImage
+
+from specviz.core.bars import position_bars
+from specviz.core.stats import RunningStats
+from specviz.gui import palette
+from specviz.gui.distribution_view import DistributionView, summary_html
+from specviz.gui.plots import PLOTS, Plots
+from specviz.gui.stream_panel import StreamPanel, legend_html
+from specviz.gui.token_view import ROUND_TOKEN, TokenView, display_text, status_of
+from tests.test_bars import sample_header, sample_rounds
+
+
+@pytest.fixture
+def token_view(qtbot):
+    view = TokenView()
+    qtbot.addWidget(view)
+    view.clear_session(sample_header())
+    for rnd in sample_rounds():
+        view.append_round(rnd)
+    return view
+
+
+def test_token_view_texts_colours_and_strike(token_view):
+    view = token_view
+    text = view.toPlainText()
+    assert text.startswith("Once upon\u2502 the cat")
+    r0 = view.round(0)
+    for i, event in enumerate(r0.tokens):
+        assert view.span_text(0, i) == display_text(event.text)
+        f = view.char_format(0, i)
+        fate = palette.fate(event.status)
+        assert f.foreground().color() == QColor(fate.foreground)
+        assert f.background().color() == QColor(fate.background)
+        assert f.fontStrikeOut() == (event.status in ("rejected", "discarded"))
+        assert status_of(f) == event.status
+    assert view.span_text(0, 4) == "\u21b5\n"  # a line break is visible and kept
+    assert view.span_text(1, ROUND_TOKEN) == "\u2502"  # round boundaries are marked
+    assert status_of(view.char_format(1, 1)) == "bonus"
+
+
+def test_token_view_hover_and_click(token_view, qtbot):
+    view = token_view
+    tip = view.tooltip_at((0, 1))
+    assert "rejected" in tip and "p (target) = 0.100" in tip and "q (draft) = 0.600" in tip
+    assert "accept prob min(1, p/q) = 0.167" in tip and "u = 0.800" in tip
+    assert "never judged" in view.tooltip_at((0, 2))
+    start, end = view.span(0, 1)
+    assert view.key_at(start) == (0, 1) and view.key_at(end - 1) == (0, 1)
+    with qtbot.waitSignal(view.position_selected) as blocker:
+        view.click(0, 4)  # the resampled token sits at the rejected draft's position
+    assert blocker.args == [0, 1]
+    assert view.selected == (0, 1)
+    assert len(view.extraSelections()) == 2  # both tokens of the position are highlighted
+
+
+def test_token_view_appends_thousands_of_rounds_fast(qtbot):
+    view = TokenView()
+    qtbot.addWidget(view)
+    view.clear_session(sample_header())
+    rounds = sample_rounds()
+    start = time.perf_counter()
+    for i in range(2000):
+        view.append_round(rounds[i % 2].__class__(**{**rounds[i % 2].__dict__, "index": i}))
+    elapsed = time.perf_counter() - start
+    assert view.round_count == 2000
+    assert view.key_at(view.span(1999, 0)[0]) == (1999, 0)
+    assert elapsed < 20, f"2000 rounds took {elapsed:.1f} s"
+
+
+def test_stream_panel_slider_and_legend(qtbot):
+    panel = StreamPanel()
+    qtbot.addWidget(panel)
+    panel.clear(sample_header())
+    for rnd in sample_rounds():
+        panel.append_round(rnd)
+    assert panel.slider.maximum() == 1 and panel.slider.isEnabled()
+    with qtbot.waitSignal(panel.round_chosen) as blocker:
+        panel.slider.setValue(1)
+    assert blocker.args == [1] and panel.at_end
+    panel.show_round(0)
+    assert "Round 1 / 2" in panel.round_label.text() and "accepted 1" in panel.round_label.text()
+    legend = legend_html()
+    for fate in palette.FATES.values():
+        assert fate.foreground in legend and fate.label in legend
+
+
+def test_distribution_view_rejected_position(qtbot):
+    view = DistributionView()
+    qtbot.addWidget(view)
+    view.n_spin.setValue(20)
+    rnd = sample_rounds()[0]
+    view.show_position(rnd, 1)
+    bars = position_bars(rnd, 1)
+    assert view.bars == bars
+    np.testing.assert_allclose(view.q_item.opts["width"], bars.q)
+    np.testing.assert_allclose(view.p_item.opts["width"], bars.p)
+    np.testing.assert_allclose(view.min_item.opts["width"], bars.min_pq)
+    np.testing.assert_allclose(view.excess_item.opts["width"], bars.excess)
+    np.testing.assert_allclose(view.excess_item.opts["x0"], bars.min_pq)  # stacked: p = min+excess
+    assert list(view.band.opts["y"]) == [0, 2]  # drafted and emitted rows highlighted
+    ticks = dict(view.main.getPlotItem().getAxis("left")._tickLevels[0])
+    assert ticks[0].startswith("drafted, refused") and ticks[2].startswith("resampled")
+    assert ticks[3] == "(everything else)"
+    # u against min(1, p/q): the accepted region ends at the line, u sits above it
+    assert view.accept_region.opts["height"] == [pytest.approx(1 / 6)]
+    assert list(view.u_mark.getData()[1]) == [0.8]
+    assert view.alpha_item.opts["height"] == [0.5]
+    assert view.rejection_item.opts["height"] == [pytest.approx(0.5)]
+    np.testing.assert_allclose(view.residual_item.opts["width"], bars.residual)
+    assert "rejected" in view.summary.text() and "0.167" in view.summary.text()
+    assert "1 \u2212 \u03b1 = 0.500" in view.summary.text()
+    view.n_spin.setValue(1)  # top 1: the drafted, the emitted and everything else
+    assert len(view.q_item.opts["width"]) == 3
+
+
+def test_distribution_view_other_positions(qtbot):
+    view = DistributionView()
+    qtbot.addWidget(view)
+    r0, r1 = sample_rounds()
+    view.show_position(r0, 2)  # discarded: q only
+    assert view.bars.kind == "discarded"
+    assert not np.any(view.p_item.opts["width"]) and not np.any(view.min_item.opts["width"])
+    assert view.u_mark.getData()[0].size == 0
+    assert "never judged" in view.summary.text()
+    view.show_position(r1, 1)  # bonus: p only
+    assert "bonus token" in view.summary.text()
+    assert not np.any(view.q_item.opts["width"]) and np.any(view.p_item.opts["width"])
+    assert view.residual_note.textItem.toPlainText() == "no resampling at this position"
+    view.show_position(None)
+    assert view.bars is None and len(view.q_item.opts["width"]) == 0
+    assert "Click a token" in summary_html(None)
+
+
+def test_plots_follow_running_stats(qtbot, tmp_path):
+    plots = Plots()
+    qtbot.addWidget(plots)
+    stats = RunningStats.for_header(sample_header())
+    figures = [stats.add(r) for r in sample_rounds()]
+    for f in figures:
+        plots.add(f, stats)
+    x, y = plots.series(plots.acceptance_running)
+    assert list(x) == [0, 1] and list(y) == [f.acceptance_running for f in figures]
+    _, measured = plots.series(plots.speedup_measured)
+    assert list(measured) == [f.speedup_measured for f in figures]
+    assert list(plots.length_bars.opts["height"]) == stats.accepted_lengths
+    assert list(plots.position_bars.opts["height"]) == [
+        v or 0.0 for v in stats.acceptance_by_position
+    ]
+    plots.mark_round(1)
+    assert plots.markers[0].isVisible() and plots.markers[0].value() == 1
+    for name in PLOTS:
+        png, svg = tmp_path / f"{name}.png", tmp_path / f"{name}.svg"
+        plots.export(name, png)
+        plots.export(name, svg)
+        assert not QImage(str(png)).isNull()
+        assert ET.parse(svg).getroot().tag.endswith("svg")
+    with pytest.raises(ValueError):
+        plots.export("speedup", tmp_path / "x.gif")
+    plots.clear()
+    assert plots.series(plots.acceptance_running)[0].size == 0

@@ -1,0 +1,305 @@
+"""The whole window on the small test models: step, run, pause, reset, errors, closing,
+export -> open round trip, replay, CSV / plot exports, drag-and-drop, autosave restore."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+
+from specviz.core.autosave import Autosaver
+from specviz.core.bars import position_bars, positions
+from specviz.core.tracefile import save
+from specviz.gui import dialogs
+from specviz.gui.actions import lab_available
+from specviz.gui.main_window import MainWindow
+from specviz.gui.token_view import status_of
+from specviz.gui.worker import Loaded
+
+TIMEOUT = 60_000
+
+
+@pytest.fixture(autouse=True)
+def quiet(monkeypatch, tmp_path):
+    """No dialog ever blocks: questions are answered yes, messages recorded."""
+    monkeypatch.setattr(dialogs, "AUTO_ANSWER", True)
+    monkeypatch.setattr(dialogs, "shown", [])
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+
+
+def make_window(qtbot, specs=None) -> MainWindow:
+    window = MainWindow(specs)
+    qtbot.addWidget(window)
+    window.show()
+    if specs is not None:
+        qtbot.waitUntil(lambda: window.models is not None, timeout=TIMEOUT)
+    return window
+
+
+@pytest.fixture
+def window(qtbot, pair_dirs, pair):
+    """A window on the test pair. The pair is loaded once per test run and handed to the
+    worker (as its load slot would); test_model_load_error_* loads through the worker."""
+    w = make_window(qtbot)
+    target, draft = (str(d) for d in pair_dirs)
+    w.engine.worker.pair = pair  # the worker thread is idle: nothing else touches it
+    w._on_loaded(
+        Loaded(target, draft, pair.target_info, pair.draft_info, str(pair.device), pair.vocab_size)
+    )
+    w.controls.max_tokens_spin.setValue(48)
+    yield w
+    w.close_now()
+
+
+def rounds(window) -> int:
+    return len(window.session.rounds) if window.session is not None else 0
+
+
+def step(qtbot, window, n: int = 1) -> None:
+    """Press Step n times, each time until its round is drawn (in this or a new session)."""
+    for _ in range(n):
+        session, count = window.session, rounds(window)
+
+        def drawn(session=session, count=count) -> bool:
+            if window.session is session:
+                return rounds(window) > count
+            return rounds(window) >= 1
+
+        window.actions_.step.trigger()
+        qtbot.waitUntil(drawn, timeout=TIMEOUT)
+
+
+def test_step_draws_every_view(qtbot, window):
+    assert window.state == "ready" and window.status.state_text == "ready"
+    step(qtbot, window, 3)
+    session = window.session
+    assert window.state == "paused" and window.inflight is None
+    assert session.header.baseline_ms_per_token > 0  # the step costs were measured
+    assert window.stream.view.round_count == 3 and window.plots.rounds == 3
+    last = session.rounds[-1]
+    for i, event in enumerate(last.tokens):
+        assert status_of(window.stream.view.char_format(2, i)) == event.status
+    assert window.distribution.selected == (2, min(last.n_accepted, positions(last) - 1))
+    assert window.stream.slider.maximum() == 2
+    assert "rounds: 3" in window.status.rounds.text()
+    # click a token of the first round: every view follows
+    window.stream.view.click(0, 0)
+    assert window.distribution.selected == (0, 0)
+    assert window.stream.slider.value() == 0 and window.plots.markers[0].value() == 0
+    assert window.distribution.bars == position_bars(session.rounds[0], 0, 12)
+
+
+def test_space_key_steps(qtbot, window):
+    window.activateWindow()
+    window.stream.view.setFocus()
+    qtbot.keyClick(window.stream.view, Qt.Key.Key_Space)
+    qtbot.waitUntil(lambda: rounds(window) >= 1, timeout=TIMEOUT)
+
+
+def test_run_pause_reset_and_settings(qtbot, window):
+    window.actions_.run.trigger()
+    assert window.running and window.state == "loading"  # reading the prompt first
+    assert window.actions_.run.text() == "Pause" and not window.actions_.step.isEnabled()
+    qtbot.waitUntil(lambda: rounds(window) >= 3, timeout=TIMEOUT)
+    assert window.state == "running"
+    window.controls.k_spin.setValue(1)  # applies from the next round
+    qtbot.waitUntil(
+        lambda: window.session.rounds[-1].settings.k == 1 or window.session.finished,
+        timeout=TIMEOUT,
+    )
+    window.actions_.run.trigger()  # pause
+    assert not window.running
+    qtbot.waitUntil(lambda: window.inflight is None, timeout=TIMEOUT)
+    count = len(window.session.rounds)
+    qtbot.wait(200)
+    assert len(window.session.rounds) == count  # nothing more was asked for
+    assert window.state in ("paused", "finished")
+    window.actions_.reset.trigger()
+    assert window.session is None and window.state == "ready"
+    assert window.stream.view.round_count == 0 and window.plots.rounds == 0
+
+
+def test_run_until_finished(qtbot, window):
+    window.controls.max_tokens_spin.setValue(12)
+    window.toggle_run()
+    qtbot.waitUntil(lambda: window.state == "finished", timeout=TIMEOUT)
+    assert window.session.finished and not window.running
+    assert sum(r.n_emitted for r in window.session.rounds) <= 12
+    step(qtbot, window)  # Step after the end starts a new session
+    assert len(window.session.rounds) == 1
+
+
+def test_changed_prompt_starts_a_new_session(qtbot, window):
+    step(qtbot, window, 2)
+    first = window.session.session_id
+    window.controls.set_prompt("A fool and his money")
+    step(qtbot, window)
+    assert window.session.session_id != first and window.session.header.prompt.startswith("A fool")
+    assert ("question", "Discard this session?") in [m[:2] for m in dialogs.shown]
+
+
+def test_model_load_error_keeps_the_app_usable(qtbot, tmp_path, pair_dirs):
+    window = make_window(qtbot)
+    assert window.state == "no models"
+    missing = str(tmp_path / "nowhere")
+    window.load_models(missing, missing)
+    qtbot.waitUntil(lambda: window.state == "error", timeout=TIMEOUT)
+    kind, title, text = dialogs.shown[-1]
+    assert (kind, title) == ("error", "Could not load the models") and "does not exist" in text
+    window.step()  # without models: a message, nothing breaks
+    assert dialogs.shown[-1][1] == "No models loaded"
+    window.load_models(*(str(d) for d in pair_dirs))
+    qtbot.waitUntil(lambda: window.models is not None, timeout=TIMEOUT)
+    step(qtbot, window)
+    window.close_now()
+
+
+def test_close_while_running_joins_the_worker(qtbot, window):
+    window.toggle_run()
+    qtbot.waitUntil(lambda: rounds(window) >= 2, timeout=TIMEOUT)
+    assert window.close()  # the unexported session asks first (answered yes here)
+    assert window.engine.thread.isFinished()
+    assert dialogs.shown[-1][1] == "Discard this session?"
+
+
+def test_close_refused_keeps_the_session(qtbot, window, monkeypatch):
+    step(qtbot, window)
+    monkeypatch.setattr(dialogs, "AUTO_ANSWER", False)
+    assert not window.close()
+    assert window.isVisible() and window.engine.thread.isRunning()
+
+
+def test_export_open_round_trip_and_replay(qtbot, window, tmp_path):
+    step(qtbot, window, 4)
+    path = tmp_path / "session.jsonl"
+    assert window.export_trace(path) and window.exported
+    window.stream.view.click(1, 0)
+    live_state = view_state(window)
+
+    replay = make_window(qtbot)  # no models at all
+    assert replay.open_trace(path)
+    assert replay.state == "replay" and replay.models is None
+    assert replay.session.rounds == window.session.rounds  # identical records
+    assert replay.session.header == window.session.header
+    replay.stream.view.click(1, 0)
+    assert view_state(replay) == live_state  # identical view state
+    # stepping through a replay round by round
+    replay.reset()
+    assert replay.stream.view.round_count == 0 and replay.state == "replay"
+    replay.step()
+    assert len(replay.session.rounds) == 1 and replay.plots.rounds == 1
+    replay.toggle_run()
+    qtbot.waitUntil(lambda: len(replay.session.rounds) == 4, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: not replay._replay_timer.isActive(), timeout=TIMEOUT)
+    assert replay.session.rounds == window.session.rounds
+    replay.new_session()
+    assert replay.replay_source is None and replay.state == "no models"
+    replay.close_now()
+
+
+def view_state(window) -> dict:
+    view = window.stream.view
+    return {
+        "text": view.toPlainText(),
+        "formats": [
+            status_of(view.char_format(r, i))
+            for r in range(view.round_count)
+            for i in range(len(view.round(r).tokens))
+        ],
+        "bars": window.distribution.bars,
+        "summary": window.distribution.summary.text(),
+        "round": window.stream.round_label.text(),
+        "series": [window.plots.series(c)[1].tolist() for c in window.plots._series],
+        "lengths": list(window.plots.length_bars.opts["height"]),
+        "status": (window.status.rounds.text(), window.status.acceptance.text()),
+    }
+
+
+def test_csv_and_plot_exports(qtbot, window, tmp_path):
+    step(qtbot, window, 3)
+    assert window.export_csv(tmp_path / "rounds.csv")
+    with open(tmp_path / "rounds.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["round"]) for r in rows] == [0, 1, 2]
+    assert [int(r["accepted"]) for r in rows] == [r.n_accepted for r in window.session.rounds]
+    for name in ("acceptance", "speedup"):
+        assert window.export_plot(name, tmp_path / f"{name}.png")
+        assert window.export_plot(name, tmp_path / f"{name}.svg")
+        assert (tmp_path / f"{name}.png").stat().st_size > 1000
+    assert not window.export_plot("speedup", tmp_path / "plot.bmp")
+    assert dialogs.shown[-1][1] == "Could not export the plot"
+
+
+def test_bad_traces_show_an_error(qtbot, tmp_path):
+    window = make_window(qtbot)
+    cases = {
+        "empty.jsonl": b"",
+        "binary.jsonl": b"\x00\x01\x02" * 100,
+        "text.jsonl": b"hello world\n",
+        "schema.jsonl": json.dumps({"type": "session", "schema": "specviz.trace/9"}).encode(),
+    }
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+        assert not window.open_trace(tmp_path / name), name
+        assert dialogs.shown[-1][1] == "Could not open the trace"
+    assert window.state == "no models" and window.session is None
+
+
+def test_contradicting_trace_is_refused(qtbot, window, tmp_path):
+    step(qtbot, window, 2)
+    path = tmp_path / "bad.jsonl"
+    save(window.session, path)
+    lines = path.read_text().splitlines()
+    obj = json.loads(lines[1])
+    obj["tokens"][0]["accept_prob"] = 0.123456  # not min(1, p/q)
+    lines[1] = json.dumps(obj)
+    path.write_text("\n".join(lines) + "\n")
+    replay = make_window(qtbot)
+    assert not replay.open_trace(path)
+    assert "accept_prob" in dialogs.shown[-1][2]
+
+
+def test_drop_a_trace_on_the_window(qtbot, window, tmp_path):
+    step(qtbot, window, 2)
+    path = tmp_path / "dropped.jsonl"
+    window.export_trace(path)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    event = QDropEvent(
+        QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )  # fmt: skip
+    window.dropEvent(event)
+    assert window.state == "replay" and len(window.session.rounds) == 2
+
+
+def test_autosave_is_offered_back(qtbot, window, tmp_path):
+    step(qtbot, window, 3)
+    saved = Autosaver.find_restorable()  # the running session is on disk, round by round
+    assert saved is not None
+    rounds = list(window.session.rounds)
+    window.autosaver = None  # as if the app had crashed here: the file stays
+    restored = make_window(qtbot)
+    assert restored.offer_restore()
+    assert restored.state == "replay" and restored.session.rounds == rounds
+    assert not restored.exported  # leaving it asks before throwing it away
+    restored.new_session()
+    assert dialogs.shown[-1][1] == "Discard this session?"
+
+
+@pytest.mark.skipif(not lab_available(), reason="the lab window is not there yet")
+# a second top-level window: the offscreen platform cannot raise it or pass size hints
+@pytest.mark.qt_log_ignore("This plugin does not support")
+def test_lab_gets_the_selected_position(qtbot, window):
+    step(qtbot, window, 2)
+    window.stream.view.click(0, 0)
+    window.open_lab()
+    lab = window._lab
+    with qtbot.waitSignal(window.engine.position_ready, timeout=TIMEOUT):
+        lab.request_position.emit()
+    assert lab.position is not None
+    assert lab.position.p.shape == (window.models.vocab_size,)
+    assert lab.position.p.sum() == pytest.approx(1.0)
