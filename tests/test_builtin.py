@@ -1,0 +1,120 @@
+"""The built-in `tiny` pair: registry, committed folders, and the script that makes them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specviz.core.builtin import (
+    BUILTIN_PAIRS,
+    DEFAULT_PAIR,
+    BuiltinError,
+    get_pair,
+    resources_dir,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_get_pair_accepts_both_spellings():
+    assert get_pair("tiny") is get_pair("builtin:tiny") is BUILTIN_PAIRS[DEFAULT_PAIR]
+
+
+def test_unknown_pair_lists_known_names():
+    with pytest.raises(BuiltinError) as err:
+        get_pair("builtin:nope")
+    assert "'builtin:nope'" in str(err.value)
+    for name in BUILTIN_PAIRS:
+        assert f"builtin:{name}" in str(err.value)
+
+
+def test_resources_dir_is_the_repo_folder():
+    assert resources_dir() == REPO / "resources"
+
+
+def test_missing_files_raise_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_RESOURCES", str(tmp_path))
+    with pytest.raises(BuiltinError, match=r"builtin:tiny is incomplete.*config\.json"):
+        get_pair("tiny").resolve()
+    info = get_pair("tiny").info()
+    assert info["present"] is False and info["size_bytes"] == 0
+
+
+def test_resolve_loads_offline_with_one_tokenizer():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    messages = []
+    target_dir, draft_dir = get_pair("builtin:tiny").resolve(progress=messages.append)
+    assert messages and "builtin:tiny" in messages[0]
+    t0 = time.perf_counter()
+    target = AutoModelForCausalLM.from_pretrained(target_dir, local_files_only=True)
+    draft = AutoModelForCausalLM.from_pretrained(draft_dir, local_files_only=True)
+    tok_t = AutoTokenizer.from_pretrained(target_dir, local_files_only=True)
+    tok_d = AutoTokenizer.from_pretrained(draft_dir, local_files_only=True)
+    assert time.perf_counter() - t0 < 10  # about 0.3 s on an idle CPU; slack for a busy one
+    assert tok_t.get_vocab() == tok_d.get_vocab()
+    assert (target_dir / "tokenizer.json").read_bytes() == (
+        draft_dir / "tokenizer.json"
+    ).read_bytes()
+    assert target.config.vocab_size == draft.config.vocab_size == len(tok_t)
+    assert target.config.n_positions >= 512 and draft.config.n_positions >= 512
+    assert draft.num_parameters() < target.num_parameters()
+    for folder in (target_dir, draft_dir):  # loadable by transformers 4.x too
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+        assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    ids = tok_t("In the beginning God created")["input_ids"]
+    assert tok_t.decode(ids) == "In the beginning God created"
+    assert tok_t.eos_token == tok_t.bos_token == tok_t.pad_token == "<|endoftext|>"
+
+
+def test_info_reports_measured_figures():
+    info = get_pair("tiny").info()
+    assert info["present"] is True
+    assert 1_000_000 < info["size_bytes"] < 50_000_000
+    training = info["measured"]["training"]
+    assert training["smoke"] is False
+    assert info["params"] == {
+        "target": training["target"]["params"],
+        "draft": training["draft"]["params"],
+    }
+    assert 0.0 < training["alpha"]["windows_256"] <= 1.0
+
+
+def test_core_builtin_imports_no_qt():
+    code = (
+        "import sys, specviz.core.builtin; print(any(m.startswith('PySide6') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_train_script_smoke(tmp_path):
+    """`scripts/train_tiny.py --smoke` runs end to end in seconds into a given folder."""
+    out = tmp_path / "tiny"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "train_tiny.py"), "--smoke", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    if proc.returncode == 2 and "apt-get install" in proc.stdout:
+        pytest.skip("corpus packages missing: " + proc.stdout.strip().splitlines()[-1].strip())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "alpha" in proc.stdout
+    report = json.loads((out / "training.json").read_text())
+    assert report["smoke"] is True
+    assert 0.0 < report["alpha"]["windows_32"] <= 1.0
+    for role in ("target", "draft"):
+        names = {p.name for p in (out / role).iterdir()}
+        assert {"config.json", "model.safetensors", "tokenizer.json"} <= names
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    AutoModelForCausalLM.from_pretrained(out / "draft", local_files_only=True)
+    AutoTokenizer.from_pretrained(out / "target", local_files_only=True)
