@@ -172,3 +172,15 @@ def test_warp_temperature_top_k_top_p():
 def test_verify_checks_shapes():
     with pytest.raises(ValueError, match="K=2"):
         verify(torch.ones(2, 4) / 4, torch.ones(2, 4) / 4, torch.tensor([0, 1]))
+
+
+def test_sample_follows_the_distribution_and_skips_zeros():
+    from specviz.core.sampling import sample
+
+    p = torch.tensor([0.0, 0.1, 0.0, 0.45, 0.3, 0.15, 0.0])
+    gen = torch.Generator().manual_seed(11)
+    counts = np.bincount([sample(p, gen) for _ in range(20_000)], minlength=len(p))
+    assert counts[[0, 2, 6]].sum() == 0
+    assert chi2_pvalue(counts[p.numpy() > 0], p.numpy()[p.numpy() > 0]) > LEVEL
+    unnormalised = torch.tensor([0.0, 2.0, 0.0])  # a row that does not sum to 1
+    assert {sample(unnormalised, gen) for _ in range(50)} == {1}
