@@ -62,6 +62,20 @@ def test_token_view_hover_and_click(token_view, qtbot):
     assert len(view.extraSelections()) == 2  # both tokens of the position are highlighted
 
 
+def test_selection_at_the_end_does_not_grow(qtbot):
+    view = TokenView()
+    qtbot.addWidget(view)
+    view.clear_session(sample_header())
+    r0, r1 = sample_rounds()
+    view.append_round(r0)
+    view.select(0, 1)  # its resampled token is the last text of the document
+    view.append_round(r1)
+    spans = sorted(
+        (sel.cursor.selectionStart(), sel.cursor.selectionEnd()) for sel in view.extraSelections()
+    )
+    assert spans == sorted([view.span(0, 1), view.span(0, 4)])
+
+
 def test_token_view_appends_thousands_of_rounds_fast(qtbot):
     view = TokenView()
     qtbot.addWidget(view)
@@ -148,7 +162,7 @@ def test_plots_follow_running_stats(qtbot, tmp_path):
     for f in figures:
         plots.add(f, stats)
     x, y = plots.series(plots.acceptance_running)
-    assert list(x) == [0, 1] and list(y) == [f.acceptance_running for f in figures]
+    assert list(x) == [1, 2] and list(y) == [f.acceptance_running for f in figures]
     _, measured = plots.series(plots.speedup_measured)
     assert list(measured) == [f.speedup_measured for f in figures]
     assert list(plots.length_bars.opts["height"]) == stats.accepted_lengths
@@ -156,7 +170,7 @@ def test_plots_follow_running_stats(qtbot, tmp_path):
         v or 0.0 for v in stats.acceptance_by_position
     ]
     plots.mark_round(1)
-    assert plots.markers[0].isVisible() and plots.markers[0].value() == 1
+    assert plots.markers[0].isVisible() and plots.markers[0].value() == 2  # counted from 1
     for name in PLOTS:
         png, svg = tmp_path / f"{name}.png", tmp_path / f"{name}.svg"
         plots.export(name, png)

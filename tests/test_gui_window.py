@@ -11,7 +11,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
 from specviz.core.autosave import Autosaver
-from specviz.core.bars import position_bars, positions
+from specviz.core.bars import position_bars
 from specviz.core.tracefile import save
 from specviz.gui import dialogs
 from specviz.gui.actions import lab_available
@@ -82,13 +82,16 @@ def test_step_draws_every_view(qtbot, window):
     last = session.rounds[-1]
     for i, event in enumerate(last.tokens):
         assert status_of(window.stream.view.char_format(2, i)) == event.status
-    assert window.distribution.selected == (2, min(last.n_accepted, positions(last) - 1))
+    # the newest round is shown at its rejection, else its last accepted draft
+    rejected = any(t.status == "rejected" for t in last.tokens)
+    kind = "rejected" if rejected else "accepted" if last.n_accepted else "bonus"
+    assert window.distribution.selected[0] == 2 and window.distribution.bars.kind == kind
     assert window.stream.slider.maximum() == 2
     assert "rounds: 3" in window.status.rounds.text()
     # click a token of the first round: every view follows
     window.stream.view.click(0, 0)
     assert window.distribution.selected == (0, 0)
-    assert window.stream.slider.value() == 0 and window.plots.markers[0].value() == 0
+    assert window.stream.slider.value() == 0 and window.plots.markers[0].value() == 1
     assert window.distribution.bars == position_bars(session.rounds[0], 0, 12)
 
 
@@ -128,8 +131,9 @@ def test_run_until_finished(qtbot, window):
     qtbot.waitUntil(lambda: window.state == "finished", timeout=TIMEOUT)
     assert window.session.finished and not window.running
     assert sum(r.n_emitted for r in window.session.rounds) <= 12
-    step(qtbot, window)  # Step after the end starts a new session
+    step(qtbot, window)  # Step after the end starts a new session, after asking
     assert len(window.session.rounds) == 1
+    assert dialogs.shown[-1][1] == "Discard this session?"
 
 
 def test_changed_prompt_starts_a_new_session(qtbot, window):

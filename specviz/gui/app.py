@@ -65,6 +65,11 @@ def main(args: argparse.Namespace | None = None) -> int:
     from .main_window import MainWindow
 
     window = MainWindow(specs, device=args.device, dtype=args.dtype)
+    screen = app.primaryScreen()
+    if screen is not None:  # as large as the screen allows, up to 1600 x 1000
+        room = screen.availableGeometry()
+        window.resize(min(1600, room.width()), min(1000, room.height()))
+        window.move(room.topLeft())
     previous_hook = sys.excepthook
     sys.excepthook = _excepthook([window])
     window.show()

@@ -80,6 +80,10 @@ class Controls(QWidget):
         for text in example_prompts():
             self.examples.addItem(text if len(text) < 60 else text[:57] + "\u2026", text)
         self.examples.activated.connect(self._use_example)
+        self.examples.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.examples.setMinimumContentsLength(16)
         self.prompt_edit = QPlainTextEdit()
         self.prompt_edit.setPlaceholderText("Type the text the models should continue")
         self.prompt_edit.setMinimumHeight(70)
@@ -113,6 +117,10 @@ class Controls(QWidget):
             self.pair_combo.addItem(f"built-in: {name}", f"builtin:{name}")
         self.pair_combo.addItem(CUSTOM, None)
         self.pair_combo.currentIndexChanged.connect(self._pair_changed)
+        self.pair_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.pair_combo.setMinimumContentsLength(12)
         self.target_edit, target_row = self._path_row("target: hub id or folder")
         self.draft_edit, draft_row = self._path_row("draft: hub id or folder")
         self.device_combo = QComboBox()

@@ -27,7 +27,7 @@ def token_label(text: str) -> str:
     if text.startswith("(") and text.endswith(")"):
         return text  # "(everything else)"
     shown = text.replace(" ", "\u2423").replace("\n", "\u21b5").replace("\t", "\u21e5")
-    shown = shown or "\u2205"
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown) or "\u2205"
     return shown if len(shown) <= LABEL_CHARS else shown[: LABEL_CHARS - 1] + "\u2026"
 
 
@@ -41,10 +41,31 @@ def _brush(colour: str, alpha: int = 255):
     return pg.mkBrush(c)
 
 
+def legend_html() -> str:
+    """The bars' legend, in the bars' colours."""
+
+    def swatch(colour: str, text: str, outline: bool = False) -> str:
+        mark = "\u25a1" if outline else "\u25a0"
+        return f"<span style='color:{colour}; font-size:14pt'>{mark}</span>&nbsp;{text}"
+
+    return " &nbsp; ".join(
+        (
+            swatch(palette.P, "p (target, outline)", outline=True),
+            swatch(palette.Q, "q (draft)"),
+            swatch(palette.MIN_PQ, "min(p, q): accepted mass"),
+            swatch(palette.EXCESS, "max(0, p \u2212 q): residual mass"),
+            swatch(palette.DRAFTED_BAND, "drafted"),
+            swatch(palette.EMITTED_BAND, "emitted"),
+        )
+    )
+
+
 def _plot(title: str) -> pg.PlotWidget:
     widget = pg.PlotWidget()
     item = widget.getPlotItem()
-    item.setTitle(title, size="10pt")
+    item.setTitle(title, size="9pt")
+    for side in ("left", "bottom"):
+        item.getAxis(side).enableAutoSIPrefix(False)  # probabilities, not milli-units
     item.setMenuEnabled(False)
     item.hideButtons()
     widget.setMouseEnabled(x=False, y=False)
@@ -75,24 +96,28 @@ class DistributionView(QWidget):
         self.n_spin.valueChanged.connect(self._on_n)
 
         self.main = _plot("p (target) and q (draft) at this position")
-        self.residual_plot = _plot(
-            "residual norm(max(0, p \u2212 q))<br>a resampled token's source"
-        )
-        self.gauge = _plot("u below the line<br>= accepted")
+        self.residual_plot = _plot("residual norm(max(0, p\u2212q))")
+        self.gauge = _plot("accept test: u below the line = accepted")
         self._build_main()
         self._build_residual()
         self._build_gauge()
 
+        self.legend = QLabel(legend_html())
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setWordWrap(True)
         top = QHBoxLayout()
         top.addWidget(self.summary, 1)
         top.addWidget(self.n_spin, 0, Qt.AlignmentFlag.AlignTop)
+        side = QVBoxLayout()
+        side.addWidget(self.gauge, 1)
+        side.addWidget(self.residual_plot, 1)
         plots = QHBoxLayout()
-        plots.addWidget(self.main, 5)
-        plots.addWidget(self.residual_plot, 3)
-        plots.addWidget(self.gauge, 2)
+        plots.addWidget(self.main, 3)
+        plots.addLayout(side, 2)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
+        layout.addWidget(self.legend)
         layout.addLayout(plots, 1)
         self.show_bars(None)
 
@@ -120,13 +145,10 @@ class DistributionView(QWidget):
         )
         for bar in (self.band, self.q_item, self.min_item, self.excess_item, self.p_item):
             item.addItem(bar)
-        legend = item.addLegend(offset=(-6, -6), labelTextSize="8pt", brush=(255, 255, 255, 220))
-        legend.addItem(self.p_item, "p (target)")
-        legend.addItem(self.q_item, "q (draft)")
-        legend.addItem(self.min_item, "min(p, q): accepted mass")
-        legend.addItem(self.excess_item, "max(0, p \u2212 q): residual mass")
         self.value_text = pg.TextItem(anchor=(1, 0.5), color=palette.U_MARK)
         item.addItem(self.value_text)
+        self.rest_text = pg.TextItem(anchor=(1, 0.5), color=palette.U_MARK)
+        item.addItem(self.rest_text)
 
     def _build_residual(self) -> None:
         item = self.residual_plot.getPlotItem()
@@ -171,10 +193,9 @@ class DistributionView(QWidget):
             self.u_mark,
         ):
             item.addItem(bar)
-        self.u_text = pg.TextItem(anchor=(0, 0.5), color=palette.U_MARK)
         self.accept_text = pg.TextItem(anchor=(0.5, 1), color=palette.U_MARK)
         self.alpha_text = pg.TextItem(anchor=(0.5, 0.5), color="#ffffff")
-        for text in (self.u_text, self.accept_text, self.alpha_text):
+        for text in (self.accept_text, self.alpha_text):
             item.addItem(text)
 
     # ------------------------------------------------------------------------------ model
@@ -211,13 +232,20 @@ class DistributionView(QWidget):
             for bar in (self.q_item, self.min_item, self.excess_item):
                 bar.setOpts(x0=[], y=[], width=[])
             self.value_text.setText("")
+            self.rest_text.setText("")
             item.getAxis("left").setTicks([[]])
+            item.setXRange(0, 1, padding=0)
+            item.setYRange(0, 1, padding=0)
             return
         n = bars.n_bars
         rows = np.arange(n, dtype=float)
         p, q = _values(bars.p), _values(bars.q)
         mins, excess = _values(bars.min_pq), _values(bars.excess)
-        top = max(float(np.max(p)), float(np.max(q)), 0.05) * 1.12
+        # fit the tokens; a larger "everything else" bar is clipped and labelled
+        top = max(float(np.max(p[:-1], initial=0)), float(np.max(q[:-1], initial=0)), 0.02) * 1.15
+        rest = max(p[-1], q[-1])
+        self.rest_text.setText(f"{rest:.2f} \u25b8" if rest > top else "")
+        self.rest_text.setPos(top, n - 1)
         # p is drawn as an outline around min + excess; filled where they are unknown
         p_fill = [_brush(palette.P, 90 if m is None else 0) for m, v in zip(bars.min_pq, bars.p)]
         self.p_item.setOpts(x0=np.zeros(n), y=rows + 0.2, width=p, brushes=p_fill)
@@ -248,7 +276,8 @@ class DistributionView(QWidget):
         item.setXRange(0, top, padding=0)
         focus = bars.drafted_bar if bars.drafted_bar is not None else bars.emitted_bar
         if focus is not None:
-            self.value_text.setText(f"p={fmt(bars.p[focus])}  q={fmt(bars.q[focus])}")
+            known = [f"{k}={fmt(v)}" for k, v in (("p", bars.p[focus]), ("q", bars.q[focus]))]
+            self.value_text.setText("  ".join(t for t in known if not t.endswith("n/a")))
             self.value_text.setPos(top, focus - 0.5)
         else:
             self.value_text.setText("")
@@ -290,20 +319,27 @@ class DistributionView(QWidget):
         self.reject_region.setOpts(y0=[a or 0.0], height=[0.0 if a is None else 1.0 - a])
         if a is None:
             self.threshold.setData([], [])
-            self.accept_text.setText("")
+            note = {"bonus": "bonus token:\nnothing drafted", "discarded": "never judged"}
+            self.accept_text.setText("" if bars is None else note.get(bars.kind, ""))
+            self.accept_text.setPos(0, 0.45)
         else:
             self.threshold.setData([-0.45, 0.45], [a, a])
-            self.accept_text.setText(f"min(1,p/q)={a:.3f}")
-            self.accept_text.setPos(0, min(max(a, 0.08), 1.0))
+            self.accept_text.setText("")
         if u is None:
             self.u_mark.setData([], [])
-            self.u_text.setText("")
         else:
             self.u_mark.setData([0.0], [u])
-            self.u_text.setText(f"u={u:.3f}")
-            self.u_text.setPos(0.12, u)
         alpha = None if bars is None else bars.alpha
         rejection = None if bars is None else bars.rejection_mass
+        # the figures go in the tick labels, where the marks never cover them
+        test = "u vs min(1,p/q)"
+        if a is not None and u is not None:
+            relation = "<" if bars.accepted else "\u2265"
+            test = f"u {u:.3f} {relation} {a:.3f}"
+        split = (
+            "\u03b1 | 1\u2212\u03b1" if alpha is None else f"\u03b1 {alpha:.2f} | {rejection:.2f}"
+        )
+        self.gauge.getPlotItem().getAxis("bottom").setTicks([[(0, test), (1, split)]])
         self.alpha_item.setOpts(height=[alpha or 0.0])
         self.rejection_item.setOpts(y0=[alpha or 0.0], height=[rejection or 0.0])
         if alpha is None:
@@ -329,7 +365,7 @@ def summary_html(bars: PositionBars | None) -> str:
     if bars is None:
         return "Click a token in the stream to see the distributions at its position."
     drafted, emitted = bars.drafted_event, bars.emitted_event
-    head = f"<b>Round {bars.round_index}, position {bars.position + 1}</b>. "
+    head = f"<b>Round {bars.round_index + 1}, position {bars.position + 1}</b>. "
     parts = []
     if drafted is not None:
         colour = palette.fate(drafted.status).foreground

@@ -91,7 +91,9 @@ class MainWindow(FilesMixin, QMainWindow):
         scroll = QScrollArea()
         scroll.setWidget(self.controls)
         scroll.setWidgetResizable(True)
-        scroll.setMinimumWidth(290)
+        scroll.setMinimumWidth(300)
+        scroll.setMaximumWidth(360)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         dock = QDockWidget("Setup", self)
         dock.setObjectName("setup-dock")
         dock.setWidget(scroll)
@@ -150,8 +152,8 @@ class MainWindow(FilesMixin, QMainWindow):
         return dialogs.ask(
             self,
             "Discard this session?",
-            f"The session has {len(session.rounds)} rounds that were not exported. "
-            f"{what} starts a new session and discards them (an autosave is kept). Continue?",
+            f"{what}: the {len(session.rounds)} rounds of this session were not exported "
+            "and will be discarded (Export trace, Ctrl+S, keeps them). Continue?",
         )
 
     # ------------------------------------------------------------------------------ models
@@ -200,10 +202,9 @@ class MainWindow(FilesMixin, QMainWindow):
             or self.needs_restart
             or prompt != session.header.prompt
         ):
-            if (
-                session is not None
-                and not session.finished
-                and not self._discard_ok("A changed prompt")
+            changed = session is not None and prompt != session.header.prompt
+            if session is not None and not self._discard_ok(
+                "A changed prompt starts a new session" if changed else "Starting a new session"
             ):
                 self.running = False
                 self._set_state(self._idle_state())
@@ -292,7 +293,7 @@ class MainWindow(FilesMixin, QMainWindow):
             self._begin_session(Session(self.replay_source.header))
             self._set_state("replay")
             return
-        if not self._discard_ok("Reset"):
+        if not self._discard_ok("Reset starts over"):
             return
         self.running = False
         self.pending_step = False
@@ -304,7 +305,7 @@ class MainWindow(FilesMixin, QMainWindow):
     def new_session(self) -> None:
         """Leave a replay (or reset a live session): the next Step starts from the prompt."""
         if self.replay_source is not None:
-            if not self._discard_ok("Leaving it"):
+            if not self._discard_ok("Leaving the restored session"):
                 return
             self._replay_timer.stop()
             self.replay_source = None
@@ -373,9 +374,12 @@ class MainWindow(FilesMixin, QMainWindow):
             self.select_round(len(self.session.rounds) - 1)
 
     def select_round(self, index: int) -> None:
-        """Show a round: its most telling position (the rejection, or the bonus token)."""
+        """Show a round at its most telling position: the rejection if there was one,
+        else the last accepted draft (its accept test), else the bonus token."""
         rnd = self.session.rounds[index]
-        self.select_position(index, min(rnd.n_accepted, positions(rnd) - 1))
+        drafted = sum(1 for t in rnd.tokens if t.status in ("accepted", "rejected", "discarded"))
+        position = rnd.n_accepted if rnd.n_accepted < drafted else max(drafted - 1, 0)
+        self.select_position(index, min(position, positions(rnd) - 1))
 
     def select_position(self, round_index: int, position: int) -> None:
         rnd = self.session.rounds[round_index]

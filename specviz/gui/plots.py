@@ -23,8 +23,8 @@ from . import palette
 
 PLOTS = ("acceptance", "speedup", "accepted_length", "by_position")
 TITLES = {
-    "acceptance": "Acceptance per round",
-    "speedup": "Speedup",
+    "acceptance": "Acceptance rate: accepted / judged drafts",
+    "speedup": "Speedup over the target alone",
     "accepted_length": "Accepted drafts per round",
     "by_position": "Acceptance by draft position",
 }
@@ -85,15 +85,18 @@ class Series:
 
 def _curve(plot: pg.PlotItem, name: str, colour: str, style=None, width: float = 2, **kw):
     pen = pg.mkPen(colour, width=width, style=style) if style else pg.mkPen(colour, width=width)
-    return plot.plot([], [], pen=pen, name=name, connect="finite", **kw)
+    curve = plot.plot([], [], pen=pen, connect="finite", **kw)
+    curve.legend_name = name
+    return curve
 
 
-def _legend(plot: pg.PlotItem) -> pg.LegendItem:
-    """A compact two-column legend on a translucent background, bottom left."""
-    return plot.addLegend(
-        offset=(4, -4), labelTextSize="7pt", colCount=2, brush=(255, 255, 255, 210),
-        verSpacing=-6, horSpacing=8,
-    )  # fmt: skip
+def _legend(layout: pg.GraphicsLayout, row: int, curves: list[tuple[object, str]]):
+    """A two-column legend in its own layout row under a plot: it never hides data."""
+    legend = pg.LegendItem(colCount=2, labelTextSize="8pt", verSpacing=-8, horSpacing=6)
+    layout.addItem(legend, row=row, col=0)
+    for curve, name in curves:
+        legend.addItem(curve, name)
+    return legend
 
 
 class Plots(QWidget):
@@ -109,40 +112,46 @@ class Plots(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.graphics)
         self.plots: dict[str, pg.PlotItem] = {}
-        for i, name in enumerate(PLOTS):
-            plot = self.graphics.addPlot(row=i, col=0, title=TITLES[name])
+        rows = {"acceptance": 0, "speedup": 2, "accepted_length": 4, "by_position": 5}
+        for name in PLOTS:
+            plot = self.graphics.addPlot(row=rows[name], col=0, title=TITLES[name])
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.setMenuEnabled(True)
+            for side in ("left", "bottom"):
+                plot.getAxis(side).enableAutoSIPrefix(False)
             self.plots[name] = plot
 
         acc = self.plots["acceptance"]
         acc.setLabel("bottom", "round")
         acc.setLabel("left", "rate")
         acc.setYRange(0, 1.05, padding=0)
-        _legend(acc)
         self.acceptance_round = _curve(
-            acc, "this round: accepted / judged", palette.PLOT_ACCEPTANCE, width=1,
+            acc, "this round", palette.PLOT_ACCEPTANCE, width=1,
             symbol="o", symbolSize=4, symbolBrush=palette.PLOT_ACCEPTANCE, symbolPen=None,
         )  # fmt: skip
         self.acceptance_round.setOpacity(0.45)
-        self.acceptance_running = _curve(acc, "running acceptance", palette.PLOT_ACCEPTANCE, 0, 3)
-        self.alpha_running = _curve(
-            acc, "running \u03b1 = mean \u03a3min(p,q)", palette.PLOT_ALPHA, dash
-        )
+        self.acceptance_running = _curve(acc, "running", palette.PLOT_ACCEPTANCE, 0, 3)
+        self.alpha_running = _curve(acc, "\u03b1 = mean \u03a3 min(p, q)", palette.PLOT_ALPHA, dash)
         self.efficiency = _curve(
-            acc, "draft efficiency: accepted / drafted", palette.PLOT_EFFICIENCY, dot
+            acc, "draft efficiency (of all drafted)", palette.PLOT_EFFICIENCY, dot
         )
 
         speed = self.plots["speedup"]
         speed.setLabel("bottom", "round")
         speed.setLabel("left", "\u00d7 target-only  /  tokens")
-        _legend(speed)
         speed.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=pg.mkPen("#bbbbbb", style=dash)))
         self.speedup_measured = _curve(speed, "measured speedup", palette.PLOT_MEASURED, 0, 3)
         self.speedup_predicted = _curve(
-            speed, "predicted (Leviathan; \u03b1, c measured)", palette.PLOT_PREDICTED, dash
+            speed, "predicted (Leviathan)", palette.PLOT_PREDICTED, dash
         )
-        self.per_forward = _curve(speed, "tokens per target forward", palette.PLOT_PER_FORWARD)
+        self.per_forward = _curve(speed, "tokens / target pass", palette.PLOT_PER_FORWARD)
+
+        for row, curves in (
+            (1, (self.acceptance_round, self.acceptance_running, self.alpha_running,
+                 self.efficiency)),
+            (3, (self.speedup_measured, self.speedup_predicted, self.per_forward)),
+        ):  # fmt: skip
+            _legend(self.graphics.ci, row, [(c, c.legend_name) for c in curves])
 
         lengths = self.plots["accepted_length"]
         lengths.setLabel("bottom", "accepted drafts in the round")
@@ -195,13 +204,15 @@ class Plots(QWidget):
         self.position_bars.setOpts(x=[], height=[])
         for line in self.markers:
             line.setVisible(False)
+        for name in ("acceptance", "speedup"):
+            self.plots[name].setXRange(0, 10, padding=0.02)
         self.rounds = 0
         self._running = None
 
     def add(self, stats: RoundStats, running: RunningStats, redraw: bool = True) -> None:
         """Append one round's figures (from core.stats); redraw=False defers the drawing
         (a replay loads all its rounds, then calls redraw() once)."""
-        x = float(stats.index)
+        x = float(stats.index + 1)  # rounds are counted from 1 on screen
         values = (
             stats.acceptance,
             stats.acceptance_running,
@@ -221,20 +232,30 @@ class Plots(QWidget):
     def redraw(self) -> None:
         for curve, series in self._series.items():
             curve.setData(series.x, series.y, connect="finite")
+        last = next(iter(self._series.values())).n
+        for name in ("acceptance", "speedup"):
+            self.plots[name].setXRange(0, max(last, 10), padding=0.02)
         running = self._running
         if running is None:
             return
         lengths = running.accepted_lengths
         self.length_bars.setOpts(x=np.arange(len(lengths), dtype=float), height=lengths)
+        self.plots["accepted_length"].setXRange(-0.6, max(len(lengths), 2) - 0.4, padding=0)
         by_pos = [0.0 if v is None else v for v in running.acceptance_by_position]
         self.position_bars.setOpts(x=np.arange(1, len(by_pos) + 1, dtype=float), height=by_pos)
+        self.plots["by_position"].setXRange(0.4, max(len(by_pos), 1) + 0.6, padding=0)
+        for name, count in (("accepted_length", len(lengths)), ("by_position", len(by_pos))):
+            self.plots[name].getAxis("bottom").setTicks(
+                [[(float(i + (name == "by_position")), str(i + (name == "by_position")))
+                  for i in range(count)]]
+            )  # fmt: skip
 
     def mark_round(self, index: int | None) -> None:
         """Show the selected round as a vertical line (None hides it)."""
         for line in self.markers:
             line.setVisible(index is not None)
             if index is not None:
-                line.setValue(index)
+                line.setValue(index + 1)
 
     def series(self, curve) -> tuple[np.ndarray, np.ndarray]:
         s = self._series[curve]

@@ -30,7 +30,12 @@ def display_text(text: str) -> str:
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
+    """A probability for people: fixed digits, or 2 significant ones when that shows 0."""
+    if value is None:
+        return "n/a"
+    if value != 0 and abs(value) < 0.5 * 10**-digits:
+        return f"{value:.1e}"
+    return f"{value:.{digits}f}"
 
 
 def token_tooltip(rnd: Round, index: int) -> str:
@@ -39,15 +44,14 @@ def token_tooltip(rnd: Round, index: int) -> str:
     position = position_of(rnd, index)
     lines = [
         f"<b>{_html(repr(event.text))}</b> &nbsp; {event.status} "
-        f"(round {rnd.index}, position {position + 1})",
+        f"(round {rnd.index + 1}, position {position + 1})",
         f"p (target) = {fmt(event.p)} &nbsp; q (draft) = {fmt(event.q)}",
     ]
     if event.accept_prob is not None:
-        verdict = "u &lt; accept prob: kept" if event.status == "accepted" else "u &ge; it: refused"
-        lines.append(
-            f"accept prob min(1, p/q) = {fmt(event.accept_prob)} &nbsp; u = {fmt(event.u)}"
-            f" &nbsp; ({verdict})"
-        )
+        kept = event.status == "accepted"
+        lines.append(f"accept prob min(1, p/q) = {fmt(event.accept_prob)}")
+        relation, verdict = ("&lt;", "kept") if kept else ("&ge;", "refused")
+        lines.append(f"u = {fmt(event.u)} {relation} {fmt(event.accept_prob)}: {verdict}")
     if event.status == "discarded":
         lines.append("drafted after the first rejection: never judged")
     if event.status == "resampled":
@@ -55,7 +59,7 @@ def token_tooltip(rnd: Round, index: int) -> str:
     if event.status == "bonus":
         lines.append("all drafts accepted: drawn from p at the next position")
     lines.append("<i>click to inspect this position</i>")
-    return "<br>".join(lines)
+    return "<br>".join(f"<nobr>{line}</nobr>" for line in lines)
 
 
 def _html(text: str) -> str:
@@ -123,6 +127,9 @@ class TokenView(QTextEdit):
             )
         cursor.endEditBlock()
         self._rounds.append(rnd)
+        if self.selected is not None and self.selected[0] == len(self._rounds) - 2:
+            # a selection that ended at the document's end grew with the new text
+            self.select(*self.selected, scroll=False)
         if follow:
             bar.setValue(bar.maximum())
 
@@ -181,7 +188,7 @@ class TokenView(QTextEdit):
         rnd = self._rounds[key[0]]
         if key[1] == ROUND_TOKEN:
             return (
-                f"round {rnd.index}: drafted {rnd.n_drafted}, accepted {rnd.n_accepted}, "
+                f"round {rnd.index + 1}: drafted {rnd.n_drafted}, accepted {rnd.n_accepted}, "
                 f"emitted {rnd.n_emitted} ({rnd.ms:.1f} ms)"
             )
         return token_tooltip(rnd, key[1])
