@@ -119,6 +119,7 @@ def test_round_records_agree_with_the_rule(pair):
         assert last.status in ("resampled", "bonus") or rnd.finish_reason == "eos"
         if last.status == "resampled":
             assert last.residual > 0 and last.residual_top
+            assert len(last.residual_text) == len(last.residual_top)
         total += rnd.n_emitted
         assert rnd.context_len + rnd.n_emitted == len(header.prompt_ids) + total
     assert total == 50 or engine.finish_reason == "eos"

@@ -122,6 +122,7 @@ def _residual(
     if emitted is None or emitted.status != "resampled" or not emitted.residual_top:
         return (), (), (), None
     names = {i: label for i, label in zip(ids, labels) if i is not None}
+    names.update(zip((e[0] for e in emitted.residual_top), emitted.residual_text))
     names[emitted.id] = emitted.text
     stored = list(emitted.residual_top)
     keep = stored if n is None else stored[: max(0, n)]

@@ -50,6 +50,7 @@ def round_events(
     p_rest: list = [None] * (k + 1)
     q_rest: list = [None] * (k + 1)
     residual_top: tuple = ()
+    residual_text: tuple = ()
     if top_n > 0:
         if k:
             _, idx = _top(torch.maximum(p_k, q), top_n)  # [K, N] by max(p, q)
@@ -64,6 +65,7 @@ def round_events(
         if verdict.next_status == "resampled":
             r_val, r_idx = _top(verdict.next_dist, top_n)
             residual_top = tuple(zip(r_idx.tolist(), r_val.tolist()))
+            residual_text = tuple(text(i) for i, _ in residual_top)
         for i in range(k + 1):
             texts[i] = tuple(text(entry[0]) for entry in tops[i])
 
@@ -120,6 +122,7 @@ def round_events(
                 p_rest=p_rest[pos],
                 q_rest=q_rest[pos],
                 residual_top=residual_top,
+                residual_text=residual_text,
             )
         )
     return tuple(events)

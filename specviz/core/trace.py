@@ -92,6 +92,7 @@ class TokenEvent:
     residual_top: tuple[tuple[int, float], ...] = ()
     # Texts of the ids in top / residual_top, so a replay can label bars without a tokenizer.
     top_text: tuple[str, ...] = ()
+    residual_text: tuple[str, ...] = ()  # texts of the ids in residual_top
     p_rest: float | None = None  # target mass outside `top`
     q_rest: float | None = None  # draft mass outside `top`
 
@@ -201,6 +202,8 @@ def event_to_json(event: TokenEvent) -> dict[str, Any]:
         obj["top_text"] = event.top_text
     if event.residual_top:
         obj["residual_top"] = event.residual_top
+    if event.residual_text:
+        obj["residual_text"] = event.residual_text
     return _clean(obj)
 
 

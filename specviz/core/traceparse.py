@@ -188,6 +188,7 @@ def parse_event(obj: Any, line: int, where: str) -> TokenEvent:
         top=_top(get("top"), line, prefix + "top", 3),
         residual_top=_top(get("residual_top"), line, prefix + "residual_top", 2),
         top_text=_strings(get("top_text"), line, prefix + "top_text"),
+        residual_text=_strings(get("residual_text"), line, prefix + "residual_text"),
         **numbers,
     )
 

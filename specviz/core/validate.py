@@ -187,6 +187,12 @@ def check_event(event: TokenEvent, line: int, where: str) -> Iterator[Problem]:
         j = next(j for j, e in enumerate(event.residual_top) if not _in_unit(e[1]))
         r = event.residual_top[j][1]
         yield Problem(line, f"{where}.residual_top[{j}]", f"{r} is not in [0, 1]")
+    if event.residual_text and len(event.residual_text) != len(event.residual_top):
+        yield Problem(
+            line,
+            f"{where}.residual_text",
+            f"{len(event.residual_text)} texts for {len(event.residual_top)} entries",
+        )
     if event.top_text and len(event.top_text) != len(event.top):
         yield Problem(
             line, f"{where}.top_text", f"{len(event.top_text)} texts for {len(event.top)} entries"
