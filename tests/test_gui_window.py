@@ -4,6 +4,7 @@ export -> open round trip, replay, CSV / plot exports, drag-and-drop, autosave r
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -12,12 +13,14 @@ from PySide6.QtGui import QDropEvent
 
 from specviz.core.autosave import Autosaver
 from specviz.core.bars import position_bars
+from specviz.core.session import Session
 from specviz.core.tracefile import save
 from specviz.gui import dialogs
 from specviz.gui.actions import lab_available
 from specviz.gui.main_window import MainWindow
 from specviz.gui.token_view import status_of
 from specviz.gui.worker import Loaded
+from tests.test_bars import sample_header, sample_rounds
 
 TIMEOUT = 60_000
 
@@ -169,11 +172,16 @@ def test_close_while_running_joins_the_worker(qtbot, window):
     assert dialogs.shown[-1][1] == "Discard this session?"
 
 
-def test_close_refused_keeps_the_session(qtbot, window, monkeypatch):
-    step(qtbot, window)
+def test_close_refused_keeps_the_session_running(qtbot, window, monkeypatch):
+    window.toggle_run()
+    qtbot.waitUntil(lambda: rounds(window) >= 2, timeout=TIMEOUT)
     monkeypatch.setattr(dialogs, "AUTO_ANSWER", False)
     assert not window.close()
     assert window.isVisible() and window.engine.thread.isRunning()
+    assert window.running  # it carries on
+    count = rounds(window)
+    qtbot.waitUntil(lambda: rounds(window) > count or window.session.finished, timeout=TIMEOUT)
+    window.toggle_run()
 
 
 def test_export_open_round_trip_and_replay(qtbot, window, tmp_path):
@@ -220,6 +228,26 @@ def view_state(window) -> dict:
         "lengths": list(window.plots.length_bars.opts["height"]),
         "status": (window.status.rounds.text(), window.status.acceptance.text()),
     }
+
+
+def test_long_trace_is_drawn_in_slices(qtbot, tmp_path):
+    r0, r1 = sample_rounds()
+    rounds = [
+        dataclasses.replace(r0 if i % 2 == 0 else r1, index=i, context_len=3 + 2 * i)
+        for i in range(1500)
+    ]
+    save(Session(sample_header(), rounds), tmp_path / "long.jsonl")
+    window = make_window(qtbot)
+    messages = []
+    original = window.status.set_busy
+    window.status.set_busy = lambda m: (messages.append(m), original(m))
+    assert window.open_trace(tmp_path / "long.jsonl")
+    assert window.drawing  # the window is back in the event loop before the end
+    qtbot.waitUntil(lambda: not window.drawing, timeout=TIMEOUT)
+    assert window.session.rounds == rounds and window.stream.view.round_count == 1500
+    assert any(m.startswith("drawing round") for m in messages)
+    assert window.plots.rounds == 1500 and window.distribution.selected[0] == 1499
+    window.close_now()
 
 
 def test_csv_and_plot_exports(qtbot, window, tmp_path):

@@ -145,8 +145,6 @@ class DistributionView(QWidget):
         )
         for bar in (self.band, self.q_item, self.min_item, self.excess_item, self.p_item):
             item.addItem(bar)
-        self.value_text = pg.TextItem(anchor=(1, 0.5), color=palette.U_MARK)
-        item.addItem(self.value_text)
         self.rest_text = pg.TextItem(anchor=(1, 0.5), color=palette.U_MARK)
         item.addItem(self.rest_text)
 
@@ -231,7 +229,6 @@ class DistributionView(QWidget):
                 bar.setOpts(x0=[], y=[], width=[], brushes=[])
             for bar in (self.q_item, self.min_item, self.excess_item):
                 bar.setOpts(x0=[], y=[], width=[])
-            self.value_text.setText("")
             self.rest_text.setText("")
             item.getAxis("left").setTicks([[]])
             item.setXRange(0, 1, padding=0)
@@ -274,13 +271,6 @@ class DistributionView(QWidget):
         item.getAxis("left").setTicks([list(zip(range(n), labels))])
         item.setYRange(-0.6, n - 0.4, padding=0)
         item.setXRange(0, top, padding=0)
-        focus = bars.drafted_bar if bars.drafted_bar is not None else bars.emitted_bar
-        if focus is not None:
-            known = [f"{k}={fmt(v)}" for k, v in (("p", bars.p[focus]), ("q", bars.q[focus]))]
-            self.value_text.setText("  ".join(t for t in known if not t.endswith("n/a")))
-            self.value_text.setPos(top, focus - 0.5)
-        else:
-            self.value_text.setText("")
 
     def _draw_residual(self, bars: PositionBars | None) -> None:
         item = self.residual_plot.getPlotItem()

@@ -240,7 +240,7 @@ class FilesMixin:
             return
         round_index, position = selected
         rnd = self.session.rounds[round_index]
-        title = f"round {round_index}, position {position + 1} of the main window"
+        title = f"round {round_index + 1}, position {position + 1} of the main window"
         if self.live and self.models is not None:
             settings = rnd.settings or self.session.header.settings
             self._lab_title = title

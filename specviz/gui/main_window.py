@@ -22,15 +22,15 @@ from .controls import Controls
 from .distribution_view import DistributionView
 from .files import FilesMixin
 from .plots import Plots
+from .replay import ReplayMixin
 from .status import StatusBar
 from .stream_panel import StreamPanel
 from .worker import EngineThread, Loaded
 
-REPLAY_INTERVAL_MS = 80  # pace of Run in a replay
 REFRESH_MS = 250  # while running, plots and bars are redrawn at most this often
 
 
-class MainWindow(FilesMixin, QMainWindow):
+class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
     """The specviz window. Public methods are what the actions (and tests) call."""
 
     def __init__(self, specs: tuple[str, str] | None = None, device: str = "cpu",
@@ -52,9 +52,7 @@ class MainWindow(FilesMixin, QMainWindow):
         self._closing = False
         self._force_close = False
         self.last_stats = None
-        self._replay_timer = QTimer(self)
-        self._replay_timer.setInterval(REPLAY_INTERVAL_MS)
-        self._replay_timer.timeout.connect(self._replay_tick)
+        self.init_replay()
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setSingleShot(True)
         self._refresh_timer.setInterval(REFRESH_MS)
@@ -282,16 +280,10 @@ class MainWindow(FilesMixin, QMainWindow):
         self._set_state("running")
         self.step()
 
-    def pause(self) -> None:
-        if self.running or self._replay_timer.isActive():
-            self.toggle_run()
-
     def reset(self) -> None:
         """Start over: a live session is dropped, a replay rewinds to before its first round."""
         if not self.live:
-            self._replay_timer.stop()
-            self._begin_session(Session(self.replay_source.header))
-            self._set_state("replay")
+            self.rewind()
             return
         if not self._discard_ok("Reset starts over"):
             return
@@ -342,6 +334,7 @@ class MainWindow(FilesMixin, QMainWindow):
     def _begin_session(self, session: Session) -> None:
         self.session = session
         self.follow = True
+        self._draw_until = 0
         self.stats = RunningStats.for_header(session.header)
         self._clear_views(session.header)
 
@@ -390,43 +383,6 @@ class MainWindow(FilesMixin, QMainWindow):
         self.distribution.show_position(rnd, position)
         self.plots.mark_round(round_index)
 
-    # ------------------------------------------------------------------------------ replay
-
-    def show_replay(self, source: Session) -> None:
-        """Show a loaded trace, all of its rounds, in replay mode."""
-        self.running = False
-        self._replay_timer.stop()
-        self.replay_source = source
-        self.exported = True
-        self._begin_session(Session(source.header))
-        self.controls.set_settings(source.header.settings)
-        self.controls.prompt_edit.blockSignals(True)
-        self.controls.set_prompt(source.header.prompt)
-        self.controls.prompt_edit.blockSignals(False)
-        t, d = source.header.target, source.header.draft
-        self.status.set_pair(t.name if t.name == d.name else f"{t.name} + {d.name}", t.device)
-        for rnd in source.rounds:
-            self._show_round(rnd, redraw=False)
-        self.plots.redraw()
-        if source.rounds:
-            self.status.set_figures(self.last_stats, len(source.rounds))
-            self.select_round(source.rounds[-1].index)
-        self._set_state("replay")
-
-    def _replay_step(self) -> bool:
-        source, shown = self.replay_source, self.session
-        if source is None or shown is None or len(shown.rounds) >= len(source.rounds):
-            self._replay_timer.stop()
-            self._refresh()
-            self._set_state("replay")
-            return False
-        self._show_round(source.rounds[len(shown.rounds)])
-        return True
-
-    def _replay_tick(self) -> None:
-        if not self._replay_step():
-            self._replay_timer.stop()
-
     # ------------------------------------------------------------------------------ closing
 
     def close_now(self) -> None:
@@ -436,9 +392,16 @@ class MainWindow(FilesMixin, QMainWindow):
 
     def closeEvent(self, event) -> None:
         try:
-            if not (self._closing or self._force_close) and not self._discard_ok("Quitting"):
-                event.ignore()
-                return
+            if not (self._closing or self._force_close):
+                was_running, self.running = self.running, False  # no new rounds meanwhile
+                if not self._discard_ok("Quitting"):
+                    event.ignore()
+                    if was_running:  # carry on as before
+                        self.running = True
+                        self._set_state("running")
+                        if self.inflight is None:
+                            self.step()
+                    return
         except Exception:  # an exception leaving a Qt override takes the process down
             traceback.print_exc()
         self.shutdown()
