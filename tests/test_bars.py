@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from specviz.core.bars import (
@@ -146,3 +148,10 @@ def test_bonus_position_has_only_p():
     assert all(v is None for v in bars.q)
     assert sum(bars.p) == pytest.approx(1)
     assert bars.alpha is None and bars.accept_prob is None
+
+
+def test_residual_bars_use_stored_residual_texts():
+    r0 = sample_rounds()[0]
+    resampled = dataclasses.replace(r0.tokens[4], residual_text=("A", "\n", "x"))
+    rnd = dataclasses.replace(r0, tokens=(*r0.tokens[:4], resampled))
+    assert position_bars(rnd, 1).residual_labels == ("A", "\n", "x", REST_LABEL)
