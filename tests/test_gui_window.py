@@ -156,6 +156,7 @@ def test_model_load_error_keeps_the_app_usable(qtbot, tmp_path, pair_dirs):
     qtbot.waitUntil(lambda: window.state == "error", timeout=TIMEOUT)
     kind, title, text = dialogs.shown[-1]
     assert (kind, title) == ("error", "Could not load the models") and "does not exist" in text
+    assert window.status.pair.text() == "models: none loaded"  # not the pair that failed
     window.step()  # without models: a message, nothing breaks
     assert dialogs.shown[-1][1] == "No models loaded"
     window.load_models(*(str(d) for d in pair_dirs))

@@ -168,15 +168,21 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
     def _on_loaded(self, info: Loaded) -> None:
         self.models = info
         self.inflight = None
-        name = info.target_spec if info.target_spec == info.draft_spec else (
-            f"{info.target_spec} + {info.draft_spec}"
-        )  # fmt: skip
-        self.status.set_pair(name, info.device)
+        self._show_models()
         if self.live:
             self._clear_views(None)
             self.session = None
             self.exported = True
         self._set_state(self._idle_state())
+
+    def _show_models(self) -> None:
+        info = self.models
+        if info is None:
+            self.status.set_pair("none loaded", self.controls.device())
+            return
+        same = info.target_spec == info.draft_spec
+        name = info.target_spec if same else f"{info.target_spec} + {info.draft_spec}"
+        self.status.set_pair(name, info.device)
 
     # ------------------------------------------------------------------------------ live
 
@@ -320,6 +326,8 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
         self.pending_step = False
         if failed == "step":
             self.needs_restart = True
+        if failed == "load":
+            self._show_models()  # the pair loaded before (if any) is still there
         self._set_state("error")
         dialogs.error(self, title, message)
 
