@@ -279,3 +279,21 @@ def test_interrupt_mid_write_leaves_no_file(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         write_atomic(path, lines_then_interrupt())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_write_gives_normal_permissions(tmp_path):
+    import os
+    import stat
+
+    from specviz.core.tracefile import write_atomic
+
+    new = tmp_path / "new.jsonl"
+    umask = os.umask(0o022)
+    try:
+        write_atomic(new, ["{}"])
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o644
+    new.chmod(0o640)
+    write_atomic(new, ["{}", "{}"])  # replacing keeps the file's own mode
+    assert stat.S_IMODE(new.stat().st_mode) == 0o640

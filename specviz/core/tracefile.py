@@ -63,6 +63,16 @@ def check_writable(path: str | os.PathLike[str], force: bool = False) -> Path:
     return path
 
 
+def _existing_mode(path: Path) -> int:
+    """The mode of the file being replaced, or 0666 less the umask for a new one."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def write_atomic(path: str | os.PathLike[str], lines: Iterable[str]) -> None:
     """Write lines to path through a temporary file in the same folder and a rename.
 
@@ -78,6 +88,8 @@ def write_atomic(path: str | os.PathLike[str], lines: Iterable[str]) -> None:
                 f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+            # mkstemp creates 0600; give the file the mode a plain open() would have.
+            os.chmod(tmp, _existing_mode(path))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
