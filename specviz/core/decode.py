@@ -24,7 +24,12 @@ def forward(
     """
     device = next(model.parameters()).device
     input_ids = torch.tensor([tokens], dtype=torch.long, device=device)  # [1, T]
-    out = model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=keep)
+    # No padding, ever; an explicit all-ones mask says so (and keeps transformers from
+    # warning when a token equals the pad id).
+    mask = torch.ones((1, cache.get_seq_length() + len(tokens)), dtype=torch.long, device=device)
+    out = model(
+        input_ids=input_ids, attention_mask=mask, cache=cache, use_cache=True, logits_to_keep=keep
+    )
     return out.logits[0, -keep:, :vocab]  # [keep, V]
 
 

@@ -1,0 +1,161 @@
+"""The window's cost per round, early and late in a session, and the engine's speed with the
+window open against headless. Not a test: never part of the test run.
+
+1. Redraw per round: a real session of the built-in pair is recorded headless, then fed to
+   a MainWindow round by round as the worker would, each followed by processEvents (the
+   paint). "step" draws everything each round (what Step does); "run" is the Run path
+   (stream, slider and status each round; plots and bars at most every REFRESH_MS).
+   Medians over rounds 5-15 and over the last 20 rounds of a long session.
+2. Engine tokens/s: the same settings headless (SpeculativeEngine.run) and in the window
+   (Run until max new tokens, the worker on its thread), interleaved, medians; both timed
+   from the first round to the last (session start and calibration excluded).
+
+    QT_QPA_PLATFORM=offscreen python benchmarks/gui_redraw.py --rounds 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("SPECVIZ_NO_DIALOGS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from specviz.core.engine import SpeculativeEngine  # noqa: E402
+from specviz.core.models import load_pair  # noqa: E402
+from specviz.core.prompts import example_prompts  # noqa: E402
+from specviz.core.session import Session  # noqa: E402
+from specviz.core.trace import Settings  # noqa: E402
+
+
+def record(pair, n_rounds: int, seed: int) -> Session:
+    """A long live session: prompts chained until n_rounds rounds exist (one header)."""
+    engine = SpeculativeEngine(pair, Settings(k=4, seed=seed, max_new_tokens=1_000_000))
+    session = Session(engine.prefill(example_prompts()[0], calibrate=True))
+    while len(session.rounds) < n_rounds and not engine.finished:
+        session.append(engine.step())
+    if len(session.rounds) < n_rounds:  # EOS or context end: continue with fresh indices
+        base = list(session.rounds)
+        while len(session.rounds) < n_rounds:
+            rnd = base[len(session.rounds) % len(base)]
+            session.rounds.append(
+                dataclasses.replace(rnd, index=len(session.rounds), finish_reason=None)
+            )
+    return session
+
+
+def redraw_costs(app, session: Session, mode: str) -> list[float]:
+    from specviz.gui.main_window import MainWindow
+
+    window = MainWindow(None, autosave=False)
+    window.show()
+    app.processEvents()
+    window._begin_session(Session(session.header))
+    window.running = mode == "run"
+    costs = []
+    for rnd in session.rounds:
+        rnd = dataclasses.replace(rnd, finish_reason=None)
+        start = time.perf_counter()
+        window._show_round(rnd)
+        app.processEvents()
+        costs.append(1000 * (time.perf_counter() - start))
+        if mode == "run":
+            time.sleep(0.02)  # the engine's time for the next round; throttled timers fire
+            start = time.perf_counter()
+            app.processEvents()
+            costs[-1] += 1000 * (time.perf_counter() - start)
+    window._refresh_timer.stop()
+    window.running = False
+    window.close_now()
+    app.processEvents()
+    return costs
+
+
+def window_tokens_per_s(app, specs, settings: Settings, prompt: str) -> float:
+    from specviz.gui.main_window import MainWindow
+
+    window = MainWindow(specs)
+    window.show()
+    while window.models is None:
+        app.processEvents()
+        time.sleep(0.01)
+    window.controls.prompt_edit.setPlainText(prompt)
+    window.controls.k_spin.setValue(settings.k)
+    window.controls.max_tokens_spin.setValue(settings.max_new_tokens)
+    window.controls.seed_spin.setValue(settings.seed)
+    app.processEvents()
+    window.toggle_run()
+    while window.session is None or not window.session.rounds:  # session start, calibration
+        app.processEvents()
+        time.sleep(0.0005)
+    start, first = time.perf_counter(), window.session.rounds[0].n_emitted
+    while window.state != "finished":
+        app.processEvents()
+        time.sleep(0.0005)
+    elapsed = time.perf_counter() - start
+    tokens = sum(r.n_emitted for r in window.session.rounds) - first
+    window.exported = True
+    window.close_now()
+    app.processEvents()
+    return tokens / elapsed
+
+
+def headless_tokens_per_s(pair, settings: Settings, prompt: str) -> float:
+    engine = SpeculativeEngine(pair, settings)
+    engine.prefill(prompt)
+    first = engine.step().n_emitted  # timed from the first round on, as in the window
+    start = time.perf_counter()
+    for _ in engine.run():
+        pass
+    return (engine.n_generated - first) / (time.perf_counter() - start)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pair", default="tiny")
+    parser.add_argument("--rounds", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=3, help="engine speed: runs each")
+    parser.add_argument("--max-new-tokens", type=int, default=200)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    from PySide6.QtWidgets import QApplication
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    app = QApplication.instance() or QApplication([])
+    spec = f"builtin:{args.pair}"
+    pair = load_pair(spec, spec)
+    session = record(pair, args.rounds, seed=0)
+    result: dict = {"pair": spec, "rounds": args.rounds}
+    for mode in ("step", "run"):
+        costs = redraw_costs(app, session, mode)
+        result[f"{mode}_ms_round_5_15"] = statistics.median(costs[5:15])
+        result[f"{mode}_ms_last_20"] = statistics.median(costs[-20:])
+        result[f"{mode}_ms_mean_all"] = statistics.fmean(costs)
+    settings = Settings(k=4, seed=1, max_new_tokens=args.max_new_tokens)
+    prompt = example_prompts()[1]
+    headless, windowed = [], []
+    for _ in range(args.repeats):  # interleaved
+        headless.append(headless_tokens_per_s(pair, settings, prompt))
+        windowed.append(window_tokens_per_s(app, (spec, spec), settings, prompt))
+    result["headless_tokens_per_s"] = statistics.median(headless)
+    result["window_tokens_per_s"] = statistics.median(windowed)
+    result["window_over_headless"] = result["window_tokens_per_s"] / result["headless_tokens_per_s"]
+    result["load_average"] = os.getloadavg()[0]
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        for key, value in result.items():
+            print(f"{key:28s} {value:.2f}" if isinstance(value, float) else f"{key:28s} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
