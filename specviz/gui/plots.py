@@ -9,6 +9,7 @@ widget is rebuilt and no Python loop runs over past rounds. Numbers come from
 
 from __future__ import annotations
 
+import math
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -191,6 +192,8 @@ class Plots(QWidget):
                 self.per_forward,
             )
         }
+        self._x_span = 10  # the round axes grow in steps: an axis repaints only when it moves
+        self._bar_counts = (-1, -1)  # (accepted lengths, positions) the bar axes were set for
         self.rounds = 0
         self._running: RunningStats | None = None
 
@@ -206,6 +209,8 @@ class Plots(QWidget):
             line.setVisible(False)
         for name in ("acceptance", "speedup"):
             self.plots[name].setXRange(0, 10, padding=0.02)
+        self._x_span = 10
+        self._bar_counts = (-1, -1)
         self.rounds = 0
         self._running = None
 
@@ -233,22 +238,26 @@ class Plots(QWidget):
         for curve, series in self._series.items():
             curve.setData(series.x, series.y, connect="finite")
         last = next(iter(self._series.values())).n
-        for name in ("acceptance", "speedup"):
-            self.plots[name].setXRange(0, max(last, 10), padding=0.02)
+        if last > self._x_span or last < self._x_span // 3:
+            self._x_span = max(10, 10 * math.ceil(last * 1.5 / 10))
+            for name in ("acceptance", "speedup"):
+                self.plots[name].setXRange(0, self._x_span, padding=0.02)
         running = self._running
         if running is None:
             return
         lengths = running.accepted_lengths
         self.length_bars.setOpts(x=np.arange(len(lengths), dtype=float), height=lengths)
-        self.plots["accepted_length"].setXRange(-0.6, max(len(lengths), 2) - 0.4, padding=0)
         by_pos = [0.0 if v is None else v for v in running.acceptance_by_position]
         self.position_bars.setOpts(x=np.arange(1, len(by_pos) + 1, dtype=float), height=by_pos)
-        self.plots["by_position"].setXRange(0.4, max(len(by_pos), 1) + 0.6, padding=0)
-        for name, count in (("accepted_length", len(lengths)), ("by_position", len(by_pos))):
-            self.plots[name].getAxis("bottom").setTicks(
-                [[(float(i + (name == "by_position")), str(i + (name == "by_position")))
-                  for i in range(count)]]
-            )  # fmt: skip
+        if self._bar_counts != (len(lengths), len(by_pos)):  # axes and ticks only on change
+            self._bar_counts = (len(lengths), len(by_pos))
+            self.plots["accepted_length"].setXRange(-0.6, max(len(lengths), 2) - 0.4, padding=0)
+            self.plots["by_position"].setXRange(0.4, max(len(by_pos), 1) + 0.6, padding=0)
+            for name, count in (("accepted_length", len(lengths)), ("by_position", len(by_pos))):
+                first = int(name == "by_position")
+                self.plots[name].getAxis("bottom").setTicks(
+                    [[(float(i + first), str(i + first)) for i in range(count)]]
+                )
 
     def mark_round(self, index: int | None) -> None:
         """Show the selected round as a vertical line (None hides it)."""
