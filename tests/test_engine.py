@@ -172,3 +172,27 @@ def test_session_context_ids(pair):
         assert len(start) == rnd.context_len
         emitted = [t.id for t in rnd.tokens if t.emitted]
         assert before[i] == start + emitted
+
+
+def test_fast_head_gives_the_same_logits_and_greedy_output(pair_dirs, monkeypatch):
+    from specviz.core import models
+
+    monkeypatch.setattr(models, "LARGE_HEAD", 0)  # apply it to the small test head
+    fast = models.load_pair(str(pair_dirs[0]), str(pair_dirs[1]))
+    head = fast.target.get_output_embeddings()
+    assert "forward" in vars(head)  # the instance's own forward: applied
+    ids = torch.tensor([[5, 17, 42, 7, 99, 3]])
+    with torch.inference_mode():
+        hidden = torch.randn(2, 6, head.in_features)
+        torch.testing.assert_close(head(hidden), torch.nn.functional.linear(hidden, head.weight))
+    engine = SpeculativeEngine(fast, Settings(k=3, temperature=0, max_new_tokens=16))
+    engine.prefill("", prompt_ids=ids[0].tolist(), calibrate=False)
+    ours = [t.id for r in engine.run() for t in r.tokens if t.emitted]
+    reference = fast.target.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        do_sample=False,
+        max_new_tokens=16,
+        pad_token_id=fast.eos_token_id,
+    )
+    assert ours == reference[0, ids.shape[1] :].tolist()
