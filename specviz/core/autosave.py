@@ -1,6 +1,6 @@
 """Autosave of the running session, so that a crash of the app loses at most one round.
 
-The file is an ordinary trace (docs/TRACE_FORMAT.md) without its summary line, written as
+The file is an ordinary trace (README.md, Trace format) without its summary line, written as
 the session runs: the header when it starts, then each round as one line, flushed and
 fsync'ed. A crash mid-write leaves at most a cut-off last line, which tracefile.load drops
 with a warning. On the next launch, find_restorable() says whether there is a session to

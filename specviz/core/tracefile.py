@@ -4,7 +4,7 @@ Writing is atomic: a temporary file in the same folder, flushed and renamed into
 Reading is strict about structure (a TraceError naming the line and the field) and tolerant
 about the future: unknown header fields are kept, unknown round and token fields and unknown
 record types are ignored, a newer minor version is read. A cut-off last line (a crash during
-a write) is dropped with a warning; the rounds before it load. docs/TRACE_FORMAT.md has the
+a write) is dropped with a warning; the rounds before it load. README.md (Trace format) has the
 format; specviz.core.validate checks that a loaded trace's numbers agree with each other.
 """
 

@@ -66,6 +66,9 @@ def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+BLOCK_CHARS = 1200  # a paragraph longer than this ends at the next round boundary
+
+
 class TokenView(QTextEdit):
     """A read-only stream of tokens coloured by fate (colours from `palette`).
 
@@ -120,6 +123,11 @@ class TokenView(QTextEdit):
         follow = bar.value() >= bar.maximum() - 4
         cursor = self._end_cursor()
         cursor.beginEditBlock()
+        if cursor.block().length() > BLOCK_CHARS:
+            # Qt lays out a whole paragraph on every edit: long sessions without newlines
+            # would cost O(session) per round. A new paragraph at a round boundary keeps
+            # each append local (benchmarks/gui_redraw.py).
+            cursor.insertBlock()
         self._insert(cursor, (rnd.index, ROUND_TOKEN), BOUNDARY_MARK, self._boundary)
         for i, event in enumerate(rnd.tokens):
             self._insert(
