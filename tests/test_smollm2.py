@@ -24,12 +24,18 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _hide(monkeypatch, *names: str) -> None:
+    """These optional packages look missing, the other optional ones installed, whatever
+    this machine has (CI's fresh venv has none of them)."""
     real = importlib.util.find_spec
-    monkeypatch.setattr(
-        smollm2.importlib.util,
-        "find_spec",
-        lambda name, *a: None if name in names else real(name, *a),
-    )
+
+    def find_spec(name, *args):
+        if name in names:
+            return None
+        if name in smollm2.REQUIRED:
+            return object()
+        return real(name, *args)
+
+    monkeypatch.setattr(smollm2.importlib.util, "find_spec", find_spec)
 
 
 def test_missing_packages_name_what_to_install(monkeypatch):
