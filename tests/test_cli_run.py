@@ -15,6 +15,10 @@ from specviz.core.tracefile import load
 from tests.fixtures import make_pair_dirs, make_tokenizer
 
 
+def pair_args(pair_dirs) -> list[str]:
+    return ["--target", str(pair_dirs[0]), "--draft", str(pair_dirs[1])]
+
+
 def run_cli(capsys, *args):
     code = main(["run", *args])
     out, err = capsys.readouterr()
@@ -104,10 +108,7 @@ def test_run_prints_rounds_and_writes_a_consistent_trace(capsys, tmp_path, pair_
     trace = tmp_path / "t.jsonl"
     code, out, err = run_cli(
         capsys,
-        "--target",
-        str(pair_dirs[0]),
-        "--draft",
-        str(pair_dirs[1]),
+        *pair_args(pair_dirs),
         "--prompt",
         "In the beginning",
         "--k",
@@ -133,10 +134,7 @@ def test_run_prints_rounds_and_writes_a_consistent_trace(capsys, tmp_path, pair_
     # An existing trace is not clobbered without --force ...
     code, _, err = run_cli(
         capsys,
-        "--target",
-        str(pair_dirs[0]),
-        "--draft",
-        str(pair_dirs[1]),
+        *pair_args(pair_dirs),
         "--prompt",
         "x",
         "--trace",
@@ -146,10 +144,7 @@ def test_run_prints_rounds_and_writes_a_consistent_trace(capsys, tmp_path, pair_
     # ... and is with it.
     code, _, _ = run_cli(
         capsys,
-        "--target",
-        str(pair_dirs[0]),
-        "--draft",
-        str(pair_dirs[1]),
+        *pair_args(pair_dirs),
         "--prompt",
         "x",
         "--max-new-tokens",
@@ -164,10 +159,7 @@ def test_run_prints_rounds_and_writes_a_consistent_trace(capsys, tmp_path, pair_
 def test_run_json_summary(capsys, pair_dirs):
     code, out, _ = run_cli(
         capsys,
-        "--target",
-        str(pair_dirs[0]),
-        "--draft",
-        str(pair_dirs[1]),
+        *pair_args(pair_dirs),
         "--prompt",
         "A fool",
         "--temperature",
