@@ -128,13 +128,17 @@ def _from_pretrained(loader, source: str, local: bool, role: str, spec: str, **k
 
 
 def load_model(
-    spec: str, role: str, device: torch.device, dtype: str, progress: Progress | None = None
-) -> tuple[torch.nn.Module, ModelInfo, str, bool]:
+    spec: str,
+    source: str,
+    local: bool,
+    role: str,
+    device: torch.device,
+    dtype: str,
+    progress: Progress | None = None,
+) -> tuple[torch.nn.Module, ModelInfo]:
+    """Load one model from where resolve_spec(spec) said it lives."""
     from transformers import AutoModelForCausalLM
 
-    if dtype not in DTYPES:
-        raise ModelLoadError(f"unknown dtype '{dtype}' (one of {', '.join(DTYPES)})")
-    source, local = resolve_spec(spec, role, progress)
     if progress:
         progress(f"loading {role} {spec} ({dtype}, {device})")
     model = _from_pretrained(AutoModelForCausalLM, source, local, role, spec, dtype=DTYPES[dtype])
@@ -148,7 +152,7 @@ def load_model(
         dtype=dtype,
         device=str(device),
     )
-    return model, info, source, local
+    return model, info
 
 
 # Output heads at least this large (vocabulary x width) get the product below on CPU.
@@ -215,14 +219,17 @@ def load_pair(
     progress: Progress | None = None,
 ) -> ModelPair:
     """Load both models and the shared tokenizer, or raise ModelLoadError."""
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"unknown dtype '{dtype}' (one of {', '.join(DTYPES)})")
     dev = resolve_device(device)
+    # Resolved once: a built-in pair's resolve() may check or convert a cache folder.
     t_source, t_local = resolve_spec(target, "target", progress)
     d_source, d_local = resolve_spec(draft, "draft", progress)
     t_tok = load_tokenizer(t_source, t_local, "target", target)
     d_tok = load_tokenizer(d_source, d_local, "draft", draft)
     check_same_tokenizer(t_tok, d_tok, target, draft)
-    t_model, t_info, _, _ = load_model(target, "target", dev, dtype, progress)
-    d_model, d_info, _, _ = load_model(draft, "draft", dev, dtype, progress)
+    t_model, t_info = load_model(target, t_source, t_local, "target", dev, dtype, progress)
+    d_model, d_info = load_model(draft, d_source, d_local, "draft", dev, dtype, progress)
     vocab = min(t_info.vocab_size, d_info.vocab_size)
     if len(t_tok) > vocab:
         raise ModelLoadError(
