@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 from transformers import LogitsProcessorList, TopKLogitsWarper, TopPLogitsWarper
 
+from .trace import check_sampling
+
 # Below this total mass the residual max(0, p - q) is treated as empty and p is used instead.
 # It can only be that small when p and q agree to float precision, where both are exact.
 RESIDUAL_EPS = 1e-12
@@ -26,12 +28,7 @@ class SamplingConfig:
     top_p: float = 1.0  # 1.0 = no nucleus cut
 
     def validate(self) -> None:
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
-        if self.top_k < 0:
-            raise ValueError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
+        check_sampling(self.temperature, self.top_k, self.top_p)
 
     @property
     def greedy(self) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .session import Session
-from .trace import Round, SessionHeader
+from .trace import Round, SessionHeader, cost_ratio
 
 
 def predicted_speedup(alpha: float, k: float, c: float) -> float:
@@ -70,9 +70,7 @@ class RunningStats:
 
     @property
     def cost_ratio(self) -> float | None:
-        if not self.baseline_ms_per_token or self.draft_ms_per_token is None:
-            return None
-        return self.draft_ms_per_token / self.baseline_ms_per_token
+        return cost_ratio(self.baseline_ms_per_token, self.draft_ms_per_token)
 
     def add(self, rnd: Round) -> RoundStats:
         judged = [t for t in rnd.tokens if t.status in ("accepted", "rejected")]

@@ -41,6 +41,23 @@ class ModelInfo:
     device: str
 
 
+def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
+    """Raise ValueError for sampling settings no warp can use."""
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+    if top_k < 0:
+        raise ValueError(f"top-k must be >= 0 (0 = off), got {top_k}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top-p must be in (0, 1], got {top_p}")
+
+
+def cost_ratio(target_ms: float | None, draft_ms: float | None) -> float | None:
+    """c: one draft step over one target step; None when either was not measured."""
+    if not target_ms or draft_ms is None:
+        return None
+    return draft_ms / target_ms
+
+
 @dataclass(frozen=True)
 class Settings:
     """What the user chose for a session; K and sampling may change between rounds."""
@@ -57,12 +74,7 @@ class Settings:
         """Raise ValueError with a message a user can act on."""
         if not 1 <= self.k <= 32:
             raise ValueError(f"K must be between 1 and 32, got {self.k}")
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
-        if self.top_k < 0:
-            raise ValueError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
+        check_sampling(self.temperature, self.top_k, self.top_p)
         if self.max_new_tokens < 1:
             raise ValueError(f"max new tokens must be >= 1, got {self.max_new_tokens}")
         if not 1 <= self.top_n <= 1000:
@@ -153,9 +165,7 @@ class SessionHeader:
     @property
     def cost_ratio(self) -> float | None:
         """c: one draft step over one target step."""
-        if not self.baseline_ms_per_token or self.draft_ms_per_token is None:
-            return None
-        return self.draft_ms_per_token / self.baseline_ms_per_token
+        return cost_ratio(self.baseline_ms_per_token, self.draft_ms_per_token)
 
 
 def _clean(value: Any) -> Any:
