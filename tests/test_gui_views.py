@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import xml.etree.ElementTree as ET
 
@@ -45,6 +46,35 @@ def test_token_view_texts_colours_and_strike(token_view):
     assert view.span_text(0, 4) == "\u21b5\n"  # a line break is visible and kept
     assert view.span_text(1, ROUND_TOKEN) == "\u2502"  # round boundaries are marked
     assert status_of(view.char_format(1, 1)) == "bonus"
+
+
+@pytest.mark.parametrize("batch", [1, 7, 400])
+def test_token_view_spans_of_any_text_in_one_edit(qtbot, batch):
+    """Runs of one fate go in with one insertText and spans are counted, not asked of the
+    cursor: texts outside the BMP, line breaks, empty and blank tokens, long paragraphs."""
+    texts = ["😀", "日本", "a\nb", "", "   ", "\r\n", "\u2029x", "é😀é", " the", "\n\n"]
+    r0, r1 = sample_rounds()
+    rounds = []
+    for i in range(400):
+        source = r0 if i % 2 == 0 else r1
+        tokens = tuple(
+            dataclasses.replace(t, text=texts[(i + j) % len(texts)] * (1 + i % 3))
+            for j, t in enumerate(source.tokens)
+        )
+        rounds.append(dataclasses.replace(source, index=i, tokens=tokens))
+    view = TokenView()
+    qtbot.addWidget(view)
+    view.clear_session(sample_header())
+    for start in range(0, len(rounds), batch):
+        view.append_rounds(rounds[start : start + batch])
+    assert view.document().blockCount() > 10  # paragraphs were started along the way
+    for rnd in rounds:
+        for i, event in enumerate(rnd.tokens):
+            shown = display_text(event.text).replace("\r", "\n").replace("\u2029", "\n")
+            assert view.span_text(rnd.index, i) == shown  # Qt breaks lines at \r and U+2029
+            assert view.key_at(view.span(rnd.index, i)[0]) == (rnd.index, i)
+            assert status_of(view.char_format(rnd.index, i)) == event.status
+        assert view.span_text(rnd.index, ROUND_TOKEN) == "\u2502"
 
 
 def test_token_view_hover_and_click(token_view, qtbot):

@@ -14,6 +14,7 @@ from PySide6.QtGui import QDropEvent
 from specviz.core.autosave import Autosaver
 from specviz.core.bars import position_bars
 from specviz.core.session import Session
+from specviz.core.trace import dumps
 from specviz.core.tracefile import save
 from specviz.gui import dialogs
 from specviz.gui.actions import lab_available
@@ -248,6 +249,26 @@ def test_long_trace_is_drawn_in_slices(qtbot, tmp_path):
     assert window.session.rounds == rounds and window.stream.view.round_count == 1500
     assert any(m.startswith("drawing round") for m in messages)
     assert window.plots.rounds == 1500 and window.distribution.selected[0] == 1499
+    window.close_now()
+
+
+def test_a_malformed_top_list_is_named_in_the_panel(qtbot, tmp_path):
+    path = tmp_path / "bad.jsonl"
+    save(Session(sample_header(), sample_rounds()), path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    obj = json.loads(lines[2])  # round 1
+    obj["tokens"][0]["top"] = [[1, 0.5, True]]
+    lines[2] = dumps(obj)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    window = make_window(qtbot)
+    assert window.open_trace(path)  # the top-N lists are checked when first shown
+    qtbot.waitUntil(lambda: not window.drawing, timeout=TIMEOUT)
+    window.select_position(1, 0)
+    summary = window.distribution.summary.text()
+    assert window.distribution.bars is None and "unreadable" in summary
+    assert "line 3: field 'tokens[0].top'" in summary
+    window.select_position(0, 0)  # the other rounds are unaffected
+    assert window.distribution.bars == position_bars(sample_rounds()[0], 0)
     window.close_now()
 
 

@@ -3,16 +3,22 @@ naming the line (and the field); a failed write leaves the old file as it was.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import random
 
+import orjson
 import pytest
 
+from specviz.cli import main
 from specviz.core import tracefile
+from specviz.core.bars import position_bars, positions
 from specviz.core.engine import SpeculativeEngine
 from specviz.core.session import Session
-from specviz.core.trace import Settings, TraceError
+from specviz.core.trace import Settings, TraceError, dumps
 from specviz.core.tracefile import load, parse_lines, save, session_lines, write_atomic
+from specviz.core.traceparse import without_top_lists
 from specviz.core.validate import check_session
 from tests.test_trace_synth import synthetic_session
 
@@ -297,3 +303,111 @@ def test_atomic_write_gives_normal_permissions(tmp_path):
     new.chmod(0o640)
     write_atomic(new, ["{}", "{}"])  # replacing keeps the file's own mode
     assert stat.S_IMODE(new.stat().st_mode) == 0o640
+
+
+# ------------------------------------------------------------------ top-N lists, deferred
+
+TOP_LIST_KEYS = ("top", "top_text", "residual_top", "residual_text")
+
+
+def without_keys(obj: dict) -> dict:
+    """The round with its tokens' top-N lists removed, except a list that is the first field
+    of its token (there is no ',"' before it to find: it is parsed at load instead)."""
+    for token in obj.get("tokens", []):
+        first = next(iter(token), None)
+        for key in TOP_LIST_KEYS:
+            if key in token and key != first:
+                del token[key]
+    return obj
+
+
+def test_loaded_rounds_parse_their_top_lists_when_asked(live, tmp_path):
+    path = tmp_path / "live.jsonl"
+    save(live, path)
+    back = load(path)
+    for loaded, written in zip(back.rounds, live.rounds):
+        assert loaded.source is not None and loaded.source[0] == written.index + 2
+        assert all(t.top == t.top_text == () for t in loaded.tokens)  # not parsed at load
+        light = [dataclasses.replace(t, **dict.fromkeys(TOP_LIST_KEYS, ())) for t in written.tokens]
+        assert list(loaded.tokens) == light  # every other field parsed at load
+        full = loaded.complete()
+        assert full.source is None and full.tokens == written.tokens and full == written
+        for position in range(positions(written)):
+            assert position_bars(loaded, position) == position_bars(written, position)
+
+
+# JSON strings that look like the ends of lists, keys or objects
+TRICKY = ['"]', "\\", '\\"]', '],"top":[[1,2,3]]', ',"top_text":["x"]', "}", "]]", "日本", "😀"]
+
+
+def random_text(rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        return rng.choice(TRICKY)
+    return "".join(rng.choice('"\\[]{},: a日😀\n\t') for _ in range(rng.randrange(0, 6)))
+
+
+def random_round_line(rng: random.Random) -> dict:
+    def number():
+        return rng.choice([None, 0.0, 1.0, rng.random(), 1e-9, 12345678.5])
+
+    tokens = []
+    for _ in range(rng.randrange(0, 4)):
+        token = {"id": rng.randrange(100), "text": random_text(rng), "status": "accepted"}
+        n = rng.randrange(0, 4)
+        if rng.random() < 0.8:
+            token["top"] = [[rng.randrange(100), number(), number()] for _ in range(n)]
+        if rng.random() < 0.8:
+            token["top_text"] = [random_text(rng) for _ in range(n)]
+        if rng.random() < 0.3:
+            token["residual_top"] = [[rng.randrange(100), number()] for _ in range(n)]
+            token["residual_text"] = [random_text(rng) for _ in range(n)]
+        if rng.random() < 0.3:
+            token["later"] = random_text(rng)  # a field after the lists (a newer version)
+        keys = list(token)
+        if rng.random() < 0.3:
+            rng.shuffle(keys)  # a list first in its object is not cut, and still read
+        tokens.append({key: token[key] for key in keys})
+    return {"type": "round", "index": 0, "tokens": tokens, "note": random_text(rng)}
+
+
+def test_cutting_top_lists_keeps_everything_else():
+    rng = random.Random(0)
+    cut_any = 0
+    for _ in range(400):
+        obj = random_round_line(rng)
+        raw = dumps(obj).encode()
+        light, cut = without_top_lists(raw)
+        assert orjson.loads(light) == without_keys(json.loads(raw))
+        assert cut == (light != raw)
+        cut_any += cut
+    assert cut_any > 300
+
+
+def test_lists_written_by_other_tools_are_read_at_load(tmp_path):
+    session = synthetic_session(3)
+    path = tmp_path / "spaced.jsonl"
+    write(path, [json.dumps(json.loads(line)) for line in lines_of(session)])  # ", " and ": "
+    back = load(path)
+    assert [r.source for r in back.rounds] == [None] * 3  # nothing left to parse
+    assert back.rounds == session.rounds and back.rounds[0].tokens[0].top
+
+
+@pytest.mark.parametrize(
+    "top", [[[1, 0.5]], [[1, 0.5, True]], [[]], [[1, [0.5], 0.1]], [[1, 0.5, 0.1, 3]]]
+)
+def test_malformed_top_lists_are_named_when_parsed(tmp_path, capsys, top):
+    lines = [json.loads(line) for line in lines_of(synthetic_session(3))]
+    lines[2]["tokens"][0]["top"] = top
+    path = tmp_path / "bad.jsonl"
+    write(path, [dumps(obj) for obj in lines])  # compact, as specviz writes
+    session = load(path)  # the rest of the line is sound; the list is checked when parsed
+    with pytest.raises(TraceError, match="expected") as info:
+        session.rounds[1].complete()
+    assert (info.value.line, info.value.field_name) == (3, "tokens[0].top")
+    with pytest.raises(TraceError):
+        position_bars(session.rounds[1], 0)
+    problems = check_session(session)
+    assert [(p.line, p.field) for p in problems] == [(3, "tokens[0].top")]
+    assert check_session(session, top_lists=False) == []  # what the app checks on open
+    assert main(["inspect", str(path)]) == 2
+    assert "line 3: field 'tokens[0].top'" in capsys.readouterr().err

@@ -140,7 +140,11 @@ def _residual(
 
 
 def position_bars(rnd: Round, position: int, n: int | None = None) -> PositionBars:
-    """The bars of one position, with at most n tokens from the stored top-N (all if None)."""
+    """The bars of one position, with at most n tokens from the stored top-N (all if None).
+
+    A round read from a trace has its top-N lists parsed here (Round.complete), which raises
+    TraceError if they are malformed."""
+    rnd = rnd.complete()
     drafted, emitted = events_at(rnd, position)
     if drafted is None and emitted is None:
         raise IndexError(f"round {rnd.index} has no position {position}")

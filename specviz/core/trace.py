@@ -25,6 +25,7 @@ class TraceError(ValueError):
         where = f"line {line}: " if line is not None else ""
         what = f"field '{field_name}': " if field_name else ""
         super().__init__(f"{where}{what}{message}")
+        self.reason = message
         self.line = line
         self.field_name = field_name
 
@@ -127,6 +128,34 @@ class Round:
     tokens: tuple[TokenEvent, ...]
     settings: Settings | None = None  # the settings this round ran with
     finish_reason: str | None = None  # "eos" or "max_new_tokens" when the session ended here
+    # A round read from a trace file keeps its line here, (line number, bytes), while the
+    # top-N lists of its tokens are left unparsed: they are four fifths of a trace and are
+    # needed only to draw one position's bars. complete() parses them.
+    source: tuple[int, bytes] | None = field(default=None, compare=False, repr=False)
+
+    def complete(self) -> Round:
+        """This round with every field of its tokens (top-N lists included) parsed.
+
+        A round made by the engine, or already complete, is returned as it is; otherwise the
+        stored line is parsed again (about a millisecond) and nothing is cached. Raises
+        TraceError if the lists in that line are malformed.
+        """
+        if self.source is None:
+            return self
+        from .traceparse import complete_round
+
+        return complete_round(self)
+
+    def __eq__(self, other: object) -> bool:
+        """Same record: a round read from a trace equals the round that was written, its
+        unparsed top-N lists included."""
+        if not isinstance(other, Round):
+            return NotImplemented
+        a, b = self.complete(), other.complete()
+        return all(getattr(a, name) == getattr(b, name) for name in _ROUND_FIELDS)
+
+    def __hash__(self) -> int:
+        return hash((self.session_id, self.index, self.context_len, self.n_accepted))
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:
@@ -143,6 +172,9 @@ class Round:
     @property
     def ms(self) -> float:
         return self.draft_ms + self.verify_ms
+
+
+_ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(Round) if f.compare)
 
 
 @dataclass(frozen=True)
@@ -218,6 +250,7 @@ def event_to_json(event: TokenEvent) -> dict[str, Any]:
 
 
 def round_to_json(rnd: Round) -> dict[str, Any]:
+    rnd = rnd.complete()
     obj: dict[str, Any] = {
         "type": "round",
         "index": rnd.index,

@@ -15,7 +15,7 @@ from functools import partial
 from operator import is_not, itemgetter
 
 from .session import Session
-from .trace import Round, SessionHeader, TokenEvent
+from .trace import Round, SessionHeader, TokenEvent, TraceError
 
 # accept_prob is min(1, p/q) computed in float64 from the stored p and q; a relative error
 # above this means it was not. Probabilities are float32 sums, so [0, 1] gets the same slack.
@@ -66,22 +66,32 @@ def _column_in_unit(entries: tuple[tuple, ...], *columns: int) -> bool:
     return True
 
 
-def check_session(session: Session, limit: int | None = None) -> list[Problem]:
-    """Every problem in the session, in file order (at most `limit` of them)."""
+def check_session(
+    session: Session, limit: int | None = None, top_lists: bool = True
+) -> list[Problem]:
+    """Every problem in the session, in file order (at most `limit` of them).
+
+    top_lists=False skips the top-N lists that a loaded trace keeps unparsed (Round.source):
+    checking them parses each round's line again, which takes as long as loading it."""
     problems: list[Problem] = []
-    for problem in iter_problems(session):
+    for problem in iter_problems(session, top_lists):
         problems.append(problem)
         if limit is not None and len(problems) >= limit:
             break
     return problems
 
 
-def iter_problems(session: Session) -> Iterator[Problem]:
+def iter_problems(session: Session, top_lists: bool = True) -> Iterator[Problem]:
     header = session.header
     yield from check_header(header)
     context = len(header.prompt_ids)
     last = len(session.rounds) - 1
     for rnd in session.rounds:
+        if top_lists and rnd.source is not None:
+            try:
+                rnd = rnd.complete()
+            except TraceError as e:
+                yield Problem(e.line, e.field_name or "", e.reason)
         yield from check_round(rnd, header, expected_context=context, last=rnd.index == last)
         context += rnd.n_emitted  # the true count, so one bad value is reported once
 

@@ -8,13 +8,15 @@ updated with setOpts / setData. GUI thread only.
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from ..core.bars import PositionBars, position_bars
-from ..core.trace import Round
+from ..core.trace import Round, TraceError
 from . import palette
 from .token_view import fmt
 
@@ -204,7 +206,16 @@ class DistributionView(QWidget):
         if rnd is None:
             self.show_bars(None)
             return
-        self.show_bars(position_bars(rnd, position, self.n_spin.value()))
+        try:
+            bars = position_bars(rnd, position, self.n_spin.value())
+        except TraceError as e:  # a trace's top-N lists are parsed when first shown
+            self.show_bars(None)
+            reason = html.escape(str(e), quote=False)
+            self.summary.setText(
+                f"<b>This position's stored distribution is unreadable:</b> {reason}"
+            )
+            return
+        self.show_bars(bars)
 
     def _on_n(self, n: int) -> None:
         if self._round is not None:

@@ -35,7 +35,9 @@ def _problems(session) -> list[str]:
         from ..core.validate import check_session
     except ImportError:
         return []
-    return [str(p) for p in check_session(session, limit=20)]
+    # The top-N lists are checked when a position's bars are first shown: checking all of
+    # them here would parse four fifths of the file again (`specviz inspect` does).
+    return [str(p) for p in check_session(session, limit=20, top_lists=False)]
 
 
 class FilesMixin:

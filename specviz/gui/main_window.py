@@ -8,6 +8,7 @@ Session.append -> views. A replay feeds stored rounds through the same `_show_ro
 from __future__ import annotations
 
 import traceback
+from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QLayout, QMainWindow, QScrollArea, QSplitter
@@ -364,6 +365,18 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
             else:
                 self._refresh()
         return True
+
+    def _add_stored_rounds(self, rounds: Sequence[Round]) -> None:
+        """Append stored rounds (a replay being drawn) to the session, the statistics, the
+        plot series and the stream in one edit, drawing nothing: the caller redraws."""
+        added = []
+        for rnd in rounds:
+            if not self.session.append(rnd):
+                break
+            self.last_stats = self.stats.add(rnd)
+            self.plots.add(self.last_stats, self.stats, redraw=False)
+            added.append(rnd)
+        self.stream.append_rounds(added)
 
     def _refresh(self) -> None:
         """Draw the plots and, when following the newest round, select it."""

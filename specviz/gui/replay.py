@@ -12,6 +12,7 @@ from ..core.session import Session
 
 REPLAY_INTERVAL_MS = 80  # pace of Run in a replay
 SLICE_S = 0.05  # drawing a long trace: at most this long between two event-loop turns
+DRAW_BATCH = 200  # rounds added to the stream in one edit (one layout) while drawing
 
 
 class ReplayMixin:
@@ -52,8 +53,8 @@ class ReplayMixin:
         if source is None or shown is None:
             return
         start = time.perf_counter()
-        while len(shown.rounds) < self._draw_until:
-            self._show_round(source.rounds[len(shown.rounds)], redraw=False)
+        while (done := len(shown.rounds)) < self._draw_until:
+            self._add_stored_rounds(source.rounds[done : min(done + DRAW_BATCH, self._draw_until)])
             if time.perf_counter() - start > SLICE_S:
                 done, total = len(shown.rounds), self._draw_until
                 self.status.set_busy(f"drawing round {done:,} of {total:,}")

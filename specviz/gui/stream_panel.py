@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QToolButton, QVBoxLayout, QWidget
 
@@ -91,7 +93,10 @@ class StreamPanel(QWidget):
         )
 
     def append_round(self, rnd: Round) -> None:
-        self.view.append_round(rnd)
+        self.append_rounds((rnd,))
+
+    def append_rounds(self, rounds: Sequence[Round]) -> None:
+        self.view.append_rounds(rounds)
         self.slider.blockSignals(True)
         self.slider.setRange(0, self.view.round_count - 1)
         self.slider.blockSignals(False)

@@ -7,6 +7,7 @@ of rounds stays fast. Each token's span is remembered for hover and click. GUI t
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 
 from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextFormat
@@ -27,6 +28,13 @@ def display_text(text: str) -> str:
     if not text.strip(" "):
         return "\u2423" * len(text)  # ␣ for a token of spaces only
     return text.replace("\n", "\u21b5\n")  # ↵ then the real line break
+
+
+def qt_length(text: str) -> int:
+    """Length in a QTextDocument: UTF-16 code units ("\n" becomes one paragraph mark)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -119,35 +127,63 @@ class TokenView(QTextEdit):
 
     def append_round(self, rnd: Round) -> None:
         """Add one round at the end: a boundary mark, then its tokens in stream order."""
+        self.append_rounds((rnd,))
+
+    def append_rounds(self, rounds: Sequence[Round]) -> None:
+        """Add rounds at the end in one edit: Qt lays the document out once per edit, so a
+        replay that draws a thousand rounds at a time costs one layout, not a thousand."""
+        if not rounds:
+            return
         bar = self.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 4
+        before = len(self._rounds)
         cursor = self._end_cursor()
         cursor.beginEditBlock()
-        if cursor.block().length() > BLOCK_CHARS:
-            # Qt lays out a whole paragraph on every edit: long sessions without newlines
-            # would cost O(session) per round. A new paragraph at a round boundary keeps
-            # each append local (benchmarks/gui_redraw.py).
-            cursor.insertBlock()
-        self._insert(cursor, (rnd.index, ROUND_TOKEN), BOUNDARY_MARK, self._boundary)
-        for i, event in enumerate(rnd.tokens):
-            self._insert(
-                cursor, (rnd.index, i), display_text(event.text), self._formats[event.status]
+        # Neighbouring tokens of one fate (a run of accepted drafts) go in with one
+        # insertText; each token's span is counted, not asked of the cursor.
+        position, block = cursor.position(), cursor.block().length()
+        run: list[str] = []
+        run_format = None
+        starts, ends, keys, spans = self._starts, self._ends, self._keys, self._spans
+        pieces = []
+        for rnd in rounds:
+            pieces.append(((rnd.index, ROUND_TOKEN), BOUNDARY_MARK, self._boundary))
+            pieces.extend(
+                ((rnd.index, i), display_text(t.text), self._formats[t.status])
+                for i, t in enumerate(rnd.tokens)
             )
+        for key, text, text_format in pieces:
+            if key[1] == ROUND_TOKEN and block > BLOCK_CHARS:
+                # Qt lays out a whole paragraph on every edit: long sessions without
+                # newlines would cost O(session) per round. A new paragraph at a round
+                # boundary keeps each append local (benchmarks/gui_redraw.py).
+                cursor.insertText("".join(run), run_format)
+                run.clear()
+                cursor.insertBlock()
+                position, block = position + 1, 0
+            elif text_format is not run_format and run:
+                cursor.insertText("".join(run), run_format)
+                run.clear()
+            run_format = text_format
+            run.append(text)
+            end = position + qt_length(text)
+            starts.append(position)
+            ends.append(end)
+            keys.append(key)
+            spans[key] = (position, end)
+            line_break = text.rfind("\n")
+            block = block + end - position if line_break < 0 else len(text) - line_break
+            position = end
+        cursor.insertText("".join(run), run_format)
         cursor.endEditBlock()
-        self._rounds.append(rnd)
-        if self.selected is not None and self.selected[0] == len(self._rounds) - 2:
+        if cursor.position() != position:
+            raise RuntimeError(f"token spans out of step: {position} != {cursor.position()}")
+        self._rounds.extend(rounds)
+        if self.selected is not None and self.selected[0] == before - 1:
             # a selection that ended at the document's end grew with the new text
             self.select(*self.selected, scroll=False)
         if follow:
             bar.setValue(bar.maximum())
-
-    def _insert(self, cursor: QTextCursor, key: tuple[int, int], text: str, f) -> None:
-        start = cursor.position()
-        cursor.insertText(text, f)
-        self._starts.append(start)
-        self._ends.append(cursor.position())
-        self._keys.append(key)
-        self._spans[key] = (start, cursor.position())
 
     @property
     def round_count(self) -> int:
