@@ -147,7 +147,8 @@ def test_big_trace_loads_with_progress_and_proportional_memory(tmp_path):
     assert seen == sorted(seen) and seen[-1] == 1.0 and 0 < seen[0] < 0.05
     del session
 
-    # Memory: the records only, a small multiple of the file; the file is never held whole.
+    # Memory: each round's line (its top-N lists stay unparsed in it) and the records of
+    # the other fields, under twice the file (1.66 measured); the file is never held whole.
     small = tmp_path / "small.jsonl"
     write_atomic(small, synthetic_lines(300, top_n=20))
     tracemalloc.start()
@@ -157,7 +158,8 @@ def test_big_trace_loads_with_progress_and_proportional_memory(tmp_path):
     finally:
         tracemalloc.stop()
     small_size = small.stat().st_size
-    assert held < 6 * small_size, (held, small_size)
+    assert held < 2 * small_size, (held, small_size)
+    assert all(r.source is not None for r in session.rounds)
     assert peak - held < small_size / 4, (peak, held, small_size)
     assert len(session.rounds) == 300
     assert size > small_size

@@ -6,6 +6,10 @@ about the future: unknown header fields are kept, unknown round and token fields
 record types are ignored, a newer minor version is read. A cut-off last line (a crash during
 a write) is dropped with a warning; the rounds before it load. README.md (Trace format) has the
 format; specviz.core.validate checks that a loaded trace's numbers agree with each other.
+
+The top-N lists of a round's tokens are four fifths of a trace: the reader cuts them out of
+each line unparsed and keeps the line, and Round.complete() parses them when a view or a
+check needs them. Their structure is checked then, the rest of the line at load.
 """
 
 from __future__ import annotations
@@ -220,8 +224,9 @@ def load(path: str | os.PathLike[str], progress: Callable[[float], None] | None 
 
     progress(fraction), fraction of the file's bytes read in [0, 1], is called on the calling
     thread about every 1% and once with 1.0 at the end. The file is read one line at a time;
-    the rounds keep their lines for Round.complete(), so memory is about MEMORY_OVER_FILE
-    times the file's size.
+    each round keeps its line for Round.complete(), so the session holds about 1.7 times the
+    file's size (benchmarks/trace_load.py). A round line is read without its top-N lists,
+    which are parsed when a view or a check asks for them.
     """
     path = Path(path)
     reader = _Reader()
