@@ -96,6 +96,8 @@ class FilesMixin:
             # cyclic collector never walks them again (a full pass over a 100k-round trace
             # stalls the window for one to two seconds).
             gc.freeze()
+            self.status.set_busy(f"checking {len(session.rounds):,} rounds")
+            QApplication.processEvents(QEventLoop.ProcessEventsFlag.ExcludeUserInputEvents)
             problems = _problems(session)
         except (TraceError, OSError, UnicodeDecodeError) as e:
             problems = [str(e)]
