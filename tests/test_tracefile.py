@@ -411,3 +411,13 @@ def test_malformed_top_lists_are_named_when_parsed(tmp_path, capsys, top):
     assert check_session(session, top_lists=False) == []  # what the app checks on open
     assert main(["inspect", str(path)]) == 2
     assert "line 3: field 'tokens[0].top'" in capsys.readouterr().err
+
+
+def test_a_line_cut_off_anywhere_in_its_lists_is_a_cut_off_line():
+    lines = [line.encode() for line in lines_of(synthetic_session(3, top_n=3))[:4]]
+    last = lines[3]
+    assert b',"top":[' in last and b',"top_text":[' in last
+    for cut in range(1, len(last) - 1):
+        session = parse_lines([*lines[:3], last[:cut]])
+        assert len(session.rounds) == 2, cut
+        assert "cut-off last line" in session.warnings[0], cut

@@ -298,7 +298,7 @@ def without_top_lists(raw: bytes) -> tuple[bytes, bool]:
     while found := _LIST_KEY.search(raw, done):
         start, end = found.span()  # end: just after the list's "["
         if found.group(1) in _NUMBER_LISTS:
-            if raw[end] != 93:  # not "[]"
+            if raw[end : end + 1] != b"]":  # not "[]" (nor a line cut off after "[")
                 stop = find(b"]]", end) + 1
                 if stop == 0 or find(b'"', end, stop) >= 0:
                     return raw, False
