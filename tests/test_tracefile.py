@@ -421,3 +421,16 @@ def test_a_line_cut_off_anywhere_in_its_lists_is_a_cut_off_line():
         session = parse_lines([*lines[:3], last[:cut]])
         assert len(session.rounds) == 2, cut
         assert "cut-off last line" in session.warnings[0], cut
+
+
+def test_a_loaded_trace_is_written_back_as_it_was_read(live, tmp_path):
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    save(live, first)
+    lines = first.read_text(encoding="utf-8").splitlines()
+    obj = json.loads(lines[2])
+    obj["from_a_newer_version"] = {"kept": True}
+    lines[2] = dumps(obj)
+    write(first, lines)
+    save(load(first), second)  # no line re-parsed: the unknown field is kept
+    assert second.read_bytes() == first.read_bytes()
+    assert load(second).rounds == live.rounds

@@ -26,7 +26,7 @@ import orjson
 
 from .session import Session
 from .stats import summary
-from .trace import SCHEMA, TraceError, dumps, header_to_json, round_to_json
+from .trace import SCHEMA, Round, TraceError, dumps, header_to_json, round_to_json
 from .traceparse import parse_event, parse_header, parse_round, type_error, without_top_lists
 
 __all__ = [
@@ -51,9 +51,20 @@ MAX_LINE_BYTES = 64 * 2**20
 def session_lines(session: Session, with_summary: bool = True) -> Iterable[str]:
     yield dumps(header_to_json(session.header))
     for rnd in session.rounds:
-        yield dumps(round_to_json(rnd))
+        yield _round_line(rnd)
     if with_summary and session.rounds:
         yield dumps({"type": "summary", **summary(session)})
+
+
+def _round_line(rnd: Round) -> str:
+    """A round's line: as it was read, for a round loaded from a trace (nothing re-parsed,
+    and fields of a newer version kept), else written from the record."""
+    if rnd.source is not None:
+        try:
+            return rnd.source[1].decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            pass  # complete() names the fault
+    return dumps(round_to_json(rnd))
 
 
 def check_writable(path: str | os.PathLike[str], force: bool = False) -> Path:

@@ -62,7 +62,7 @@ class FilesMixin:
             return False
         try:
             tracefile.save(self.session, path)
-        except OSError as e:
+        except (OSError, TraceError) as e:  # TraceError: a replayed round's line is not text
             dialogs.error(
                 self, "Could not export the trace", f"{e}\n\nChoose another folder or file name."
             )
