@@ -53,6 +53,7 @@ def test_token_view_spans_of_any_text_in_one_edit(qtbot, batch):
     """Runs of one fate go in with one insertText and spans are counted, not asked of the
     cursor: texts outside the BMP, line breaks, empty and blank tokens, long paragraphs."""
     texts = ["😀", "日本", "a\nb", "", "   ", "\r\n", "\u2029x", "é😀é", " the", "\n\n"]
+    texts += [" a long token without a line break" * 3] * 30  # paragraphs end at rounds
     r0, r1 = sample_rounds()
     rounds = []
     for i in range(400):

@@ -157,8 +157,9 @@ class TokenView(QTextEdit):
                 # Qt lays out a whole paragraph on every edit: long sessions without
                 # newlines would cost O(session) per round. A new paragraph at a round
                 # boundary keeps each append local (benchmarks/gui_redraw.py).
-                cursor.insertText("".join(run), run_format)
-                run.clear()
+                if run:
+                    cursor.insertText("".join(run), run_format)
+                    run.clear()
                 cursor.insertBlock()
                 position, block = position + 1, 0
             elif text_format is not run_format and run:
@@ -174,7 +175,8 @@ class TokenView(QTextEdit):
             line_break = text.rfind("\n")
             block = block + end - position if line_break < 0 else len(text) - line_break
             position = end
-        cursor.insertText("".join(run), run_format)
+        if run:
+            cursor.insertText("".join(run), run_format)
         cursor.endEditBlock()
         if cursor.position() != position:
             raise RuntimeError(f"token spans out of step: {position} != {cursor.position()}")
