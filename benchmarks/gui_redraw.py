@@ -7,8 +7,10 @@ window open against headless. Not a test: never part of the test run.
    (stream, slider and status each round; plots and bars at most every REFRESH_MS).
    Medians over rounds 5-15 and over the last 20 rounds of a long session.
 2. Engine tokens/s: the same settings headless (SpeculativeEngine.run) and in the window
-   (Run until max new tokens, the worker on its thread), interleaved, medians; both timed
-   from the first round to the last (session start and calibration excluded).
+   (Run until max new tokens, the worker on its thread, autosave on), interleaved,
+   medians; both timed from the first round to the last (session start and calibration
+   excluded). The window runs twice: asking for the next round before drawing the last one
+   (MainWindow.prefetch, the default) and after it, as before.
 
     QT_QPA_PLATFORM=offscreen python benchmarks/gui_redraw.py --rounds 2000
 """
@@ -83,10 +85,13 @@ def redraw_costs(app, session: Session, mode: str) -> list[float]:
     return costs
 
 
-def window_tokens_per_s(app, specs, settings: Settings, prompt: str) -> float:
+def window_tokens_per_s(
+    app, specs, settings: Settings, prompt: str, prefetch: bool = True
+) -> float:
     from specviz.gui.main_window import MainWindow
 
-    window = MainWindow(specs)
+    window = MainWindow(specs)  # as a user runs it: autosave on
+    window.prefetch = prefetch
     window.show()
     while window.models is None:
         app.processEvents()
@@ -148,13 +153,17 @@ def main(argv=None) -> int:
             result["run_ms_mean_all"] = statistics.fmean(costs)
     settings = Settings(k=4, seed=1, max_new_tokens=args.max_new_tokens)
     prompt = example_prompts()[1]
-    headless, windowed = [], []
+    headless, windowed, after = [], [], []
     for _ in range(args.repeats):  # interleaved
         headless.append(headless_tokens_per_s(pair, settings, prompt))
         windowed.append(window_tokens_per_s(app, (spec, spec), settings, prompt))
+        after.append(window_tokens_per_s(app, (spec, spec), settings, prompt, prefetch=False))
     result["headless_tokens_per_s"] = statistics.median(headless)
     result["window_tokens_per_s"] = statistics.median(windowed)
     result["window_over_headless"] = result["window_tokens_per_s"] / result["headless_tokens_per_s"]
+    # the next round asked for only after the last one is drawn, as before
+    result["window_no_prefetch_tokens_per_s"] = statistics.median(after)
+    result["prefetch_gain"] = result["window_tokens_per_s"] / statistics.median(after)
     result["load_average"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps(result, indent=1))

@@ -21,20 +21,26 @@ def test_folder_defaults(monkeypatch, tmp_path):
     assert cache_folder() == tmp_path / ".cache" / "specviz"
 
 
-def test_each_round_is_on_disk_before_add_returns(tmp_path, monkeypatch):
+def test_each_round_is_saved_before_add_returns(tmp_path, monkeypatch):
     session = synthetic_session(6)
     synced: list[int] = []
     real_fsync = os.fsync
     monkeypatch.setattr(autosave.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    clock = [1000.0]
+    monkeypatch.setattr(autosave.time, "monotonic", lambda: clock[0])
     saver = Autosaver(tmp_path / "cache")  # created on start
     saver.start(session.header)
     assert synced  # the header too
+    fsyncs = []
     for n, rnd in enumerate(session.rounds, start=1):
         before = len(synced)
         assert saver.add(rnd)
-        assert len(synced) == before + 1
-        # What a crash right now would leave: the header and every round so far.
+        fsyncs.append(len(synced) - before)
+        # What a crash of the app right now would leave: the header and every round so far.
         assert Autosaver.restore(saver.path).rounds == session.rounds[:n]
+        clock[0] += 0.4
+    # on the disk at least every SYNC_S (1 s): rounds 1, 4 (1.2 s later)
+    assert fsyncs == [1, 0, 0, 1, 0, 0]
     assert Autosaver.find_restorable(tmp_path / "cache") == saver.path
     saver.finish()
 

@@ -7,10 +7,10 @@ optional summary. Records are frozen: they cross from the worker thread to the G
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 SCHEMA = "specviz.trace/1"
 SCHEMA_MAJOR = 1
@@ -200,18 +200,6 @@ class SessionHeader:
         return cost_ratio(self.baseline_ms_per_token, self.draft_ms_per_token)
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe: tuples to lists, non-finite floats to None (finite floats are written
-    in full: a trace reads back bit for bit)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    return value
-
-
 def header_to_json(header: SessionHeader) -> dict[str, Any]:
     obj: dict[str, Any] = dict(header.extra)
     obj.update(
@@ -229,7 +217,7 @@ def header_to_json(header: SessionHeader) -> dict[str, Any]:
         baseline_ms_per_token=header.baseline_ms_per_token,
         draft_ms_per_token=header.draft_ms_per_token,
     )
-    return _clean(obj)
+    return obj
 
 
 def event_to_json(event: TokenEvent) -> dict[str, Any]:
@@ -246,7 +234,7 @@ def event_to_json(event: TokenEvent) -> dict[str, Any]:
         obj["residual_top"] = event.residual_top
     if event.residual_text:
         obj["residual_text"] = event.residual_text
-    return _clean(obj)
+    return obj
 
 
 def round_to_json(rnd: Round) -> dict[str, Any]:
@@ -265,8 +253,12 @@ def round_to_json(rnd: Round) -> dict[str, Any]:
         obj["settings"] = dataclasses.asdict(rnd.settings)
     if rnd.finish_reason is not None:
         obj["finish_reason"] = rnd.finish_reason
-    return _clean(obj)
+    return obj
 
 
 def dumps(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """One compact JSON line, UTF-8 text as is. orjson writes each float in its shortest
+    round-tripping form (a trace reads back bit for bit), tuples as lists and a non-finite
+    float as null; 21 times faster than json and the cleaning pass it replaced
+    (benchmarks/trace_write.py)."""
+    return orjson.dumps(obj).decode("utf-8")

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidge
 from ..core.bars import PositionBars, position_bars
 from ..core.trace import Round, TraceError
 from . import palette
+from .plots import fix_axis_width
 from .token_view import fmt
 
 THICK = 0.38  # bar thickness (rows are 1 apart)
@@ -127,6 +128,7 @@ class DistributionView(QWidget):
 
     def _build_main(self) -> None:
         item = self.main.getPlotItem()
+        fix_axis_width(item.getAxis("left"), "0" * LABEL_CHARS)  # token labels
         item.invertY(True)
         item.setLabel("bottom", "probability")
         item.showGrid(x=True, alpha=0.25)

@@ -34,6 +34,10 @@ REFRESH_MS = 250  # while running, plots and bars are redrawn at most this often
 class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
     """The specviz window. Public methods are what the actions (and tests) call."""
 
+    # While running, ask for round n + 1 before drawing round n (benchmarks/gui_redraw.py
+    # measures it against asking after the drawing).
+    prefetch = True
+
     def __init__(self, specs: tuple[str, str] | None = None, device: str = "cpu",
                  dtype: str = "float32", autosave: bool = True):  # fmt: skip
         super().__init__()
@@ -245,8 +249,15 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
         """A round from the worker (its thread emitted it; this runs on the GUI thread)."""
         if self.inflight == "step":
             self.inflight = None
-        if self.session is None or not self.live or not self._show_round(rnd):
+        if self.session is None or not self.live or rnd.session_id != self.session.session_id:
             return  # a round of a session that was reset meanwhile
+        ahead = self.running and self.prefetch and rnd.finish_reason is None
+        if ahead and not self._closing:
+            # Ask for the next round before drawing this one: the worker computes it on the
+            # other core meanwhile. Still one request at a time (back-pressure).
+            self.step()
+        if not self._show_round(rnd):
+            return
         self.exported = False
         self.autosave_round(rnd)
         if rnd.finish_reason is not None:
@@ -255,8 +266,8 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
             self._set_state("finished")
         elif self.running:
             self._set_state("running")
-            # Back-pressure: the next round is asked for once this one is drawn.
-            QTimer.singleShot(0, self._run_next)
+            if not ahead:
+                QTimer.singleShot(0, self._run_next)  # the next round once this one is drawn
         else:
             self._refresh()
             self._set_state("paused")

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph import exporters
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
 
 from ..core.stats import RoundStats, RunningStats
 from . import palette
@@ -84,6 +85,16 @@ class Series:
         return self._y[: self.n]
 
 
+def fix_axis_width(axis: pg.AxisItem, widest: str) -> None:
+    """Reserve room for tick labels as wide as `widest`, once. An axis that fits itself to
+    its labels relays out its whole scene whenever they change (new ranges, other tokens),
+    and the bars jump sideways; a fixed width made a Step's redraw about 10% faster
+    (interleaved, same process). Plots that share a width also line up."""
+    metrics = QFontMetrics(axis.style["tickFont"] or QApplication.font())
+    offset = axis.style["tickTextOffset"][0] + max(axis.style["tickLength"], 0)
+    axis.setWidth(metrics.horizontalAdvance(widest) + offset + 4)
+
+
 def _curve(plot: pg.PlotItem, name: str, colour: str, style=None, width: float = 2, **kw):
     pen = pg.mkPen(colour, width=width, style=style) if style else pg.mkPen(colour, width=width)
     curve = plot.plot([], [], pen=pen, connect="finite", **kw)
@@ -120,6 +131,7 @@ class Plots(QWidget):
             plot.setMenuEnabled(True)
             for side in ("left", "bottom"):
                 plot.getAxis(side).enableAutoSIPrefix(False)
+            fix_axis_width(plot.getAxis("left"), "00000")  # 0.75, 1.25, 2000 (rounds)
             self.plots[name] = plot
 
         acc = self.plots["acceptance"]
