@@ -168,3 +168,13 @@ def test_cut_off_trace_is_valid_with_a_warning(tmp_path, capsys):
 def test_missing_file(tmp_path, capsys):
     code, _, err = inspect(capsys, tmp_path / "nowhere.jsonl")
     assert code == 2 and "cannot read" in err
+
+
+def test_progress_on_a_terminal(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "t.jsonl"
+    save(synthetic_session(300), path)
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    code, out, err = inspect(capsys, path)
+    assert code == 0 and "rounds      300" in out
+    assert "reading the trace: 100%" in err and "checking it:  50%" in err
+    assert "checking it: 100%" in err

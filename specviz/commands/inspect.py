@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .common import fail
@@ -133,10 +134,17 @@ def _problem_lines(path: str, problems: list) -> str:
     return "\n".join(lines)
 
 
-def _progress(fraction: float) -> None:
-    print(f"\r[specviz] reading the trace: {fraction:4.0%}", end="", file=sys.stderr, flush=True)
-    if fraction >= 1:
-        print(file=sys.stderr)
+def _progress(doing: str) -> Callable[[float], None] | None:
+    """A progress line on a terminal's stderr ("reading the trace:  42%"); None elsewhere."""
+    if not sys.stderr.isatty():
+        return None
+
+    def report(fraction: float) -> None:
+        print(f"\r[specviz] {doing}: {fraction:4.0%}", end="", file=sys.stderr, flush=True)
+        if fraction >= 1:
+            print(file=sys.stderr)
+
+    return report
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
 
     path = args.trace
     try:
-        session = load(path, progress=_progress if sys.stderr.isatty() else None)
+        session = load(path, progress=_progress("reading the trace"))
     except TraceError as e:
         if args.json:
             problem = {"line": e.line, "field": e.field_name, "message": str(e)}
@@ -154,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{path} is not a valid trace: {e}")
     except OSError as e:
         return fail(f"cannot read {path}: {e.strerror or e}")
-    problems = check_session(session, limit=MAX_PROBLEMS)
+    # every top-N list too: as long again as the load for a trace that has them
+    problems = check_session(session, limit=MAX_PROBLEMS, progress=_progress("checking it"))
     report = describe(session, problems)
     if args.json:
         print(json.dumps({"file": path, **report}, ensure_ascii=False))

@@ -9,7 +9,7 @@ round i is line i + 2) and the field ("tokens[2].accept_prob").
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from operator import is_not, itemgetter
@@ -67,26 +67,35 @@ def _column_in_unit(entries: tuple[tuple, ...], *columns: int) -> bool:
 
 
 def check_session(
-    session: Session, limit: int | None = None, top_lists: bool = True
+    session: Session,
+    limit: int | None = None,
+    top_lists: bool = True,
+    progress: Callable[[float], None] | None = None,
 ) -> list[Problem]:
     """Every problem in the session, in file order (at most `limit` of them).
 
     top_lists=False skips the top-N lists that a loaded trace keeps unparsed (Round.source):
-    checking them parses each round's line again, which takes as long as loading it."""
+    checking them parses each round's line again, which takes as long as loading it.
+    progress(fraction of the rounds checked) is called about every 1% and at the end."""
     problems: list[Problem] = []
-    for problem in iter_problems(session, top_lists):
+    for problem in iter_problems(session, top_lists, progress):
         problems.append(problem)
         if limit is not None and len(problems) >= limit:
             break
     return problems
 
 
-def iter_problems(session: Session, top_lists: bool = True) -> Iterator[Problem]:
+def iter_problems(
+    session: Session, top_lists: bool = True, progress: Callable[[float], None] | None = None
+) -> Iterator[Problem]:
     header = session.header
     yield from check_header(header)
     context = len(header.prompt_ids)
     last = len(session.rounds) - 1
+    step = max(len(session.rounds) // 100, 1)
     for rnd in session.rounds:
+        if progress is not None and rnd.index % step == 0:
+            progress(rnd.index / len(session.rounds))
         if top_lists and rnd.source is not None:
             try:
                 rnd = rnd.complete()
@@ -94,6 +103,8 @@ def iter_problems(session: Session, top_lists: bool = True) -> Iterator[Problem]
                 yield Problem(e.line, e.field_name or "", e.reason)
         yield from check_round(rnd, header, expected_context=context, last=rnd.index == last)
         context += rnd.n_emitted  # the true count, so one bad value is reported once
+    if progress is not None:
+        progress(1.0)
 
 
 def check_header(header: SessionHeader) -> Iterator[Problem]:
