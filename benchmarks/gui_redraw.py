@@ -88,33 +88,40 @@ def redraw_costs(app, session: Session, mode: str) -> list[float]:
 def window_tokens_per_s(
     app, specs, settings: Settings, prompt: str, prefetch: bool = True
 ) -> float:
+    """Run in the window until the session finishes, inside a real event loop (as the app's
+    exec() runs it: a polling loop here would take the GIL from the worker thousands of
+    times a second); timed from the first round's arrival to the last one's."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
     from specviz.gui.main_window import MainWindow
 
     window = MainWindow(specs)  # as a user runs it: autosave on
     window.prefetch = prefetch
-    window.show()
-    while window.models is None:
-        app.processEvents()
-        time.sleep(0.01)
+    loop = QEventLoop()
+    window.engine.loaded.connect(lambda *_: loop.quit())
+    window.engine.error.connect(lambda title, message: (print(title, message), loop.quit()))
+    loop.exec()  # the models load
     window.controls.prompt_edit.setPlainText(prompt)
     window.controls.k_spin.setValue(settings.k)
     window.controls.max_tokens_spin.setValue(settings.max_new_tokens)
     window.controls.seed_spin.setValue(settings.seed)
-    app.processEvents()
+    arrivals: list[tuple[float, int]] = []
+    window.engine.round_ready.connect(
+        lambda rnd: arrivals.append((time.perf_counter(), rnd.n_emitted))
+    )
+    done = QTimer()
+    done.timeout.connect(lambda: loop.quit() if window.state == "finished" else None)
+    done.start(50)
+    window.show()
     window.toggle_run()
-    while window.session is None or not window.session.rounds:  # session start, calibration
-        app.processEvents()
-        time.sleep(0.0005)
-    start, first = time.perf_counter(), window.session.rounds[0].n_emitted
-    while window.state != "finished":
-        app.processEvents()
-        time.sleep(0.0005)
-    elapsed = time.perf_counter() - start
-    tokens = sum(r.n_emitted for r in window.session.rounds) - first
+    loop.exec()
+    done.stop()
+    (start, _), (end, _) = arrivals[0], arrivals[-1]
+    tokens = sum(n for _, n in arrivals[1:])
     window.exported = True
     window.close_now()
     app.processEvents()
-    return tokens / elapsed
+    return tokens / (end - start)
 
 
 def headless_tokens_per_s(pair, settings: Settings, prompt: str) -> float:

@@ -1,0 +1,90 @@
+"""A Step's full redraw with and without two axis treatments, interleaved in one window:
+fixed axis widths (specviz's default) against widths fitted to the labels, and a pixmap
+cache for the axes against none. Blocks of 10 rounds alternate; the first 2 rounds of each
+block are not counted (the switch itself relays out). Not a test.
+
+    QT_QPA_PLATFORM=offscreen python benchmarks/gui_axes.py --rounds 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("SPECVIZ_NO_DIALOGS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=120)
+    args = parser.parse_args()
+
+    import pyqtgraph as pg
+    from PySide6.QtWidgets import QApplication, QGraphicsItem
+
+    app = QApplication.instance() or QApplication([])
+    pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
+    from gui_redraw import record
+
+    from specviz.core.models import load_pair
+    from specviz.core.session import Session
+    from specviz.gui.distribution_view import LABEL_CHARS
+    from specviz.gui.main_window import MainWindow
+    from specviz.gui.plots import fix_axis_width
+
+    session = record(load_pair("builtin:tiny", "builtin:tiny"), args.rounds, seed=0)
+    window = MainWindow(None, autosave=False)
+    window.resize(1400, 900)
+    window.show()
+    app.processEvents()
+    window._begin_session(Session(session.header))
+    plots = list(window.plots.plots.values())
+    main_axis = window.distribution.main.getPlotItem().getAxis("left")
+    views = [*plots, *(w.getPlotItem() for w in (window.distribution.main,
+                                                 window.distribution.residual_plot,
+                                                 window.distribution.gauge))]  # fmt: skip
+
+    def widths(fixed: bool) -> None:
+        for plot in plots:
+            axis = plot.getAxis("left")
+            fix_axis_width(axis, "00000") if fixed else axis.setWidth(None)
+        fix_axis_width(main_axis, "0" * LABEL_CHARS) if fixed else main_axis.setWidth(None)
+
+    def cache(on: bool) -> None:
+        mode = QGraphicsItem.CacheMode
+        for view in views:
+            for side in ("left", "bottom"):
+                view.getAxis(side).setCacheMode(mode.DeviceCoordinateCache if on else mode.NoCache)
+
+    experiments = {"fixed widths": widths, "axis pixmap cache": cache}
+    rounds = iter(session.rounds)
+    for name, switch in experiments.items():
+        costs: dict[bool, list[float]] = {True: [], False: []}
+        for block in range(len(session.rounds) // 10 // len(experiments)):
+            on = block % 2 == 0
+            switch(on)
+            for j in range(10):
+                rnd = dataclasses.replace(next(rounds), finish_reason=None)
+                start = time.perf_counter()
+                window._show_round(rnd)  # not running: a full redraw, as Step does
+                app.processEvents()
+                if j >= 2:
+                    costs[on].append(1000 * (time.perf_counter() - start))
+        switch(name == "fixed widths")  # back to specviz's default
+        with_, without = statistics.median(costs[True]), statistics.median(costs[False])
+        print(f"{name:18s} with {with_:5.1f} ms, without {without:5.1f} ms: "
+              f"{without / with_:.2f}x")  # fmt: skip
+    window.close_now()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
