@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidge
 from ..core.bars import PositionBars, position_bars
 from ..core.trace import Round, TraceError
 from . import palette
-from .plots import fix_axis_width
+from .plots import cache_axes, fix_axis_width
 from .token_view import fmt
 
 THICK = 0.38  # bar thickness (rows are 1 apart)
@@ -66,6 +66,7 @@ def legend_html() -> str:
 def _plot(title: str) -> pg.PlotWidget:
     widget = pg.PlotWidget()
     item = widget.getPlotItem()
+    cache_axes(item)
     item.setTitle(title, size="9pt")
     for side in ("left", "bottom"):
         item.getAxis(side).enableAutoSIPrefix(False)  # probabilities, not milli-units

@@ -18,7 +18,7 @@ import numpy as np
 import pyqtgraph as pg
 from pyqtgraph import exporters
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QGraphicsItem, QVBoxLayout, QWidget
 
 from ..core.stats import RoundStats, RunningStats
 from . import palette
@@ -95,6 +95,15 @@ def fix_axis_width(axis: pg.AxisItem, widest: str) -> None:
     axis.setWidth(metrics.horizontalAdvance(widest) + offset + 4)
 
 
+def cache_axes(plot: pg.PlotItem) -> None:
+    """Keep each axis as a pixmap, drawn again only when it changes: text in software
+    rendering is most of a plot's paint, and a refresh often leaves the axes as they were
+    (1.13-1.14x on a Step's redraw, benchmarks/gui_axes.py). The PNG and SVG exports draw
+    the items afresh at their own resolution."""
+    for side in ("left", "bottom"):
+        plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+
 def _curve(plot: pg.PlotItem, name: str, colour: str, style=None, width: float = 2, **kw):
     pen = pg.mkPen(colour, width=width, style=style) if style else pg.mkPen(colour, width=width)
     curve = plot.plot([], [], pen=pen, connect="finite", **kw)
@@ -132,6 +141,7 @@ class Plots(QWidget):
             for side in ("left", "bottom"):
                 plot.getAxis(side).enableAutoSIPrefix(False)
             fix_axis_width(plot.getAxis("left"), "00000")  # 0.75, 1.25, 2000 (rounds)
+            cache_axes(plot)
             self.plots[name] = plot
 
         acc = self.plots["acceptance"]
