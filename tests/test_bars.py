@@ -131,6 +131,14 @@ def test_top_n_cut_keeps_drafted_and_emitted_and_the_mass():
     assert len(bars.residual) == 3  # one stored residual entry, the resampled token, rest
 
 
+def test_residual_rows_are_cut_on_their_own():
+    bars = position_bars(sample_rounds()[0], 1, residual_n=1)
+    assert bars.ids == position_bars(sample_rounds()[0], 1).ids  # the top-N untouched
+    assert bars.residual_ids == (0, 3, None)  # one stored entry, the resampled token, rest
+    assert bars.residual == pytest.approx((0.4, 0.4, 0.2))  # the rest keeps the mass
+    assert bars.residual_bar == 1
+
+
 def test_discarded_position_has_only_q():
     bars = position_bars(sample_rounds()[0], 2)
     assert bars.ids == (0, 1, 2, 4, None)  # the drafted "x" added outside the stored top

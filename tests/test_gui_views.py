@@ -167,6 +167,22 @@ def test_distribution_view_rejected_position(qtbot):
     assert len(view.q_item.opts["width"]) == 3
 
 
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_residual_rows_fit_the_panel(qtbot):
+    view = DistributionView()
+    qtbot.addWidget(view)
+    view.n_spin.setValue(20)
+    view.resize(900, 1200)
+    view.show()
+    rnd = sample_rounds()[0]
+    view.show_position(rnd, 1)
+    assert len(view.bars.residual) == 4  # room for all three stored entries and the rest
+    view.resize(900, 330)  # a resize redraws with as many rows as fit
+    qtbot.waitUntil(lambda: len(view.bars.residual) < 4)
+    assert len(view.bars.residual) - 2 <= view._residual_rows()
+    assert sum(view.bars.residual) == pytest.approx(1.0)
+
+
 def test_distribution_view_other_positions(qtbot):
     view = DistributionView()
     qtbot.addWidget(view)

@@ -139,8 +139,11 @@ def _residual(
     return tuple(res_ids), tuple(res_labels), tuple(values), bar
 
 
-def position_bars(rnd: Round, position: int, n: int | None = None) -> PositionBars:
-    """The bars of one position, with at most n tokens from the stored top-N (all if None).
+def position_bars(
+    rnd: Round, position: int, n: int | None = None, residual_n: int | None = None
+) -> PositionBars:
+    """The bars of one position, with at most n tokens from the stored top-N (all if None),
+    and at most residual_n (default n) from the residual's.
 
     A round read from a trace has its top-N lists parsed here (Round.complete), which raises
     TraceError if they are malformed."""
@@ -188,7 +191,9 @@ def position_bars(rnd: Round, position: int, n: int | None = None) -> PositionBa
     excess.append(rest_excess)
 
     judged = drafted is not None and drafted.status in ("accepted", "rejected")
-    res_ids, res_labels, res_vals, res_bar = _residual(emitted, ids, labels, n)
+    res_ids, res_labels, res_vals, res_bar = _residual(
+        emitted, ids, labels, n if residual_n is None else residual_n
+    )
     return PositionBars(
         round_index=rnd.index,
         position=position,

@@ -13,7 +13,15 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import (
+    QApplication,
+    QHBoxLayout,
+    QLabel,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..core.bars import PositionBars, position_bars
 from ..core.trace import Round, TraceError
@@ -210,7 +218,8 @@ class DistributionView(QWidget):
             self.show_bars(None)
             return
         try:
-            bars = position_bars(rnd, position, self.n_spin.value())
+            n = self.n_spin.value()
+            bars = position_bars(rnd, position, n, min(n, self._residual_rows()))
         except TraceError as e:  # a trace's top-N lists are parsed when first shown
             self.show_bars(None)
             reason = html.escape(str(e), quote=False)
@@ -219,6 +228,18 @@ class DistributionView(QWidget):
             )
             return
         self.show_bars(bars)
+
+    def _residual_rows(self) -> int:
+        """How many residual tokens fit the residual plot with legible labels (besides the
+        resampled token and the rest)."""
+        height = self.residual_plot.getPlotItem().getViewBox().height()
+        line = QFontMetrics(QApplication.font()).height()
+        return max(2, int(height / (1.2 * line)) - 2) if height > 0 else 1000
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self._round is not None:  # as many residual rows as now fit
+            self.show_position(self._round, self._position)
 
     def _on_n(self, n: int) -> None:
         if self._round is not None:
