@@ -96,7 +96,8 @@ def test_step_draws_every_view(qtbot, window):
     window.stream.view.click(0, 0)
     assert window.distribution.selected == (0, 0)
     assert window.stream.slider.value() == 0 and window.plots.markers[0].value() == 1
-    assert window.distribution.bars == position_bars(session.rounds[0], 0, 12)
+    rows = min(12, window.distribution._residual_rows())  # the residual rows that fit
+    assert window.distribution.bars == position_bars(session.rounds[0], 0, 12, rows)
 
 
 def test_space_key_steps(qtbot, window):
@@ -268,7 +269,8 @@ def test_a_malformed_top_list_is_named_in_the_panel(qtbot, tmp_path):
     assert window.distribution.bars is None and "unreadable" in summary
     assert "line 3: field 'tokens[0].top'" in summary
     window.select_position(0, 0)  # the other rounds are unaffected
-    assert window.distribution.bars == position_bars(sample_rounds()[0], 0)
+    rows = window.distribution._residual_rows()
+    assert window.distribution.bars == position_bars(sample_rounds()[0], 0, None, rows)
     window.close_now()
 
 

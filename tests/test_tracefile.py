@@ -8,6 +8,7 @@ import json
 import os
 import random
 
+import numpy as np
 import orjson
 import pytest
 
@@ -434,3 +435,16 @@ def test_a_loaded_trace_is_written_back_as_it_was_read(live, tmp_path):
     save(load(first), second)  # no line re-parsed: the unknown field is kept
     assert second.read_bytes() == first.read_bytes()
     assert load(second).rounds == live.rounds
+
+
+def test_lines_take_any_number_json_took():
+    class Ms(float):
+        pass
+
+    obj = {"a": np.float64(0.25), "b": np.float32(0.5), "c": np.int64(3), "d": Ms(1.5),
+           "e": float("nan"), "f": np.float64("inf"), "g": (1, 2.5), "h": True}  # fmt: skip
+    assert json.loads(dumps(obj)) == {
+        "a": 0.25, "b": 0.5, "c": 3, "d": 1.5, "e": None, "f": None, "g": [1, 2.5], "h": True
+    }  # fmt: skip
+    with pytest.raises(TypeError):
+        dumps({"x": object()})
