@@ -16,7 +16,7 @@ from specviz.core.bars import position_bars
 from specviz.core.session import Session
 from specviz.core.trace import dumps
 from specviz.core.tracefile import save
-from specviz.gui import dialogs
+from specviz.gui import dialogs, replay
 from specviz.gui.actions import lab_available
 from specviz.gui.main_window import MainWindow
 from specviz.gui.token_view import status_of
@@ -271,6 +271,24 @@ def test_a_malformed_top_list_is_named_in_the_panel(qtbot, tmp_path):
     window.select_position(0, 0)  # the other rounds are unaffected
     rows = window.distribution._residual_rows()
     assert window.distribution.bars == position_bars(sample_rounds()[0], 0, None, rows)
+    window.close_now()
+
+
+def test_a_replay_is_complete_when_it_stops_drawing(qtbot, tmp_path, monkeypatch):
+    """Every slice runs out of time (SLICE_S = 0): the last one must still draw the plots
+    and select the last round before `drawing` turns False."""
+    monkeypatch.setattr(replay, "SLICE_S", 0.0)
+    r0, r1 = sample_rounds()
+    rounds = [
+        dataclasses.replace(r0 if i % 2 == 0 else r1, index=i, context_len=3 + 2 * i)
+        for i in range(3 * replay.DRAW_BATCH + 7)
+    ]
+    save(Session(sample_header(), rounds), tmp_path / "long.jsonl")
+    window = make_window(qtbot)
+    assert window.open_trace(tmp_path / "long.jsonl") and window.drawing
+    qtbot.waitUntil(lambda: not window.drawing, timeout=TIMEOUT)
+    assert window.distribution.selected[0] == len(rounds) - 1  # not None: selected
+    assert window.plots.series(next(iter(window.plots._series)))[0].size == len(rounds)
     window.close_now()
 
 

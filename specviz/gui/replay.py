@@ -55,8 +55,10 @@ class ReplayMixin:
         start = time.perf_counter()
         while (done := len(shown.rounds)) < self._draw_until:
             self._add_stored_rounds(source.rounds[done : min(done + DRAW_BATCH, self._draw_until)])
-            if time.perf_counter() - start > SLICE_S:
-                done, total = len(shown.rounds), self._draw_until
+            done, total = len(shown.rounds), self._draw_until
+            if done < total and time.perf_counter() - start > SLICE_S:
+                # more to draw: come back after the window breathes. (Once the last round is
+                # in, `drawing` is False, so the plots and the selection must follow now.)
                 self.status.set_busy(f"drawing round {done:,} of {total:,}")
                 QTimer.singleShot(0, self._draw_slice)
                 return
