@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .session import Session
 from .trace import Round, SessionHeader, TraceError, dumps, header_to_json, round_to_json
-from .tracefile import load, write_atomic
+from .tracefile import load, round_line, write_atomic
 from .traceparse import parse_header
 
 FILENAME = "autosave.jsonl"
@@ -63,7 +63,7 @@ class Autosaver:
         `rounds`: those the session already has (a restored session that goes on)."""
         self.session_id = None
         self.folder.mkdir(parents=True, exist_ok=True)
-        lines = chain([dumps(header_to_json(header))], (dumps(round_to_json(r)) for r in rounds))
+        lines = chain([dumps(header_to_json(header))], map(round_line, rounds))
         write_atomic(self.path, lines)  # never a half header
         self.session_id = header.session_id
 

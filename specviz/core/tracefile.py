@@ -31,6 +31,7 @@ from .traceparse import parse_event, parse_header, parse_round, type_error, with
 
 __all__ = [
     "check_writable",
+    "round_line",
     "load",
     "parse_event",
     "parse_header",
@@ -51,12 +52,12 @@ MAX_LINE_BYTES = 64 * 2**20
 def session_lines(session: Session, with_summary: bool = True) -> Iterable[str]:
     yield dumps(header_to_json(session.header))
     for rnd in session.rounds:
-        yield _round_line(rnd)
+        yield round_line(rnd)
     if with_summary and session.rounds:
         yield dumps({"type": "summary", **summary(session)})
 
 
-def _round_line(rnd: Round) -> str:
+def round_line(rnd: Round) -> str:
     """A round's line: as it was read, for a round loaded from a trace (nothing re-parsed,
     and fields of a newer version kept), else written from the record."""
     if rnd.source is not None:
