@@ -36,7 +36,7 @@ def main() -> int:
 
     from specviz.core.models import load_pair
     from specviz.core.session import Session
-    from specviz.gui.distribution_view import LABEL_CHARS
+    from specviz.gui.distribution_view import MAIN_LABEL_ROOM
     from specviz.gui.main_window import MainWindow
     from specviz.gui.plots import fix_axis_width
 
@@ -56,7 +56,7 @@ def main() -> int:
         for plot in plots:
             axis = plot.getAxis("left")
             fix_axis_width(axis, "00000") if fixed else axis.setWidth(None)
-        fix_axis_width(main_axis, "0" * LABEL_CHARS) if fixed else main_axis.setWidth(None)
+        fix_axis_width(main_axis, MAIN_LABEL_ROOM) if fixed else main_axis.setWidth(None)
 
     def cache(on: bool) -> None:
         mode = QGraphicsItem.CacheMode

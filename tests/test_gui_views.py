@@ -8,7 +8,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from PySide6.QtGui import QColor, QImage
+from PySide6.QtGui import QColor, QFontMetrics, QImage
+from PySide6.QtWidgets import QApplication
 
 from specviz.core.bars import position_bars
 from specviz.core.stats import RunningStats
@@ -153,7 +154,7 @@ def test_distribution_view_rejected_position(qtbot):
     np.testing.assert_allclose(view.excess_item.opts["x0"], bars.min_pq)  # stacked: p = min+excess
     assert list(view.band.opts["y"]) == [0, 2]  # drafted and emitted rows highlighted
     ticks = dict(view.main.getPlotItem().getAxis("left")._tickLevels[0])
-    assert ticks[0].startswith("drafted, refused") and ticks[2].startswith("resampled")
+    assert ticks[0].startswith("refused \u25b8") and ticks[2].startswith("resampled \u25b8")
     assert ticks[3] == "(everything else)"
     # u against min(1, p/q): the accepted region ends at the line, u sits above it
     assert view.accept_region.opts["height"] == [pytest.approx(1 / 6)]
@@ -165,6 +166,24 @@ def test_distribution_view_rejected_position(qtbot):
     assert "1 \u2212 \u03b1 = 0.500" in view.summary.text()
     view.n_spin.setValue(1)  # top 1: the drafted, the emitted and everything else
     assert len(view.q_item.opts["width"]) == 3
+
+
+def test_long_token_labels_are_cut_not_hidden(qtbot):
+    """The token axis has a fixed width; pyqtgraph hides a label wider than its axis."""
+    view = DistributionView()
+    qtbot.addWidget(view)
+    r0 = sample_rounds()[0]
+    long = "<|a very long token that will not fit|>"
+    tokens = list(r0.tokens)
+    for i in (1, 4):  # the refused draft and its resample: labels are stored top-N texts
+        tokens[i] = dataclasses.replace(tokens[i], top_text=(long,) * len(tokens[i].top_text))
+    view.show_position(dataclasses.replace(r0, tokens=tuple(tokens)), 1)
+    axis = view.main.getPlotItem().getAxis("left")
+    label = dict(axis._tickLevels[0])[0]
+    assert label.startswith("refused \u25b8 <|a") and label.endswith("\u2026")
+    metrics = QFontMetrics(axis.style["tickFont"] or QApplication.font())
+    room = axis.fixedWidth - axis.style["tickTextOffset"][0] - axis.style["tickLength"]
+    assert all(metrics.horizontalAdvance(t) <= room for _, t in axis._tickLevels[0])
 
 
 @pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")

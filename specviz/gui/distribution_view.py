@@ -31,6 +31,9 @@ from .token_view import fmt
 
 THICK = 0.38  # bar thickness (rows are 1 apart)
 LABEL_CHARS = 16
+# The main plot's token axis fits a tagged label such as "refused ▸ " and ten characters
+# of the token; a longer label is cut at the end.
+MAIN_LABEL_ROOM = "never judged \u25b8 " + "0" * 10
 
 
 def token_label(text: str) -> str:
@@ -137,7 +140,7 @@ class DistributionView(QWidget):
 
     def _build_main(self) -> None:
         item = self.main.getPlotItem()
-        fix_axis_width(item.getAxis("left"), "0" * LABEL_CHARS)  # token labels
+        fix_axis_width(item.getAxis("left"), MAIN_LABEL_ROOM)  # token labels and their tags
         item.invertY(True)
         item.setLabel("bottom", "probability")
         item.showGrid(x=True, alpha=0.25)
@@ -303,7 +306,14 @@ class DistributionView(QWidget):
             labels[bars.emitted_bar] = (
                 f"{bars.emitted_event.status} \u25b8 {labels[bars.emitted_bar]}"
             )
-        item.getAxis("left").setTicks([list(zip(range(n), labels))])
+        # The axis has a fixed width: a label wider than it would be hidden, so it is cut
+        # at the end (the tag stays).
+        axis = item.getAxis("left")
+        metrics = QFontMetrics(axis.style["tickFont"] or QApplication.font())
+        width = axis.fixedWidth or axis.width()
+        room = width - axis.style["tickTextOffset"][0] - max(axis.style["tickLength"], 0)
+        labels = [metrics.elidedText(t, Qt.TextElideMode.ElideRight, int(room)) for t in labels]
+        axis.setTicks([list(zip(range(n), labels))])
         item.setYRange(-0.6, n - 0.4, padding=0)
         item.setXRange(0, top, padding=0)
 
@@ -379,9 +389,9 @@ def _drafted_tag(bars: PositionBars) -> str:
     if event is None:
         return ""
     return {
-        "accepted": "drafted, kept \u25b8",
-        "rejected": "drafted, refused \u25b8",
-        "discarded": "drafted, never judged \u25b8",
+        "accepted": "kept \u25b8",
+        "rejected": "refused \u25b8",
+        "discarded": "never judged \u25b8",
     }[event.status]
 
 
