@@ -35,8 +35,9 @@ class StatusBar(QStatusBar):
         self.rounds = QLabel("")
         self.acceptance = QLabel("")
         self.state = QLabel("")
-        self.addWidget(self.busy_bar)
-        self.addWidget(self.busy_label)
+        # Permanent, so that a message (showMessage) never hides what is in progress.
+        self.addPermanentWidget(self.busy_bar)
+        self.addPermanentWidget(self.busy_label)
         for label in (self.pair, self.device, self.speed, self.rounds, self.acceptance):
             self.addPermanentWidget(label)
         self.addPermanentWidget(self.state)
