@@ -377,3 +377,13 @@ def test_lab_gets_the_selected_position(qtbot, window):
     assert lab.position is not None
     assert lab.position.p.shape == (window.models.vocab_size,)
     assert lab.position.p.sum() == pytest.approx(1.0)
+
+
+def test_a_message_never_hides_the_busy_indicator(qtbot):
+    window = make_window(qtbot)
+    window.status.showMessage("Replaying a long trace: Reset rewinds, Step / Run replay", 8000)
+    window.status.set_busy("drawing round 5,400 of 100,000")
+    assert window.status.busy_label.isVisible() and window.status.busy_bar.isVisible()
+    window.status.set_busy("")
+    assert not window.status.busy_bar.isVisible()
+    window.close_now()
