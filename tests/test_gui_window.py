@@ -278,6 +278,7 @@ def test_a_replay_is_complete_when_it_stops_drawing(qtbot, tmp_path, monkeypatch
     """Every slice runs out of time (SLICE_S = 0): the last one must still draw the plots
     and select the last round before `drawing` turns False."""
     monkeypatch.setattr(replay, "SLICE_S", 0.0)
+    shown_rounds = []
     r0, r1 = sample_rounds()
     rounds = [
         dataclasses.replace(r0 if i % 2 == 0 else r1, index=i, context_len=3 + 2 * i)
@@ -285,9 +286,13 @@ def test_a_replay_is_complete_when_it_stops_drawing(qtbot, tmp_path, monkeypatch
     ]
     save(Session(sample_header(), rounds), tmp_path / "long.jsonl")
     window = make_window(qtbot)
+    original = window.status.set_figures
+    window.status.set_figures = lambda stats, n: (shown_rounds.append(n), original(stats, n))
     assert window.open_trace(tmp_path / "long.jsonl") and window.drawing
     qtbot.waitUntil(lambda: not window.drawing, timeout=TIMEOUT)
     assert window.distribution.selected[0] == len(rounds) - 1  # not None: selected
+    # the status bar counted the rounds while they were drawn
+    assert replay.DRAW_BATCH in shown_rounds and shown_rounds[-1] == len(rounds)
     assert window.plots.series(next(iter(window.plots._series)))[0].size == len(rounds)
     window.close_now()
 

@@ -60,6 +60,7 @@ class ReplayMixin:
                 # more to draw: come back after the window breathes. (Once the last round is
                 # in, `drawing` is False, so the plots and the selection must follow now.)
                 self.status.set_busy(f"drawing round {done:,} of {total:,}")
+                self.status.set_figures(self.last_stats, done)  # the figures so far
                 QTimer.singleShot(0, self._draw_slice)
                 return
         self.status.set_busy("")
