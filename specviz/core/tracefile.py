@@ -15,7 +15,6 @@ check needs them. Their structure is checked then, the rest of the line at load.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable
@@ -27,7 +26,15 @@ import orjson
 from .session import Session
 from .stats import summary
 from .trace import SCHEMA, Round, TraceError, dumps, header_to_json, round_to_json
-from .traceparse import parse_event, parse_header, parse_round, type_error, without_top_lists
+from .traceparse import (
+    line_json,
+    line_text,
+    parse_event,
+    parse_header,
+    parse_round,
+    type_error,
+    without_top_lists,
+)
 
 __all__ = [
     "check_writable",
@@ -151,20 +158,14 @@ class _Reader:
                     pass
                 else:
                     return self._record(obj, number, (number, raw) if cut else None)
-            try:
-                raw = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                error = TraceError(f"not UTF-8 text ({e.reason} at byte {e.start})", number)
-                return self._bad_line(error)
-        text = raw.strip()
-        if not text:
-            return
+        hint = "; a trace holds one JSON object per line" if self.session is None else ""
         try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError) as e:
-            detail = f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError) else e
-            hint = "; a trace holds one JSON object per line" if self.session is None else ""
-            return self._bad_line(TraceError(f"not valid JSON ({detail}){hint}", number))
+            text = line_text(raw, number).strip()
+            if not text:
+                return
+            obj = line_json(text, number, hint)
+        except TraceError as error:
+            return self._bad_line(error)
         self._record(obj, number, None)
 
     def _record(self, obj: Any, number: int, source: tuple[int, bytes] | None) -> None:

@@ -317,17 +317,31 @@ def without_top_lists(raw: bytes) -> tuple[bytes, bool]:
     return b"".join(kept), True
 
 
+def line_text(raw: str | bytes, number: int) -> str:
+    """A line as text (a byte-order mark allowed on line 1); TraceError if not UTF-8."""
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceError(f"not UTF-8 text ({e.reason} at byte {e.start})", number) from None
+
+
+def line_json(text: str, number: int, hint: str = "") -> Any:
+    """A line's JSON value as json reads it (NaN included); TraceError naming the line and
+    the fault if it is not JSON."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        detail = f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError) else e
+        raise TraceError(f"not valid JSON ({detail}){hint}", number) from None
+
+
 def complete_round(rnd: Round) -> Round:
     """Parse a loaded round's line again, top-N lists included (see Round.complete)."""
     number, raw = rnd.source
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:  # json reads NaN, which orjson refuses, or names the fault
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise TraceError(f"not UTF-8 text ({e.reason} at byte {e.start})", number) from None
-        except (ValueError, RecursionError) as e:
-            detail = f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError) else e
-            raise TraceError(f"not valid JSON ({detail})", number) from None
+        obj = line_json(line_text(raw, number), number)
     return parse_round(obj, rnd.session_id, number)
