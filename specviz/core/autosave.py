@@ -29,7 +29,7 @@ from itertools import chain
 from pathlib import Path
 
 from .session import Session
-from .trace import Round, SessionHeader, TraceError, dumps, header_to_json, round_to_json
+from .trace import Round, SessionHeader, TraceError, dumps, header_to_json
 from .tracefile import load, round_line, write_atomic
 from .traceparse import parse_header
 
@@ -74,7 +74,7 @@ class Autosaver:
         if self.session_id is None or rnd.session_id != self.session_id:
             return False
         with open(self.path, "a", encoding="utf-8", newline="\n") as f:
-            f.write(dumps(round_to_json(rnd)) + "\n")
+            f.write(round_line(rnd) + "\n")
             f.flush()  # with the system now: an app that crashes loses nothing written
             if time.monotonic() - self._synced >= SYNC_S:
                 os.fsync(f.fileno())  # on the disk: a power cut loses at most SYNC_S
