@@ -363,13 +363,10 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
 
         The stream, slider and status bar show it at once; the plots and the distribution
         panel (the costly paints) follow at most every REFRESH_MS while running."""
-        if not self.session.append(rnd):
+        if not self._add_rounds((rnd,)):
             return False
-        stats = self.last_stats = self.stats.add(rnd)
-        self.stream.append_round(rnd)
-        self.plots.add(stats, self.stats, redraw=False)
         if redraw:
-            self.status.set_figures(stats, len(self.session.rounds))
+            self.status.set_figures(self.last_stats, len(self.session.rounds))
             if self.running or self._replay_timer.isActive():
                 if not self._refresh_timer.isActive():
                     self._refresh_timer.start()
@@ -377,9 +374,10 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
                 self._refresh()
         return True
 
-    def _add_stored_rounds(self, rounds: Sequence[Round]) -> None:
-        """Append stored rounds (a replay being drawn) to the session, the statistics, the
-        plot series and the stream in one edit, drawing nothing: the caller redraws."""
+    def _add_rounds(self, rounds: Sequence[Round]) -> int:
+        """Append rounds to the session, the statistics, the plot series and the stream (in
+        one edit), drawing nothing; how many were added (one that does not belong, of
+        another session or out of order, stops it)."""
         added = []
         for rnd in rounds:
             if not self.session.append(rnd):
@@ -387,7 +385,9 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
             self.last_stats = self.stats.add(rnd)
             self.plots.add(self.last_stats, self.stats, redraw=False)
             added.append(rnd)
-        self.stream.append_rounds(added)
+        if added:
+            self.stream.append_rounds(added)
+        return len(added)
 
     def _refresh(self) -> None:
         """Draw the plots and, when following the newest round, select it."""

@@ -17,7 +17,7 @@ DRAW_BATCH = 200  # rounds added to the stream in one edit (one layout) while dr
 
 class ReplayMixin:
     """Needs from the window: session, replay_source, running, exported, controls, status,
-    _begin_session, _show_round, _refresh, _set_state, select_round, last_stats."""
+    _begin_session, _show_round, _add_rounds, _refresh, _set_state, select_round, last_stats."""
 
     def init_replay(self) -> None:
         self._replay_timer = QTimer(self)
@@ -54,7 +54,7 @@ class ReplayMixin:
             return
         start = time.perf_counter()
         while (done := len(shown.rounds)) < self._draw_until:
-            self._add_stored_rounds(source.rounds[done : min(done + DRAW_BATCH, self._draw_until)])
+            self._add_rounds(source.rounds[done : min(done + DRAW_BATCH, self._draw_until)])
             done, total = len(shown.rounds), self._draw_until
             if done < total and time.perf_counter() - start > SLICE_S:
                 # more to draw: come back after the window breathes. (Once the last round is
