@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 from ..core.bars import PositionBars, position_bars
 from ..core.trace import Round, TraceError
 from . import palette
-from .plots import cache_axes, fix_axis_width
+from .plots import cache_axes, fit_tick_labels, fix_axis_width
 from .token_view import fmt
 
 THICK = 0.38  # bar thickness (rows are 1 apart)
@@ -309,11 +309,7 @@ class DistributionView(QWidget):
         # The axis has a fixed width: a label wider than it would be hidden, so it is cut
         # at the end (the tag stays).
         axis = item.getAxis("left")
-        metrics = QFontMetrics(axis.style["tickFont"] or QApplication.font())
-        width = axis.fixedWidth or axis.width()
-        room = width - axis.style["tickTextOffset"][0] - max(axis.style["tickLength"], 0)
-        labels = [metrics.elidedText(t, Qt.TextElideMode.ElideRight, int(room)) for t in labels]
-        axis.setTicks([list(zip(range(n), labels))])
+        axis.setTicks([list(zip(range(n), fit_tick_labels(axis, labels)))])
         item.setYRange(-0.6, n - 0.4, padding=0)
         item.setXRange(0, top, padding=0)
 

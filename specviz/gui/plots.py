@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph import exporters
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QApplication, QGraphicsItem, QVBoxLayout, QWidget
 
@@ -85,14 +86,27 @@ class Series:
         return self._y[: self.n]
 
 
+def _tick_text(axis: pg.AxisItem) -> tuple[QFontMetrics, int]:
+    """The metrics of an axis's tick labels, and the pixels between its edge and them."""
+    metrics = QFontMetrics(axis.style["tickFont"] or QApplication.font())
+    return metrics, axis.style["tickTextOffset"][0] + max(axis.style["tickLength"], 0)
+
+
 def fix_axis_width(axis: pg.AxisItem, widest: str) -> None:
     """Reserve room for tick labels as wide as `widest`, once. An axis that fits itself to
     its labels relays out its whole scene whenever they change (new ranges, other tokens),
     and the bars jump sideways; a fixed width makes a Step's redraw 1.03-1.12x faster
     (benchmarks/gui_axes.py). Plots that share a width also line up."""
-    metrics = QFontMetrics(axis.style["tickFont"] or QApplication.font())
-    offset = axis.style["tickTextOffset"][0] + max(axis.style["tickLength"], 0)
+    metrics, offset = _tick_text(axis)
     axis.setWidth(metrics.horizontalAdvance(widest) + offset + 4)
+
+
+def fit_tick_labels(axis: pg.AxisItem, labels: list[str]) -> list[str]:
+    """Labels cut at the end to the room of a fixed-width axis: pyqtgraph hides a label
+    wider than its axis."""
+    metrics, offset = _tick_text(axis)
+    room = int((axis.fixedWidth or axis.width()) - offset)
+    return [metrics.elidedText(text, Qt.TextElideMode.ElideRight, room) for text in labels]
 
 
 def cache_axes(plot: pg.PlotItem) -> None:
@@ -125,8 +139,6 @@ class Plots(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        from PySide6.QtCore import Qt
-
         dash, dot = Qt.PenStyle.DashLine, Qt.PenStyle.DotLine
         self.graphics = pg.GraphicsLayoutWidget()
         layout = QVBoxLayout(self)
