@@ -141,13 +141,20 @@ def test_wrong_rule_is_labelled_and_misses(window, qtbot, rule):
     assert "misses p" in window.monte_carlo.figures.text()
 
 
-def test_cancel_stops_the_run_promptly(window, qtbot):
+def start_held_run(window) -> Gate:
+    """A 1M-sample Monte Carlo run in the lab, held inside its first progress report."""
     mc = window.monte_carlo
     gate = Gate()
     mc.worker.progress.connect(gate, Qt.ConnectionType.DirectConnection)
     mc.samples.setValue(1_000_000)
     mc.run()
     assert gate.entered.wait(30)
+    return gate
+
+
+def test_cancel_stops_the_run_promptly(window, qtbot):
+    mc = window.monte_carlo
+    gate = start_held_run(window)
     assert mc.running and mc.cancel_button.isEnabled()
     mc.cancel_button.click()
     t0 = time.perf_counter()
@@ -204,11 +211,7 @@ def test_worker_cancel_on_its_thread(qtbot):
 
 def test_editing_during_a_run_cancels_it(window, qtbot):
     mc = window.monte_carlo
-    gate = Gate()
-    mc.worker.progress.connect(gate, Qt.ConnectionType.DirectConnection)
-    mc.samples.setValue(1_000_000)
-    mc.run()
-    assert gate.entered.wait(30)
+    gate = start_held_run(window)
     window.editor.slider("q", 0).setValue(450)  # new q: the run is cancelled, bars reset
     with qtbot.waitSignal(mc.run_finished, timeout=2_000) as blocker:
         gate.release.set()
