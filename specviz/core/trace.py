@@ -1,4 +1,4 @@
-"""Session, Round and TokenEvent records and their JSON Lines form, schema "specviz.trace/1".
+"""Session, Round and TokenEvent records and their JSON Lines form, schema "specviz.trace/1.1".
 
 A trace is one JSON object per line: the session header, one line per round, and an
 optional summary. Records are frozen: they cross from the worker thread to the GUI.
@@ -12,8 +12,13 @@ from typing import Any
 
 import orjson
 
-SCHEMA = "specviz.trace/1"
+SCHEMA = "specviz.trace/1.1"
 SCHEMA_MAJOR = 1
+SCHEMA_MINOR = 1  # 1.1 added optional fields only: k, stop, events_ms, probes, copied_from,
+# drafter, policy; a 1.0 trace reads as a 1.1 trace without them
+# Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
+# the draft was unsure (threshold policy), a lookup found no match, or a length limit.
+STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
 STATUSES = ("accepted", "rejected", "discarded", "resampled", "bonus")
 EMITTED = ("accepted", "resampled", "bonus")
 
@@ -127,7 +132,18 @@ class Round:
     n_accepted: int
     tokens: tuple[TokenEvent, ...]
     settings: Settings | None = None  # the settings this round ran with
-    finish_reason: str | None = None  # "eos" or "max_new_tokens" when the session ended here
+    # "eos", "max_new_tokens" or "context_length" when the session ended here
+    finish_reason: str | None = None
+    # Schema 1.1, optional. The K the policy chose (n_drafted may be fewer) and why drafting
+    # stopped (one of STOP_REASONS).
+    k: int | None = None
+    stop: str | None = None
+    events_ms: float | None = None  # building the token records (top-N lists): not verify_ms
+    # Cost-model probes taken after this round, outside its times: {"context_len": n,
+    # "target_ms": [[n_tokens, ms], ...], "draft_ms": ms}.
+    probes: dict[str, Any] | None = None
+    # [start, end): the context positions a prompt-lookup proposal was copied from.
+    copied_from: tuple[int, int] | None = None
     # A round read from a trace file keeps its line here, (line number, bytes), while the
     # top-N lists of its tokens are left unparsed: they are four fifths of a trace and are
     # needed only to draw one position's bars. complete() parses them.
@@ -192,6 +208,11 @@ class SessionHeader:
     baseline_ms_per_token: float | None  # target-only decode time per token, measured
     draft_ms_per_token: float | None  # draft-only decode time per token, measured
     prompt_text: tuple[str, ...] = ()  # the text of each prompt token
+    # Schema 1.1, optional: how tokens were drafted ({"kind": "model" | "lookup" |
+    # "early-exit", ...parameters}) and how K was chosen ({"kind": "constant" | "heuristic" |
+    # "threshold", ...}). None in a 1.0 trace: a model drafter and a constant K.
+    drafter: dict[str, Any] | None = None
+    policy: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # unknown fields, kept for writing
 
     @property
@@ -217,7 +238,16 @@ def header_to_json(header: SessionHeader) -> dict[str, Any]:
         baseline_ms_per_token=header.baseline_ms_per_token,
         draft_ms_per_token=header.draft_ms_per_token,
     )
+    for name in HEADER_OPTIONAL:
+        value = getattr(header, name)
+        if value is not None:
+            obj[name] = value
     return obj
+
+
+# Optional fields of schema 1.1, written only when set.
+HEADER_OPTIONAL = ("drafter", "policy")
+ROUND_OPTIONAL = ("finish_reason", "k", "stop", "events_ms", "probes", "copied_from")
 
 
 def event_to_json(event: TokenEvent) -> dict[str, Any]:
@@ -251,8 +281,10 @@ def round_to_json(rnd: Round) -> dict[str, Any]:
     }
     if rnd.settings is not None:
         obj["settings"] = dataclasses.asdict(rnd.settings)
-    if rnd.finish_reason is not None:
-        obj["finish_reason"] = rnd.finish_reason
+    for name in ROUND_OPTIONAL:
+        value = getattr(rnd, name)
+        if value is not None:
+            obj[name] = value
     return obj
 
 

@@ -1,4 +1,4 @@
-"""Reading and writing trace files (JSON Lines, schema "specviz.trace/1").
+"""Reading and writing trace files (JSON Lines, schema "specviz.trace/1.1").
 
 Writing is atomic: a temporary file in the same folder, flushed and renamed into place.
 Reading is strict about structure (a TraceError naming the line and the field) and tolerant
@@ -25,13 +25,14 @@ import orjson
 
 from .session import Session
 from .stats import summary
-from .trace import SCHEMA, Round, TraceError, dumps, header_to_json, round_to_json
+from .trace import SCHEMA, SCHEMA_MINOR, Round, TraceError, dumps, header_to_json, round_to_json
 from .traceparse import (
     line_json,
     line_text,
     parse_event,
     parse_header,
     parse_round,
+    schema_version,
     type_error,
     without_top_lists,
 )
@@ -173,7 +174,7 @@ class _Reader:
             raise TraceError(f"expected a JSON object, got {type(obj).__name__}", number)
         if self.session is None:
             self.session = Session(parse_header(obj, number))
-            if obj["schema"] != SCHEMA:
+            if schema_version(obj["schema"], number)[1] > SCHEMA_MINOR:
                 self.session.warnings.append(
                     f"written as {obj['schema']}, newer than this specviz ({SCHEMA}): "
                     "fields and records it does not know were ignored"

@@ -18,8 +18,10 @@ from typing import Any
 import orjson
 
 from .trace import (
+    HEADER_OPTIONAL,
     SCHEMA_MAJOR,
     STATUSES,
+    STOP_REASONS,
     ModelInfo,
     Round,
     SessionHeader,
@@ -42,6 +44,7 @@ _HEADER_KEYS = {
     "settings",
     "baseline_ms_per_token",
     "draft_ms_per_token",
+    *HEADER_OPTIONAL,
 }
 _STATUSES = frozenset(STATUSES)
 _NUMBER_FIELDS = ("p", "q", "accept_prob", "u", "alpha", "residual", "p_rest", "q_rest")
@@ -133,15 +136,25 @@ def _top(value: Any, line: int, name: str, width: int) -> tuple:
 # ---------------------------------------------------------------------------------- records
 
 
+_SCHEMA = re.compile(r"specviz\.trace/(0|[1-9][0-9]{0,5})(?:\.(0|[1-9][0-9]{0,5}))?", re.ASCII)
+
+
+def schema_version(schema: str, line: int = 1) -> tuple[int, int]:
+    """(major, minor) of "specviz.trace/MAJOR[.MINOR]" (ASCII digits, no leading zeros;
+    "specviz.trace/1" is 1.0); TraceError for anything else."""
+    found = _SCHEMA.fullmatch(schema)
+    if found is None:
+        shown = schema if len(schema) <= 60 else schema[:57] + "..."
+        raise TraceError(f"not a specviz trace schema: {shown!r}", line, "schema")
+    return int(found.group(1)), int(found.group(2) or 0)
+
+
 def parse_header(obj: dict[str, Any], line: int = 1) -> SessionHeader:
     if obj.get("type") != "session":
         raise TraceError("the first line must be the session header (type 'session')", line)
     schema = _get(obj, "schema", str, line)
-    name, _, version = schema.partition("/")
-    major = version.split(".")[0]
-    if name != "specviz.trace" or not major.isdigit():
-        raise TraceError(f"not a specviz trace schema: {schema!r}", line, "schema")
-    if int(major) != SCHEMA_MAJOR:
+    major, _ = schema_version(schema, line)
+    if major != SCHEMA_MAJOR:
         raise TraceError(
             f"schema {schema!r} is not supported by this specviz (it reads "
             f"specviz.trace/{SCHEMA_MAJOR}); a newer specviz may read it",
@@ -163,8 +176,42 @@ def parse_header(obj: dict[str, Any], line: int = 1) -> SessionHeader:
         specviz=_get(obj, "specviz", str, line, optional=True) or "",
         baseline_ms_per_token=_get(obj, "baseline_ms_per_token", float, line, optional=True),
         draft_ms_per_token=_get(obj, "draft_ms_per_token", float, line, optional=True),
+        drafter=_kind_object(obj, "drafter", line),
+        policy=_kind_object(obj, "policy", line),
         extra={k: v for k, v in obj.items() if k not in _HEADER_KEYS},
     )
+
+
+def _kind_object(obj: dict[str, Any], key: str, line: int) -> dict[str, Any] | None:
+    """An optional {"kind": name, ...parameters} object (schema 1.1: drafter, policy)."""
+    value = _get(obj, key, dict, line, optional=True)
+    if value is not None:
+        _get(value, "kind", str, line, prefix=f"{key}.")
+    return value
+
+
+def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
+    """The optional round fields of schema 1.1, type-checked; absent ones are left out."""
+    extras: dict[str, Any] = {}
+    if "k" in obj:
+        extras["k"] = _get(obj, "k", int, line, optional=True)
+    if "stop" in obj:
+        stop = extras["stop"] = _get(obj, "stop", str, line, optional=True)
+        if stop is not None and stop not in STOP_REASONS:
+            raise TraceError(
+                f"unknown stop reason {stop!r} (one of {', '.join(STOP_REASONS)})", line, "stop"
+            )
+    if "events_ms" in obj:
+        extras["events_ms"] = _get(obj, "events_ms", float, line, optional=True)
+    if "probes" in obj:
+        extras["probes"] = _get(obj, "probes", dict, line, optional=True)
+    if "copied_from" in obj:
+        span = _get(obj, "copied_from", list, line, optional=True)
+        if span is not None:
+            if len(span) != 2 or not set(map(type, span)) <= {int} or not 0 <= span[0] <= span[1]:
+                raise TraceError("expected [start, end] positions", line, "copied_from")
+            extras["copied_from"] = tuple(span)
+    return extras
 
 
 def parse_event(obj: Any, line: int, where: str) -> TokenEvent:
@@ -258,6 +305,7 @@ def parse_round(
         settings=settings,
         finish_reason=_get(obj, "finish_reason", str, line, optional=True),
         source=source,
+        **_round_extras(obj, line),
     )
 
 
