@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import os
 import sys
 
 from . import __version__
@@ -39,19 +41,56 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _names_a_file(arg: str) -> bool:
+    """`specviz ARG`: ARG is a file to open, not a command (a path, or a name with a dot)."""
+    return arg not in (*COMMANDS, "gui") and (
+        "." in arg or "/" in arg or os.sep in arg or os.path.exists(arg)
+    )
+
+
+def trace_problem(path: str) -> str | None:
+    """Why `path` cannot be opened as a trace, read from its first line; None if it may be."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20)
+    except IsADirectoryError:
+        return f"{path} is a folder, not a trace"
+    except FileNotFoundError:
+        return f"{path}: no such file"
+    except OSError as e:
+        return f"cannot read {path}: {e.strerror or e}"
+    try:
+        header = json.loads(first)
+    except ValueError:
+        header = None
+    if not (
+        isinstance(header, dict)
+        and header.get("type") == "session"
+        and str(header.get("schema", "")).startswith("specviz.trace/")
+    ):
+        return f"{path} is not a trace (its first line is not a specviz.trace session header)"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     # `specviz`, `specviz --target ...` and `specviz trace.jsonl` all open the window.
     opens_window = (
         not argv
-        or argv[0].endswith(".jsonl")
+        or _names_a_file(argv[0])
         or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"))
     )
     if opens_window:
         argv = ["gui", *argv]
     args = parser.parse_args(argv)
     if args.command in (None, "gui"):
+        if getattr(args, "trace", None):
+            problem = trace_problem(args.trace)
+            if problem:
+                from .commands.common import fail
+
+                return fail(problem)
         from .gui.app import main as gui_main
 
         return gui_main(args)

@@ -1,13 +1,28 @@
-"""Arguments and messages shared by the commands."""
+"""Arguments and messages shared by the commands.
+
+The model options (`add_model_args`, `load_options`) are the same for `run`, `lab`, `tune`,
+`serve` and the window: a command adds them with one call and turns its namespace into a
+core.models.LoadOptions with another. Values are checked as they are parsed, so bad input
+is one line and exit code 2 before any model loads.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import re
 import sys
 
 from ..core.trace import Settings
 
 EXIT_BAD_INPUT = 2
+SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes 0 .. 2**64 - 1
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+# What --device accepts: one torch device. `auto` is kept for old command lines (it means
+# "cuda if there is one, else cpu", not transformers' device_map="auto").
+DEVICE_RE = re.compile(r"(cpu|mps|auto|(cuda|xpu)(:\d+)?)")
+DEVICE_MAP_NAMES = ("auto", "balanced", "balanced_low_0", "sequential")
 
 
 class UsageError(Exception):
@@ -15,8 +30,82 @@ class UsageError(Exception):
 
 
 def fail(message: str) -> int:
-    print(f"specviz: error: {message}", file=sys.stderr)
+    from ..core.terminal import printable
+
+    print(f"specviz: error: {printable(message)}", file=sys.stderr)
     return EXIT_BAD_INPUT
+
+
+# ---------------------------------------------------------------------------- value types
+
+
+def device_arg(text: str) -> str:
+    """A torch device name: cpu, cuda, cuda:N, mps, xpu[:N] (or the old `auto`)."""
+    value = text.strip().lower()
+    if not DEVICE_RE.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"unknown device {text!r}: use cpu, cuda, cuda:N (N a GPU number) or mps"
+        )
+    return value
+
+
+def device_map_arg(text: str) -> str | dict:
+    """`auto` (or balanced, balanced_low_0, sequential) or a JSON object of module -> device."""
+    value = text.strip()
+    if value in DEVICE_MAP_NAMES:
+        return value
+    try:
+        mapping = json.loads(value)
+    except ValueError:
+        mapping = None
+    if not isinstance(mapping, dict) or not all(isinstance(k, str) for k in mapping):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither one of {', '.join(DEVICE_MAP_NAMES)} nor a JSON object "
+            'of module name -> device (e.g. \'{"": "cuda:0"}\')'
+        )
+    for module, device in mapping.items():
+        if isinstance(device, bool) or not (
+            isinstance(device, int) and device >= 0
+            or isinstance(device, str) and (DEVICE_RE.fullmatch(device) or device == "disk")
+        ):  # fmt: skip
+            raise argparse.ArgumentTypeError(
+                f"device map entry {module!r}: {device!r} is not a device "
+                "(a GPU number, cpu, cuda:N, mps or disk)"
+            )
+    return mapping
+
+
+def finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def seed_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is out of range (0 to 2**64 - 1 = {SEED_MAX})")
+    return value
+
+
+class _Given(argparse.Action):
+    """Stores a value and notes that the user gave it (args.given), so that a default that
+    --use-generation-config replaces is told from a value typed on the command line."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        given = set(getattr(namespace, "given", None) or ())
+        namespace.given = given | {self.dest}
+
+
+# ------------------------------------------------------------------------------- models
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -28,8 +117,88 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--draft", help="draft model: builtin:NAME, a hub id or a folder")
     group.add_argument("--pair", help="a built-in pair by name (see `specviz models`)")
-    group.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
-    group.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    group.add_argument(
+        "--device",
+        type=device_arg,
+        default="cpu",
+        help="where both models run: cpu, cuda, cuda:N or mps (default cpu). `auto` (cuda if "
+        "there is one) is deprecated: for transformers' device_map=auto use --device-map",
+    )
+    group.add_argument(
+        "--device-map",
+        type=device_map_arg,
+        help="place the target with accelerate, as from_pretrained(device_map=...): auto "
+        "(spread over every GPU, then CPU memory), balanced, sequential, or a JSON object "
+        "of module -> device; replaces --device for the target",
+    )
+    group.add_argument(
+        "--draft-device",
+        type=device_arg,
+        help="the draft's device (default: --device, or where --device-map puts the "
+        "target's input embeddings)",
+    )
+    group.add_argument(
+        "--dtype",
+        default="float32",
+        choices=DTYPE_CHOICES,
+        help="weights' dtype; auto = as stored in each model's config (default float32)",
+    )
+    group.add_argument(
+        "--attn-implementation",
+        help="transformers' attn_implementation for both models (eager, sdpa, "
+        "flash_attention_2, ...; default: transformers' choice)",
+    )
+    group.add_argument("--revision", help="branch, tag or commit of a hub target")
+    group.add_argument("--draft-revision", help="branch, tag or commit of a hub draft")
+    group.add_argument(
+        "--chat",
+        action="store_true",
+        help="an instruct target: the prompt becomes a user turn of its chat template",
+    )
+    group.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow a model whose config maps to Python code in its repository (runs that "
+        "code; off by default)",
+    )
+
+
+def load_options(args: argparse.Namespace):
+    """The core.models.LoadOptions that the model arguments ask for."""
+    from ..core.models import LoadOptions
+
+    def get(name, default=None):
+        return getattr(args, name, default)
+
+    return LoadOptions(
+        device=get("device") or "cpu",
+        dtype=get("dtype") or "float32",
+        device_map=get("device_map"),
+        draft_device=get("draft_device"),
+        attn_implementation=get("attn_implementation"),
+        revision=get("revision"),
+        draft_revision=get("draft_revision"),
+        trust_remote_code=bool(get("trust_remote_code")),
+    )
+
+
+def model_specs(args: argparse.Namespace) -> tuple[str, str]:
+    """(target, draft) from --pair / --target / --draft, or the built-in default."""
+    if args.pair and (args.target or args.draft):
+        raise UsageError("give either --pair or --target/--draft, not both")
+    if bool(args.target) != bool(args.draft):
+        raise UsageError("give both --target and --draft (or neither, for the default pair)")
+    if args.target:
+        return args.target, args.draft
+    from ..core.builtin import DEFAULT_PAIR
+
+    name = args.pair or DEFAULT_PAIR
+    if not name.startswith("builtin:"):
+        name = f"builtin:{name}"
+    return name, name
+
+
+# ----------------------------------------------------------------------------- sampling
 
 
 def add_sampling_args(parser: argparse.ArgumentParser) -> None:
@@ -39,17 +208,33 @@ def add_sampling_args(parser: argparse.ArgumentParser) -> None:
         "--k", type=int, default=d.k, help=f"drafted tokens per round (1-32, default {d.k})"
     )
     group.add_argument(
-        "--temperature", type=float, default=d.temperature, help="0 = greedy (default 1.0)"
+        "--temperature",
+        type=finite_float,
+        default=d.temperature,
+        action=_Given,
+        help="0 = greedy (default 1.0)",
     )
-    group.add_argument("--top-k", type=int, default=d.top_k, help="0 = off (default)")
-    group.add_argument("--top-p", type=float, default=d.top_p, help="1.0 = off (default)")
-    group.add_argument("--seed", type=int, default=d.seed)
-    group.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    group.add_argument(
+        "--top-k", type=int, default=d.top_k, action=_Given, help="0 = off (default)"
+    )
+    group.add_argument(
+        "--top-p", type=finite_float, default=d.top_p, action=_Given, help="1.0 = off (default)"
+    )
+    group.add_argument(
+        "--seed", type=seed_arg, default=d.seed, help=f"0 to 2**64 - 1 (default {d.seed})"
+    )
+    group.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, action=_Given)
     group.add_argument(
         "--top-n",
         type=int,
         default=d.top_n,
         help=f"tokens stored per position in the trace (default {d.top_n})",
+    )
+    group.add_argument(
+        "--use-generation-config",
+        action="store_true",
+        help="take temperature, top-k, top-p and max new tokens from the target's "
+        "generation_config.json where the command line does not give them",
     )
 
 
@@ -70,17 +255,19 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def model_specs(args: argparse.Namespace) -> tuple[str, str]:
-    """(target, draft) from --pair / --target / --draft, or the built-in default."""
-    if args.pair and (args.target or args.draft):
-        raise UsageError("give either --pair or --target/--draft, not both")
-    if bool(args.target) != bool(args.draft):
-        raise UsageError("give both --target and --draft (or neither, for the default pair)")
-    if args.target:
-        return args.target, args.draft
-    from ..core.builtin import DEFAULT_PAIR
+def adopt_generation_config(
+    settings: Settings, config: dict, args: argparse.Namespace
+) -> tuple[Settings, dict]:
+    """Settings with the sampling fields of a model's generation config (as
+    core.models.generation_defaults gives them) that the command line did not set; and
+    the fields taken."""
+    import dataclasses
 
-    name = args.pair or DEFAULT_PAIR
-    if not name.startswith("builtin:"):
-        name = f"builtin:{name}"
-    return name, name
+    given = getattr(args, "given", None) or set()
+    taken = {k: v for k, v in config.items() if k not in given and hasattr(settings, k)}
+    adopted = dataclasses.replace(settings, **taken)
+    try:
+        adopted.validate()
+    except ValueError as e:
+        raise UsageError(f"the target's generation_config.json: {e}") from None
+    return adopted, taken

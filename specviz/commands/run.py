@@ -8,11 +8,14 @@ import os
 import sys
 from pathlib import Path
 
+from ..core.terminal import printable
 from .common import (
     UsageError,
     add_model_args,
     add_sampling_args,
+    adopt_generation_config,
     fail,
+    load_options,
     model_specs,
     settings_from,
 )
@@ -46,7 +49,12 @@ def _prompt(args: argparse.Namespace) -> str:
     if args.prompt_file:
         try:
             text = Path(args.prompt_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+        except UnicodeDecodeError as e:
+            raise UsageError(
+                f"the prompt file is not UTF-8 text (byte {e.object[e.start]:#04x} at "
+                f"offset {e.start})"
+            ) from None
+        except OSError as e:
             raise UsageError(f"cannot read the prompt file: {e}") from None
     else:
         text = args.prompt
@@ -54,13 +62,19 @@ def _prompt(args: argparse.Namespace) -> str:
         from ..core.prompts import example_prompts
 
         text = example_prompts()[0]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:  # bytes that were not UTF-8, carried by surrogateescape
+        raise UsageError(
+            f"the prompt is not UTF-8 text (undecodable byte at character {e.start})"
+        ) from None
     if not text.strip():
         raise UsageError("the prompt is empty")
     return text
 
 
 def _show(token, colour: bool) -> str:
-    text = json.dumps(token.text, ensure_ascii=False)[1:-1]
+    text = printable(json.dumps(token.text, ensure_ascii=False)[1:-1])
     if colour:
         return f"\x1b[{COLOURS[token.status]}m{text}\x1b[0m"
     return f"{text}{MARKS[token.status]}"
@@ -93,28 +107,57 @@ def format_summary(s: dict) -> str:
     )
 
 
+def _describe_generation_config(config: dict, adopted: dict | None) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in config.items())
+    if adopted is None:
+        return (
+            f"the target's generation_config.json: {shown} (not used; see --use-generation-config)"
+        )
+    taken = ", ".join(f"{k}={v}" for k, v in adopted.items()) or "nothing"
+    return f"the target's generation_config.json: {shown}; adopted {taken}"
+
+
 def run(args: argparse.Namespace) -> int:
+    from ..core.livetrace import LiveTrace, check_target
     from ..core.models import ModelLoadError, load_pair
     from ..core.session import Session
     from ..core.stats import summary
-    from ..core.tracefile import check_writable, save
 
     try:
         settings = settings_from(args)
         prompt = _prompt(args)
         target, draft = model_specs(args)
+        options = load_options(args)
         if args.trace:
-            check_writable(args.trace, force=args.force)
+            check_target(args.trace, force=args.force)
     except (UsageError, OSError) as e:
         return fail(str(e))
 
     def progress(message: str) -> None:
-        print(f"[specviz] {message}", file=sys.stderr, flush=True)
+        print(f"[specviz] {printable(message)}", file=sys.stderr, flush=True)
 
     try:
-        pair = load_pair(target, draft, device=args.device, dtype=args.dtype, progress=progress)
+        pair = load_pair(target, draft, options, progress=progress)
+        if args.chat:
+            from ..core.generation import chat_prompt
+
+            prompt = chat_prompt(pair.tokenizer, prompt)
     except ModelLoadError as e:
         return fail(str(e))
+    if pair.generation_config:
+        adopted = None
+        if args.use_generation_config:
+            from ..core.generation import generation_settings
+
+            try:
+                settings, adopted = adopt_generation_config(
+                    settings, generation_settings(pair.generation_config), args
+                )
+            except UsageError as e:
+                return fail(str(e))
+        progress(_describe_generation_config(pair.generation_config, adopted))
+    elif args.use_generation_config:
+        progress("the target has no generation_config.json: the sampling options stand")
     from ..core.engine import SpeculativeEngine
 
     engine = SpeculativeEngine(pair, settings, trace=bool(args.trace))
@@ -123,17 +166,32 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         return fail(str(e))
     session = Session(header)
+    live = None
+    if args.trace:
+        live = LiveTrace(args.trace, force=args.force)
+        try:
+            live.start(header)
+        except OSError as e:
+            return fail(f"could not write the trace: {e}")
+        progress(f"rounds are written to {live.partial} as they run")
     colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     interrupted = False
     if not args.quiet and not args.json:
-        print(prompt, flush=True)
+        print(printable(prompt), flush=True)
     try:
         for rnd in engine.run():
             session.append(rnd)
+            if live is not None:
+                live.add(rnd)
             if not args.quiet and not args.json:
                 print(format_round(rnd, colour), flush=True)
     except KeyboardInterrupt:
         interrupted = True
+    except OSError as e:
+        if live is None:
+            raise
+        live.close()
+        return fail(f"could not write the trace: {e}; the rounds so far are in {live.partial}")
     result = summary(session)
     if args.json:
         print(
@@ -141,12 +199,13 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         if not args.quiet:
-            print(f"\n{session.text}\n")
+            print(f"\n{printable(session.text)}\n")
         print(format_summary(result))
-    if args.trace:
+    if live is not None:
         try:
-            save(session, args.trace)
+            written = live.finish(session)
         except OSError as e:
+            live.close()
             return fail(f"could not write the trace: {e}")
-        print(f"trace written to {args.trace}", file=sys.stderr)
+        print(f"trace written to {printable(str(written))}", file=sys.stderr)
     return 130 if interrupted else 0

@@ -6,10 +6,14 @@ reachable; an unreachable hub is reported at once, never waited on.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
+import json
 import os
+import pickle
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -25,6 +29,22 @@ class ModelLoadError(Exception):
     """A model pair that cannot be loaded; the message says what to do."""
 
 
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to load a pair, as transformers' from_pretrained takes it (commands.common builds
+    one from the command line: --device, --device-map, --draft-device, ...)."""
+
+    device: str = "cpu"  # both models, unless device_map / draft_device say otherwise
+    dtype: str = "float32"  # or "auto": as stored in each model's config
+    # accelerate's placement of the target: "auto", "balanced", ... or {module: device}.
+    device_map: str | dict | None = None
+    draft_device: str | None = None  # None: the target's input device
+    attn_implementation: str | None = None  # None: transformers' default
+    revision: str | None = None  # of a hub target
+    draft_revision: str | None = None  # of a hub draft
+    trust_remote_code: bool = False  # run Python code shipped in a model's repository
+
+
 @dataclass
 class ModelPair:
     """A loaded target and draft that share one tokenizer and one vocabulary."""
@@ -35,7 +55,11 @@ class ModelPair:
     target_info: ModelInfo
     draft_info: ModelInfo
     vocab_size: int  # logits are cut to this many columns for both models
-    device: torch.device
+    device: torch.device  # the target's input device: where p, q and verify() live
+    draft_device: torch.device | None = None  # None: the same as device
+    # The target's generation_config.json: the fields it sets that differ from
+    # transformers' defaults ({} when it has none).
+    generation_config: dict = field(default_factory=dict)
 
     @property
     def eos_token_id(self) -> int | None:
@@ -45,15 +69,36 @@ class ModelPair:
         return self.tokenizer.decode([token_id], clean_up_tokenization_spaces=False)
 
 
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
+def resolve_device(device: str, progress: Progress | None = None) -> torch.device:
+    """The torch device a name stands for, or ModelLoadError when it is not usable here."""
+    name = device.strip().lower() if isinstance(device, str) else ""
+    if name == "auto":
+        if progress:
+            progress("--device auto is deprecated (it picks cuda when torch sees a GPU, else "
+                     "cpu); use --device cuda, or --device-map auto to spread the target as "
+                     "transformers does")  # fmt: skip
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, ValueError):
         raise ModelLoadError(
-            f"device '{device}' was asked for, but torch sees no CUDA GPU "
-            f"(torch {torch.__version__}); use --device cpu"
-        )
+            f"unknown device {device!r}: use cpu, cuda, cuda:N (N a GPU number) or mps"
+        ) from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(
+                f"device '{device}' was asked for, but torch sees no CUDA GPU "
+                f"(torch {torch.__version__}); use --device cpu"
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ModelLoadError(
+                f"device '{device}': torch sees {torch.cuda.device_count()} GPU(s), "
+                f"numbered 0 to {torch.cuda.device_count() - 1}"
+            )
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ModelLoadError(f"device '{device}' was asked for, but MPS is not available here")
+    elif dev.type not in ("cpu", "cuda", "mps", "xpu"):
+        raise ModelLoadError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps")
     return dev
 
 
@@ -102,19 +147,66 @@ def resolve_spec(spec: str, role: str, progress: Progress | None = None) -> tupl
     return spec, False
 
 
+def _remote_code(source: str, local: bool) -> str | None:
+    """What a local model's config.json maps to code in its folder (auto_map), if anything."""
+    if not local:
+        return None  # the hub's config is checked by transformers, reworded below
+    try:
+        config = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # transformers names the fault
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    return ", ".join(sorted(map(str, auto_map.values())))[:200] if auto_map else None
+
+
+def _load_error(e: BaseException, role: str, spec: str) -> ModelLoadError:
+    """A from_pretrained failure in words: which model, what is wrong, what to do."""
+    text = str(e).strip()
+    first = text.splitlines()[0] if text else type(e).__name__
+    if "Unrecognized configuration class" in text or "does not recognize" in text:
+        return ModelLoadError(f"{role} model '{spec}' is not a causal language model ({first})")
+    if "trust_remote_code" in text:
+        return ModelLoadError(
+            f"{role} model '{spec}' needs code from its repository to load "
+            "(trust_remote_code); pass --trust-remote-code only if you trust that code"
+        )
+    if isinstance(e, pickle.UnpicklingError) or "Weights only load failed" in text:
+        return ModelLoadError(
+            f"{role} model '{spec}': its pytorch_model.bin holds Python objects besides "
+            "tensors (a pickle that could run code), so it was not loaded; specviz reads "
+            "tensors only. Use a copy in safetensors format."
+        )
+    if type(e).__name__ == "SafetensorError" or "safetensors" in text.lower():
+        return ModelLoadError(
+            f"{role} model '{spec}': its safetensors weights are damaged or not safetensors "
+            f"({first}); download or save the model again"
+        )
+    return ModelLoadError(f"{role} model '{spec}' could not be loaded: {type(e).__name__}: {first}")
+
+
+# What a damaged or hostile folder raises from from_pretrained besides OSError: ValueError,
+# safetensors' SafetensorError (an Exception), pickle's UnpicklingError, torch's RuntimeError
+# (wrong shapes), KeyError / TypeError / json errors from a damaged config.
+_LOAD_FAILURES = (ValueError, RuntimeError, KeyError, TypeError, pickle.UnpicklingError)
+
+
 def _from_pretrained(loader, source: str, local: bool, role: str, spec: str, **kwargs):
     """Call a transformers from_pretrained; cached hub ids load without any network."""
+    code = _remote_code(source, local)
+    if code and not kwargs.get("trust_remote_code"):
+        raise ModelLoadError(
+            f"{role} model '{spec}' needs code from its folder to load (its config.json maps "
+            f"to {code}); pass --trust-remote-code only if you trust that code"
+        )
     try:
         return loader.from_pretrained(source, local_files_only=True, **kwargs)
-    except ValueError as e:
-        if "Unrecognized configuration class" in str(e) or "does not recognize" in str(e):
-            raise ModelLoadError(
-                f"{role} model '{spec}' is not a causal language model ({str(e).splitlines()[0]})"
-            ) from None
-        raise ModelLoadError(f"{role} model '{spec}' could not be loaded: {e}") from None
     except OSError as e:
         if local:
-            raise ModelLoadError(f"{role} model '{spec}' could not be loaded: {e}") from None
+            raise _load_error(e, role, spec) from None
+    except ModelLoadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any fault of the files is the user's to fix
+        raise _load_error(e, role, spec) from None
     if not _hub_reachable():
         raise ModelLoadError(
             f"{role} model '{spec}' is not in the local Hugging Face cache and the hub "
@@ -123,8 +215,21 @@ def _from_pretrained(loader, source: str, local: bool, role: str, spec: str, **k
         )
     try:
         return loader.from_pretrained(source, **kwargs)
-    except (OSError, ValueError) as e:
-        raise ModelLoadError(f"{role} model '{spec}' could not be loaded: {e}") from None
+    except Exception as e:  # noqa: BLE001
+        raise _load_error(e, role, spec) from None
+
+
+def _placement(model: torch.nn.Module) -> str:
+    """Where a model's weights are: one device, or the devices of its device map."""
+    device_map = getattr(model, "hf_device_map", None)
+    if device_map:
+        devices = []
+        for d in device_map.values():
+            name = f"cuda:{d}" if isinstance(d, int) else str(d)
+            if name not in devices:
+                devices.append(name)
+        return "map: " + ", ".join(devices)
+    return str(next(model.parameters()).device)
 
 
 def load_model(
@@ -132,25 +237,45 @@ def load_model(
     source: str,
     local: bool,
     role: str,
-    device: torch.device,
-    dtype: str,
+    device: torch.device | None,
+    options: LoadOptions | str = LoadOptions(),
     progress: Progress | None = None,
 ) -> tuple[torch.nn.Module, ModelInfo]:
-    """Load one model from where resolve_spec(spec) said it lives."""
+    """Load one model from where resolve_spec(spec) said it lives.
+
+    device None: the target placed by options.device_map (through accelerate)."""
     from transformers import AutoModelForCausalLM
 
+    if isinstance(options, str):  # the old signature: a dtype name
+        options = LoadOptions(dtype=options)
+    kwargs = {
+        "dtype": "auto" if options.dtype == "auto" else DTYPES[options.dtype],
+        "weights_only": True,  # a pickled checkpoint is read as tensors only, never run
+        "trust_remote_code": options.trust_remote_code,
+    }
+    if options.attn_implementation:
+        kwargs["attn_implementation"] = options.attn_implementation
+    revision = options.revision if role == "target" else options.draft_revision
+    if revision:
+        kwargs["revision"] = revision
+    if device is None:
+        kwargs["device_map"] = options.device_map
     if progress:
-        progress(f"loading {role} {spec} ({dtype}, {device})")
-    model = _from_pretrained(AutoModelForCausalLM, source, local, role, spec, dtype=DTYPES[dtype])
-    model.to(device).eval()
-    speed_up_head(model)
+        where = f"device map {options.device_map}" if device is None else str(device)
+        progress(f"loading {role} {spec} ({options.dtype}, {where})")
+    model = _from_pretrained(AutoModelForCausalLM, source, local, role, spec, **kwargs)
+    if device is not None:
+        model.to(device)
+    model.eval()
+    if getattr(model, "hf_device_map", None) is None:
+        speed_up_head(model)  # not under accelerate's hooks, which move tensors per module
     info = ModelInfo(
         name=spec,
         path=str(Path(source).resolve()) if local else source,
         vocab_size=int(model.get_output_embeddings().weight.shape[0]),
         params=sum(p.numel() for p in model.parameters()),
-        dtype=dtype,
-        device=str(device),
+        dtype=str(model.dtype).removeprefix("torch."),
+        device=_placement(model),
     )
     return model, info
 
@@ -187,10 +312,10 @@ def speed_up_head(model: torch.nn.Module) -> bool:
     return True
 
 
-def load_tokenizer(source: str, local: bool, role: str, spec: str):
+def load_tokenizer(source: str, local: bool, role: str, spec: str, **kwargs):
     from transformers import AutoTokenizer
 
-    return _from_pretrained(AutoTokenizer, source, local, role, spec)
+    return _from_pretrained(AutoTokenizer, source, local, role, spec, **kwargs)
 
 
 def check_same_tokenizer(target_tok, draft_tok, target_name: str, draft_name: str) -> None:
@@ -211,28 +336,79 @@ def check_same_tokenizer(target_tok, draft_tok, target_name: str, draft_name: st
         )
 
 
+def _check_options(options: LoadOptions, t_local: bool, d_local: bool) -> None:
+    if options.dtype != "auto" and options.dtype not in DTYPES:
+        raise ModelLoadError(
+            f"unknown dtype '{options.dtype}' (auto or one of {', '.join(DTYPES)})"
+        )
+    for revision, local, what in (
+        (options.revision, t_local, "--revision (the target)"),
+        (options.draft_revision, d_local, "--draft-revision"),
+    ):
+        if revision and local:
+            raise ModelLoadError(f"{what} applies to a hub id, not to a local folder")
+    if options.device_map is not None and importlib.util.find_spec("accelerate") is None:
+        raise ModelLoadError(
+            "--device-map needs the accelerate package, which is not installed: "
+            "pip install accelerate==1.15.0"
+        )
+
+
+def input_device(model: torch.nn.Module) -> torch.device:
+    """Where a model takes its input ids: its input embeddings' device."""
+    return model.get_input_embeddings().weight.device
+
+
 def load_pair(
     target: str,
     draft: str,
-    device: str = "cpu",
-    dtype: str = "float32",
+    options: LoadOptions | None = None,
     progress: Progress | None = None,
+    **fields,
 ) -> ModelPair:
-    """Load both models and the shared tokenizer, or raise ModelLoadError."""
-    if dtype not in DTYPES:
-        raise ModelLoadError(f"unknown dtype '{dtype}' (one of {', '.join(DTYPES)})")
-    dev = resolve_device(device)
+    """Load both models and the shared tokenizer, or raise ModelLoadError.
+
+    options: a LoadOptions, or its fields as keywords (`device="cuda", dtype="bfloat16"`).
+    """
+    if options is None:
+        try:
+            options = LoadOptions(**fields)
+        except TypeError as e:
+            raise ModelLoadError(f"load_pair: {e}") from None
+    elif fields:
+        options = dataclasses.replace(options, **fields)
+    # Checked before anything loads.
+    dev = None if options.device_map is not None else resolve_device(options.device, progress)
+    draft_dev = resolve_device(options.draft_device) if options.draft_device else None
     # Resolved once: a built-in pair's resolve() may check or convert a cache folder.
     t_source, t_local = resolve_spec(target, "target", progress)
     d_source, d_local = resolve_spec(draft, "draft", progress)
-    t_tok = load_tokenizer(t_source, t_local, "target", target)
-    d_tok = load_tokenizer(d_source, d_local, "draft", draft)
+    _check_options(options, t_local, d_local)
+    trust = {"trust_remote_code": options.trust_remote_code}
+    t_tok = load_tokenizer(t_source, t_local, "target", target, revision=options.revision, **trust)
+    d_tok = load_tokenizer(
+        d_source, d_local, "draft", draft, revision=options.draft_revision, **trust
+    )
     check_same_tokenizer(t_tok, d_tok, target, draft)
-    t_model, t_info = load_model(target, t_source, t_local, "target", dev, dtype, progress)
-    d_model, d_info = load_model(draft, d_source, d_local, "draft", dev, dtype, progress)
+    t_model, t_info = load_model(target, t_source, t_local, "target", dev, options, progress)
+    t_dev = input_device(t_model)
+    draft_dev = draft_dev or t_dev
+    d_model, d_info = load_model(draft, d_source, d_local, "draft", draft_dev, options, progress)
     vocab = min(t_info.vocab_size, d_info.vocab_size)
     if len(t_tok) > vocab:
         raise ModelLoadError(
             f"the tokenizer has {len(t_tok)} tokens but '{target}' / '{draft}' score only {vocab}"
         )
-    return ModelPair(t_model, d_model, t_tok, t_info, d_info, vocab, dev)
+    from .generation import generation_defaults
+
+    return ModelPair(
+        t_model,
+        d_model,
+        t_tok,
+        t_info,
+        d_info,
+        vocab,
+        t_dev,
+        draft_dev,
+        generation_defaults(t_model),
+    )
