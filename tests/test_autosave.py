@@ -4,6 +4,9 @@ next launch finds the file and restores the session from it."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +18,10 @@ from tests.test_trace_synth import synthetic_session
 def test_folder_defaults(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     assert cache_folder() == tmp_path / "cache"
-    assert Autosaver().path == tmp_path / "cache" / FILENAME
+    assert Autosaver().path.parent == tmp_path / "cache"
+    monkeypatch.setenv("SPECVIZ_CACHE", "~/elsewhere")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cache_folder() == tmp_path / "elsewhere"  # ~ expanded, as for the smollm2 cache
     monkeypatch.delenv("SPECVIZ_CACHE")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert cache_folder() == tmp_path / ".cache" / "specviz"
@@ -55,7 +61,7 @@ def test_crash_mid_round_loses_only_that_round(tmp_path):
     with open(saver.path, "a", encoding="utf-8") as f:
         f.write('{"type":"round","index":4,"context_len":2')
     found = Autosaver.find_restorable(tmp_path)
-    assert found == tmp_path / FILENAME
+    assert found == saver.path
     restored = Autosaver.restore(found)
     assert restored.header == session.header
     assert restored.rounds == session.rounds[:4]
@@ -67,7 +73,7 @@ def test_nothing_to_restore(tmp_path):
     saver = Autosaver(tmp_path)
     saver.start(synthetic_session(1).header)
     assert Autosaver.find_restorable(tmp_path) is None  # a header and no round yet
-    (tmp_path / FILENAME).write_text('{"type": "session", "sch')  # a cut-off header
+    saver.path.write_text('{"type": "session", "sch')  # a cut-off header
     assert Autosaver.find_restorable(tmp_path) is None
     (tmp_path / FILENAME).write_bytes(b"\xff\xfe\0garbage\n{}\n")
     assert Autosaver.find_restorable(tmp_path) is None
@@ -124,3 +130,65 @@ def test_a_restored_session_goes_on(tmp_path):
     saver.add(session.rounds[3])
     assert Autosaver.restore(saver.path).rounds == session.rounds[:4]
     saver.finish()
+
+
+OTHER_WINDOW = """
+import sys, time
+from specviz.core.autosave import Autosaver
+from tests.test_trace_synth import synthetic_session
+session = synthetic_session(2, seed=5)
+saver = Autosaver(sys.argv[1])
+saver.start(session.header)
+saver.add(session.rounds[0])
+print(saver.path, flush=True)
+time.sleep(120)
+"""
+
+
+def test_two_windows_never_share_an_autosave(tmp_path):
+    repo = Path(__file__).resolve().parents[1]
+    other = subprocess.Popen(
+        [sys.executable, "-c", OTHER_WINDOW, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=repo,
+    )
+    try:
+        theirs = Path(other.stdout.readline().strip())
+        assert theirs.is_file()
+        session = synthetic_session(3)
+        mine = Autosaver(tmp_path)
+        mine.start(session.header)
+        mine.add(session.rounds[0])
+        assert mine.path != theirs
+        # A window that is still open is not offered back, nor thrown away.
+        assert theirs not in Autosaver.find_all_restorable(tmp_path)
+        mine.discard(theirs)
+        mine.finish()  # a clean close removes only its own file
+        assert theirs.is_file() and not mine.path.exists()
+    finally:
+        other.kill()  # as kill -9: no clean close
+        other.wait()
+        other.stdout.close()
+    assert Autosaver.find_all_restorable(tmp_path) == [theirs]
+
+
+def test_restore_offers_each_autosave_left(tmp_path):
+    sessions = [synthetic_session(2, seed=s) for s in (1, 2)]
+    paths = []
+    for session in sessions:
+        saver = Autosaver(tmp_path)
+        saver.start(session.header)
+        saver.add(session.rounds[0])
+        paths.append(saver.path)
+        del saver  # a crash: the file stays
+    found = Autosaver.find_all_restorable(tmp_path)
+    assert sorted(found) == sorted(paths)
+    window = Autosaver(tmp_path)
+    restored = window.adopt(found[0])
+    assert restored.header.session_id in {s.header.session_id for s in sessions}
+    assert not found[0].exists() and window.path.exists()  # the window's own file now
+    window.finish()
+    assert Autosaver.find_all_restorable(tmp_path) == [found[1]]  # the other still offered
+    window.discard(found[1])
+    assert Autosaver.find_all_restorable(tmp_path) == []

@@ -25,6 +25,7 @@ import orjson
 
 from .session import Session
 from .stats import summary
+from .tempfiles import remove_stale_temps, temp_prefix
 from .trace import SCHEMA, SCHEMA_MINOR, Round, TraceError, dumps, header_to_json, round_to_json
 from .traceparse import (
     line_json,
@@ -108,7 +109,8 @@ def write_atomic(path: str | os.PathLike[str], lines: Iterable[str]) -> None:
     whatever was at path before untouched and removes the temporary file.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    remove_stale_temps(path.parent)  # what a killed write to this folder left
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             for line in lines:

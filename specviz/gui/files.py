@@ -191,10 +191,10 @@ class FilesMixin:
             "specviz did not close cleanly last time. Restore the session it was running? "
             "It opens as a replay, ready to export.",
         ):
-            self.autosaver.discard()
+            self.autosaver.discard(found)
             return False
         try:
-            session = Autosaver.restore(found)
+            session = self.autosaver.adopt(found)  # its file is this window's from now on
         except (TraceError, OSError) as e:
             dialogs.error(self, "Could not restore the session", str(e))
             return False
