@@ -11,6 +11,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .common import fail
@@ -148,11 +149,14 @@ def _progress(doing: str) -> Callable[[float], None] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..core.tempfiles import remove_stale_temps
+    from ..core.terminal import printable, printable_fields
     from ..core.trace import TraceError
     from ..core.tracefile import load
     from ..core.validate import check_session
 
     path = args.trace
+    remove_stale_temps(Path(path).parent)  # what a killed save to that folder left
     try:
         session = load(path, progress=_progress("reading the trace"))
     except TraceError as e:
@@ -166,9 +170,9 @@ def run(args: argparse.Namespace) -> int:
     problems = check_session(session, limit=MAX_PROBLEMS, progress=_progress("checking it"))
     report = describe(session, problems)
     if args.json:
-        print(json.dumps({"file": path, **report}, ensure_ascii=False))
-    else:
-        print(format_report(path, report))
+        print(json.dumps({"file": path, **report}))  # ASCII: no C1 control reaches a terminal
+    else:  # every string from the trace escaped: no control sequence reaches the terminal
+        print(format_report(printable(path, keep_lines=False), printable_fields(report)))
     if problems:
         return fail(_problem_lines(path, problems))
     return 0

@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-from .models import ModelLoadError
+from .models import ModelLoadError, generation_defaults  # noqa: F401 (re-exported)
 
-# What a generation_config.json says about decoding (not its token ids or output flags).
-SHOWN = (
-    "do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p", "max_new_tokens",
-    "max_length", "repetition_penalty", "no_repeat_ngram_size", "num_beams",
-)  # fmt: skip
 # transformers' GenerationConfig defaults, for the fields a generation_config.json leaves out.
 HF_DEFAULTS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0}
-
-
-def generation_defaults(model) -> dict:
-    """The decoding fields of a model's generation_config.json that differ from
-    transformers' defaults; {} when the model has no such file."""
-    config = getattr(model, "generation_config", None)
-    if config is None or getattr(config, "_from_model_config", False):
-        return {}  # made up from config.json by transformers, not the model's own
-    try:
-        diff = config.to_diff_dict()
-    except (AttributeError, TypeError, ValueError):
-        return {}
-    return {k: diff[k] for k in SHOWN if k in diff}
 
 
 def generation_settings(config: dict) -> dict:

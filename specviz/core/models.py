@@ -25,6 +25,13 @@ HUB_HOST = ("huggingface.co", 443)
 Progress = Callable[[str], None]
 
 
+# What a generation_config.json says about decoding (not its token ids or output flags).
+GENERATION_SHOWN = (
+    "do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p", "max_new_tokens",
+    "max_length", "repetition_penalty", "no_repeat_ngram_size", "num_beams",
+)  # fmt: skip
+
+
 class ModelLoadError(Exception):
     """A model pair that cannot be loaded; the message says what to do."""
 
@@ -359,6 +366,19 @@ def input_device(model: torch.nn.Module) -> torch.device:
     return model.get_input_embeddings().weight.device
 
 
+def generation_defaults(model) -> dict:
+    """The decoding fields of a model's generation_config.json that differ from
+    transformers' defaults; {} when the model has no such file."""
+    config = getattr(model, "generation_config", None)
+    if config is None or getattr(config, "_from_model_config", False):
+        return {}  # made up from config.json by transformers, not the model's own
+    try:
+        diff = config.to_diff_dict()
+    except (AttributeError, TypeError, ValueError):
+        return {}
+    return {k: diff[k] for k in GENERATION_SHOWN if k in diff}
+
+
 def load_pair(
     target: str,
     draft: str,
@@ -399,8 +419,6 @@ def load_pair(
         raise ModelLoadError(
             f"the tokenizer has {len(t_tok)} tokens but '{target}' / '{draft}' score only {vocab}"
         )
-    from .generation import generation_defaults
-
     return ModelPair(
         t_model,
         d_model,

@@ -34,3 +34,15 @@ def printable(text: object, keep_lines: bool = True) -> str:
     """
     pattern = _UNSAFE if keep_lines else _UNSAFE_LINES
     return pattern.sub(_escape, str(text))
+
+
+def printable_fields(value):
+    """A JSON-like value (dicts, lists, strings) with every string made printable on one
+    line: a report built from untrusted fields, ready to format."""
+    if isinstance(value, str):
+        return printable(value, keep_lines=False)
+    if isinstance(value, dict):
+        return {k: printable_fields(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [printable_fields(v) for v in value]
+    return value
