@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from .common import UsageError, add_model_args, fail, model_specs
+from .common import UsageError, add_model_args, fail, load_options, model_specs
 
 
 def add_parser(sub) -> None:
@@ -110,7 +110,7 @@ def _position(args: argparse.Namespace):
         print(f"[specviz] {message}", file=sys.stderr, flush=True)
 
     try:
-        pair = load_pair(target, draft, device=args.device, dtype=args.dtype, progress=progress)
+        pair = load_pair(target, draft, load_options(args), progress=progress)
     except ModelLoadError as e:
         raise UsageError(str(e)) from None
     if args.prompt is None:

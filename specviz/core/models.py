@@ -166,13 +166,13 @@ def _remote_code(source: str, local: bool) -> str | None:
     return ", ".join(sorted(map(str, auto_map.values())))[:200] if auto_map else None
 
 
-def _load_error(e: BaseException, role: str, spec: str) -> ModelLoadError:
+def _load_error(e: BaseException, role: str, spec: str, trusted: bool) -> ModelLoadError:
     """A from_pretrained failure in words: which model, what is wrong, what to do."""
     text = str(e).strip()
     first = text.splitlines()[0] if text else type(e).__name__
     if "Unrecognized configuration class" in text or "does not recognize" in text:
         return ModelLoadError(f"{role} model '{spec}' is not a causal language model ({first})")
-    if "trust_remote_code" in text:
+    if "trust_remote_code" in text and not trusted:
         return ModelLoadError(
             f"{role} model '{spec}' needs code from its repository to load "
             "(trust_remote_code); pass --trust-remote-code only if you trust that code"
@@ -199,8 +199,9 @@ _LOAD_FAILURES = (ValueError, RuntimeError, KeyError, TypeError, pickle.Unpickli
 
 def _from_pretrained(loader, source: str, local: bool, role: str, spec: str, **kwargs):
     """Call a transformers from_pretrained; cached hub ids load without any network."""
+    trusted = bool(kwargs.get("trust_remote_code"))
     code = _remote_code(source, local)
-    if code and not kwargs.get("trust_remote_code"):
+    if code and not trusted:
         raise ModelLoadError(
             f"{role} model '{spec}' needs code from its folder to load (its config.json maps "
             f"to {code}); pass --trust-remote-code only if you trust that code"
@@ -209,11 +210,11 @@ def _from_pretrained(loader, source: str, local: bool, role: str, spec: str, **k
         return loader.from_pretrained(source, local_files_only=True, **kwargs)
     except OSError as e:
         if local:
-            raise _load_error(e, role, spec) from None
+            raise _load_error(e, role, spec, trusted) from None
     except ModelLoadError:
         raise
     except Exception as e:  # noqa: BLE001 - any fault of the files is the user's to fix
-        raise _load_error(e, role, spec) from None
+        raise _load_error(e, role, spec, trusted) from None
     if not _hub_reachable():
         raise ModelLoadError(
             f"{role} model '{spec}' is not in the local Hugging Face cache and the hub "
@@ -223,20 +224,19 @@ def _from_pretrained(loader, source: str, local: bool, role: str, spec: str, **k
     try:
         return loader.from_pretrained(source, **kwargs)
     except Exception as e:  # noqa: BLE001
-        raise _load_error(e, role, spec) from None
+        raise _load_error(e, role, spec, trusted) from None
 
 
-def _placement(model: torch.nn.Module) -> str:
-    """Where a model's weights are: one device, or the devices of its device map."""
-    device_map = getattr(model, "hf_device_map", None)
-    if device_map:
-        devices = []
-        for d in device_map.values():
-            name = f"cuda:{d}" if isinstance(d, int) else str(d)
-            if name not in devices:
-                devices.append(name)
-        return "map: " + ", ".join(devices)
-    return str(next(model.parameters()).device)
+def _placement(model: torch.nn.Module, mapped: bool) -> str:
+    """Where a model's weights are: one device, or the devices of its device map
+    ("map: cuda:0, cuda:1, cpu"; "map: cpu" when accelerate put all of it on one)."""
+    devices = []
+    for d in (getattr(model, "hf_device_map", None) or {}).values():
+        name = f"cuda:{d}" if isinstance(d, int) else str(d)
+        if name not in devices:
+            devices.append(name)
+    first = str(next(model.parameters()).device)
+    return f"map: {', '.join(devices or [first])}" if mapped else first
 
 
 def load_model(
@@ -274,7 +274,7 @@ def load_model(
     if device is not None:
         model.to(device)
     model.eval()
-    if getattr(model, "hf_device_map", None) is None:
+    if device is not None:
         speed_up_head(model)  # not under accelerate's hooks, which move tensors per module
     info = ModelInfo(
         name=spec,
@@ -282,7 +282,7 @@ def load_model(
         vocab_size=int(model.get_output_embeddings().weight.shape[0]),
         params=sum(p.numel() for p in model.parameters()),
         dtype=str(model.dtype).removeprefix("torch."),
-        device=_placement(model),
+        device=_placement(model, mapped=device is None),
     )
     return model, info
 
