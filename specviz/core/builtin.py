@@ -9,12 +9,15 @@ torch or Qt: listing the pairs is cheap.
 from __future__ import annotations
 
 import json
-import os
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from math import prod
 from pathlib import Path
+
+from .paths import resources_dir
+from .weights import safetensors_params
+
+__all__ = ["BUILTIN_PAIRS", "DEFAULT_PAIR", "BuiltinError", "BuiltinPair", "get_pair",
+           "resources_dir"]  # fmt: skip
 
 Progress = Callable[[str], None]
 
@@ -28,17 +31,6 @@ class BuiltinError(Exception):
     """A built-in pair is unknown, or its files are missing or unusable."""
 
 
-def resources_dir() -> Path:
-    """`<repo>/resources`, found from this file (works in a checkout or an editable install).
-
-    The environment variable SPECVIZ_RESOURCES, when set, points elsewhere.
-    """
-    override = os.environ.get("SPECVIZ_RESOURCES")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2] / "resources"
-
-
 def _missing_files(folder: Path) -> list[str]:
     missing = []
     for name in REQUIRED_FILES:
@@ -48,14 +40,6 @@ def _missing_files(folder: Path) -> list[str]:
         elif name.endswith(".safetensors") and path.read_bytes()[:40].startswith(b"version "):
             missing.append(f"{path} (a Git LFS pointer: run `git lfs pull`)")
     return missing
-
-
-def _safetensors_params(path: Path) -> int:
-    """Number of elements stored in a safetensors file, read from its JSON header."""
-    with path.open("rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-    return sum(prod(t["shape"]) for k, t in header.items() if k != "__metadata__")
 
 
 @dataclass(frozen=True)
@@ -98,7 +82,7 @@ class BuiltinPair:
         for role in ("target", "draft"):
             weights = folder / role / "model.safetensors"
             if weights.is_file() and not _missing_files(folder / role):
-                params[role] = _safetensors_params(weights)
+                params[role] = safetensors_params(weights)
         measured = {}
         for path in sorted(folder.glob("*.json")):
             try:

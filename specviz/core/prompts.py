@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PROMPTS_FILE = Path(__file__).resolve().parents[2] / "resources" / "prompts.txt"
+from .paths import resources_dir
+
+
+def prompts_file() -> Path:
+    """resources/prompts.txt, under $SPECVIZ_RESOURCES when that is set."""
+    return resources_dir() / "prompts.txt"
 
 
 def example_prompts() -> list[str]:
-    lines = PROMPTS_FILE.read_text(encoding="utf-8").splitlines()
+    lines = prompts_file().read_text(encoding="utf-8").splitlines()
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]

