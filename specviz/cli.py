@@ -85,14 +85,32 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["gui", *argv]
     args = parser.parse_args(argv)
     if args.command in (None, "gui"):
-        if getattr(args, "trace", None):
-            problem = trace_problem(args.trace)
-            if problem:
-                from .commands.common import fail
+        from .commands.common import fail
 
-                return fail(problem)
+        problem = trace_problem(args.trace) if getattr(args, "trace", None) else None
+        problem = problem or _window_ignores(args)
+        if problem:
+            return fail(problem)
         from .gui.app import main as gui_main
 
         return gui_main(args)
     module = importlib.import_module(f"specviz.commands.{args.command}")
-    return module.run(args)
+    try:
+        return module.run(args)
+    except KeyboardInterrupt:  # Ctrl-C while models load: no traceback (run saves its rounds)
+        print("specviz: interrupted", file=sys.stderr)
+        return 130
+
+
+# Model options that the window's loader does not take yet (it takes --device and --dtype):
+# refused rather than silently ignored.
+WINDOW_LATER = ("device_map", "draft_device", "attn_implementation", "revision",
+                "draft_revision", "chat", "trust_remote_code", "use_generation_config")  # fmt: skip
+
+
+def _window_ignores(args: argparse.Namespace) -> str | None:
+    given = [name for name in WINDOW_LATER if getattr(args, name, None)]
+    if not given:
+        return None
+    flags = ", ".join("--" + name.replace("_", "-") for name in given)
+    return f"the window does not take {flags} yet; `specviz run` does"

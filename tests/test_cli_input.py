@@ -161,3 +161,19 @@ def test_prompt_and_text_escaped_on_the_terminal(capsys, pair_dirs):
     assert code == 0
     assert "\x1b" not in out and "\x9b" not in out and "\x07" not in out
     assert "\\x1b]0;pwned\\x07" in out
+
+
+def test_window_refuses_options_it_does_not_take_yet(capsys):
+    code, _, err = run_cli(capsys, "--device-map", "auto")
+    assert code == 2 and "--device-map" in err and "specviz run" in err
+
+
+def test_ctrl_c_while_loading_is_no_traceback(capsys, monkeypatch):
+    from specviz.core import models
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(models, "load_pair", interrupted)
+    code, _, err = run_cli(capsys, "run", "--prompt", "x")
+    assert code == 130 and "interrupted" in err
