@@ -10,6 +10,7 @@ import torch
 
 from specviz.core import decode as decode_module
 from specviz.core.engine import SpeculativeEngine
+from specviz.core.sampling import SamplingConfig, acceptance_mass, residual_distribution, warp
 from specviz.core.trace import Settings, round_to_json
 
 PROMPTS = ["In the beginning God", "A fool and his", "The quick brown fox jumps over"]
@@ -86,8 +87,11 @@ def test_caches_are_cropped_not_recomputed(pair, monkeypatch):
     )
 
 
+TIMINGS = ("draft_ms", "verify_ms", "events_ms")
+
+
 def strip_timing(rnd):
-    return {k: v for k, v in round_to_json(rnd).items() if k not in ("draft_ms", "verify_ms")}
+    return {k: v for k, v in round_to_json(rnd).items() if k not in TIMINGS}
 
 
 def test_same_seed_same_trace(pair):
@@ -102,24 +106,50 @@ def test_same_seed_same_trace(pair):
     assert [strip_timing(r) for r in other.run()] != traces[0]
 
 
+def fresh_probs(model, ids, vocab, config):
+    """Warped next-token probabilities after ids, from a fresh forward without a cache."""
+    return warp(fresh_logits(model, ids, vocab), config).double()
+
+
 def test_round_records_agree_with_the_rule(pair):
-    engine = SpeculativeEngine(pair, Settings(k=5, seed=2, max_new_tokens=50))
+    settings = Settings(k=5, seed=2, max_new_tokens=50)
+    config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
+    engine = SpeculativeEngine(pair, settings)
     header = engine.prefill("In the beginning", calibrate=True)
     assert header.baseline_ms_per_token > 0 and header.draft_ms_per_token > 0
+    rounds = list(engine.run())
+    ids = list(engine.ids)
+    statuses = [t.status for r in rounds for t in r.tokens]
+    # Every branch of the rule is exercised, so every check below runs.
+    assert {"accepted", "rejected", "discarded", "resampled", "bonus"} <= set(statuses)
     total = 0
-    for rnd in engine.run():
+    for rnd in rounds:
         judged = [t for t in rnd.tokens if t.status in ("accepted", "rejected")]
         assert rnd.n_accepted == sum(t.status == "accepted" for t in judged)
-        for t in judged:
-            assert t.accept_prob == pytest.approx(min(1.0, t.p / t.q), rel=1e-6)
-            assert (t.u < t.accept_prob) == (t.status == "accepted")
-            assert 0 <= t.alpha <= 1 + 1e-6
-            assert len(t.top) == 20 and len(t.top_text) == 20
+        assert rnd.events_ms is not None and rnd.events_ms >= 0
+        context = ids[: rnd.context_len]
+        for i, t in enumerate(rnd.tokens):
+            here = context + [e.id for e in rnd.tokens[:i] if e.status == "accepted"]
+            p = fresh_probs(pair.target, here, pair.vocab_size, config)
+            q = fresh_probs(pair.draft, here, pair.vocab_size, config)
+            if t.status in ("accepted", "rejected"):
+                # The record carries the real p(x) and q(x), and the rule's decision on them.
+                assert t.p == pytest.approx(float(p[t.id]), abs=1e-5)
+                assert t.q == pytest.approx(float(q[t.id]), abs=1e-5)
+                assert t.accept_prob == pytest.approx(min(1.0, t.p / t.q), rel=1e-6)
+                assert (t.u < t.accept_prob) == (t.status == "accepted")
+                assert t.alpha == pytest.approx(float(acceptance_mass(p, q)), abs=1e-5)
+                assert len(t.top) == 20 and len(t.top_text) == 20
+            elif t.status == "resampled":
+                assert rnd.tokens[rnd.n_accepted].status == "rejected"
+                residual = residual_distribution(p, q)  # at the rejected token's position
+                assert t.residual == pytest.approx(float(residual[t.id]), abs=1e-5)
+                assert t.residual > 0 and t.residual_top
+                assert len(t.residual_text) == len(t.residual_top)
+            elif t.status == "bonus":
+                assert t.p == pytest.approx(float(p[t.id]), abs=1e-5) and t.p > 0
         last = rnd.tokens[-1]
         assert last.status in ("resampled", "bonus") or rnd.finish_reason == "eos"
-        if last.status == "resampled":
-            assert last.residual > 0 and last.residual_top
-            assert len(last.residual_text) == len(last.residual_top)
         total += rnd.n_emitted
         assert rnd.context_len + rnd.n_emitted == len(header.prompt_ids) + total
     assert total == 50 or engine.finish_reason == "eos"
@@ -135,12 +165,14 @@ def test_settings_change_applies_next_round(pair):
 
 
 def test_max_new_tokens_is_exact(pair):
+    # Seeds at which no run ends on an end-of-text token, so the cap is what ends each one;
+    # K = 4 and 7 reach the cap in mid-round, where the round's K must shrink.
     for k in (1, 4, 7):
         engine = SpeculativeEngine(pair, Settings(k=k, seed=k, max_new_tokens=9))
         engine.prefill("Never trust", calibrate=False)
         rounds = list(engine.run())
-        if rounds[-1].finish_reason == "max_new_tokens":
-            assert sum(r.n_emitted for r in rounds) == 9
+        assert rounds[-1].finish_reason == "max_new_tokens", k
+        assert sum(r.n_emitted for r in rounds) == 9 == engine.n_generated
 
 
 def test_bad_prompt_and_settings(pair):

@@ -20,7 +20,7 @@ from .. import __version__
 from .decode import forward, measure_ms_per_token
 from .events import round_events
 from .models import ModelPair
-from .sampling import SamplingConfig, sample, verify, warp
+from .sampling import SamplingConfig, Verdict, sample, verify, warp
 from .trace import Round, SessionHeader, Settings
 
 
@@ -144,21 +144,59 @@ class SpeculativeEngine:
             k = min(k, self.max_len - len(self.ids))
         return max(k, 0)
 
+    def _sync(self) -> None:
+        """Wait for queued GPU work, so that a wall time covers the work it names."""
+        if self.pair.device.type == "cuda":
+            torch.cuda.synchronize()
+
     @torch.inference_mode()
     def step(self) -> Round:
-        """One round: draft K tokens, score them in one target pass, verify, roll back."""
+        """One round: draft, verify, advance, then build the token records; each timed."""
         if self.header is None:
             raise RuntimeError("call prefill() before step()")
         if self.finished:
             raise RuntimeError(f"the session has finished ({self.finish_reason})")
-        settings, pair, vocab = self.settings, self.pair, self.pair.vocab_size
+        settings = self.settings
         config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
-        k = self._round_k()
         context_len = len(self.ids)
-        sync = pair.device.type == "cuda"
 
-        # Draft: K tokens, one forward each, each sampled from the warped q it is judged by.
         start = time.perf_counter()
+        drafted, q = self._draft(self._round_k(), config)
+        self._sync()
+        draft_ms = 1000 * (time.perf_counter() - start)
+
+        start = time.perf_counter()
+        p, verdict = self._verify(drafted, q, config)
+        emitted, finish = self._advance(drafted, verdict)
+        self._sync()
+        verify_ms = 1000 * (time.perf_counter() - start)
+
+        start = time.perf_counter()
+        top_n = settings.top_n if self.trace else 0
+        tokens = round_events(p, q, drafted, verdict, len(emitted), self.text, top_n)
+        events_ms = 1000 * (time.perf_counter() - start)
+
+        self.finish_reason = finish
+        rnd = Round(
+            session_id=self.header.session_id,
+            index=self.round_index,
+            context_len=context_len,
+            draft_ms=draft_ms,
+            verify_ms=verify_ms,
+            n_drafted=len(drafted),
+            n_accepted=verdict.n_accepted,
+            tokens=tokens,
+            settings=settings,
+            finish_reason=finish,
+            events_ms=events_ms,
+        )
+        self.round_index += 1
+        return rnd
+
+    def _draft(self, k: int, config: SamplingConfig) -> tuple[list[int], torch.Tensor]:
+        """Up to k tokens, one draft forward each, each sampled from the warped q it is
+        judged by: (drafted, q [k, V])."""
+        pair, vocab = self.pair, self.pair.vocab_size
         drafted: list[int] = []
         q_rows: list[torch.Tensor] = []
         feed = self.ids[self.d_cache.get_seq_length() :]  # >= 1 token: catches the cache up
@@ -170,55 +208,39 @@ class SpeculativeEngine:
             feed = [token]
             if token == pair.eos_token_id:
                 break  # nothing after an end-of-text token can be emitted
-        if sync:
-            torch.cuda.synchronize()
-        draft_ms = 1000 * (time.perf_counter() - start)
+        q = torch.stack(q_rows) if q_rows else torch.zeros((0, vocab), device=pair.device)
+        return drafted, q  # q: [k, V]
 
-        # Verify: the target scores the last emitted token and every draft in one pass.
-        start = time.perf_counter()
-        k = len(drafted)
-        logits = forward(pair.target, [self.ids[-1], *drafted], self.t_cache, vocab, keep=k + 1)
+    def _verify(
+        self, drafted: list[int], q: torch.Tensor, config: SamplingConfig
+    ) -> tuple[torch.Tensor, Verdict]:
+        """The target scores the last emitted token and every draft in one pass; the rule
+        judges them: (p [k+1, V], verdict)."""
+        pair, k = self.pair, len(drafted)
+        tokens = [self.ids[-1], *drafted]
+        logits = forward(pair.target, tokens, self.t_cache, pair.vocab_size, keep=k + 1)
         p = warp(logits, config)  # [K+1, V]
-        q = torch.stack(q_rows) if q_rows else p.new_zeros((0, vocab))  # [K, V]
         draft_tokens = torch.tensor(drafted, dtype=torch.long, device=pair.device)  # [K]
-        verdict = verify(p, q, draft_tokens, self.generator)
+        return p, verify(p, q, draft_tokens, self.generator)
 
+    def _advance(self, drafted: list[int], verdict: Verdict) -> tuple[list[int], str | None]:
+        """Append the emitted tokens, roll both caches back to them, and say whether the
+        session ends here: (emitted, finish_reason)."""
         emitted = [*drafted[: verdict.n_accepted], verdict.next_token]
         finish = None
-        eos = pair.eos_token_id
+        eos = self.pair.eos_token_id
         if eos is not None and eos in emitted:
             emitted = emitted[: emitted.index(eos) + 1]
             finish = "eos"
-        # Roll back: the target keeps ids[:-1] of the new sequence; the draft at most that.
+        # The target keeps ids[:-1] of the new sequence; the draft at most that.
         self.ids.extend(emitted)
         _crop_to(self.t_cache, len(self.ids) - 1)
         _crop_to(self.d_cache, min(self.d_cache.get_seq_length(), len(self.ids) - 1))
-        if finish is None and self.n_generated >= settings.max_new_tokens:
+        if finish is None and self.n_generated >= self.settings.max_new_tokens:
             finish = "max_new_tokens"
         if finish is None and self.max_len is not None and len(self.ids) >= self.max_len:
             finish = "context_length"
-        tokens = round_events(
-            p, q, drafted, verdict, len(emitted), self.text, settings.top_n if self.trace else 0
-        )
-        if sync:
-            torch.cuda.synchronize()
-        verify_ms = 1000 * (time.perf_counter() - start)
-
-        self.finish_reason = finish
-        rnd = Round(
-            session_id=self.header.session_id,
-            index=self.round_index,
-            context_len=context_len,
-            draft_ms=draft_ms,
-            verify_ms=verify_ms,
-            n_drafted=k,
-            n_accepted=verdict.n_accepted,
-            tokens=tokens,
-            settings=settings,
-            finish_reason=finish,
-        )
-        self.round_index += 1
-        return rnd
+        return emitted, finish
 
     def run(self, max_rounds: int | None = None):
         """Yield rounds until the session finishes."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from transformers import LogitsProcessorList, TopKLogitsWarper, TopPLogitsWarper
 
-from .trace import check_sampling
+from .checks import check_sampling
 
 # Below this total mass the residual max(0, p - q) is treated as empty and p is used instead.
 # It can only be that small when p and q agree to float precision, where both are exact.
@@ -101,7 +101,7 @@ def verify(
     draft_tokens: torch.Tensor,
     generator: torch.Generator | None = None,
 ) -> Verdict:
-    """Speculative sampling: Leviathan et al. 2023 (arXiv:2211.17002), Algorithm 1.
+    """Speculative sampling: Leviathan et al. 2023 (arXiv:2211.17192), Algorithm 1.
 
     p: target probabilities at the K drafted positions and the bonus position. [K+1, V]
     q: draft probabilities that draft_tokens were sampled from. [K, V]

@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from .checks import check_sampling
+
 SCHEMA = "specviz.trace/1.1"
 SCHEMA_MAJOR = 1
 SCHEMA_MINOR = 1  # 1.1 added optional fields only: k, stop, events_ms, probes, copied_from,
@@ -45,16 +47,6 @@ class ModelInfo:
     params: int
     dtype: str
     device: str
-
-
-def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
-    """Raise ValueError for sampling settings no warp can use."""
-    if not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
-    if top_k < 0:
-        raise ValueError(f"top-k must be >= 0 (0 = off), got {top_k}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top-p must be in (0, 1], got {top_p}")
 
 
 def cost_ratio(target_ms: float | None, draft_ms: float | None) -> float | None:
