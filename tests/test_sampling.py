@@ -184,3 +184,21 @@ def test_sample_follows_the_distribution_and_skips_zeros():
     assert chi2_pvalue(counts[p.numpy() > 0], p.numpy()[p.numpy() > 0]) > LEVEL
     unnormalised = torch.tensor([0.0, 2.0, 0.0])  # a row that does not sum to 1
     assert {sample(unnormalised, gen) for _ in range(50)} == {1}
+
+
+def test_sample_n_and_judge_work_on_batches():
+    from specviz.core.sampling import judge, sample_n
+
+    p = torch.tensor([0.0, 0.1, 0.0, 0.45, 0.3, 0.15, 0.0])
+    tokens = sample_n(p, 20_000, torch.Generator().manual_seed(12))
+    assert tokens.shape == (20_000,)
+    counts = np.bincount(tokens.numpy(), minlength=len(p))
+    assert counts[[0, 2, 6]].sum() == 0
+    assert chi2_pvalue(counts[p.numpy() > 0], p.numpy()[p.numpy() > 0]) > LEVEL
+    # The accept test elementwise, on a [2, 3] batch: min(1, p/q) and u < it.
+    p_x = torch.tensor([[0.2, 0.5, 0.0], [0.3, 0.1, 0.4]])
+    q_x = torch.tensor([[0.4, 0.5, 0.2], [0.0, 0.2, 0.1]])
+    u = torch.tensor([[0.49, 0.99, 0.0], [0.7, 0.5, 0.3]], dtype=torch.float64)
+    accept, keep = judge(p_x, q_x, u)
+    assert accept.flatten().tolist() == pytest.approx([0.5, 1.0, 0.0, 1.0, 0.5, 1.0])
+    assert keep.tolist() == [[True, True, False], [True, False, True]]

@@ -4,8 +4,9 @@ At one position the draft proposes x ~ q, the target keeps it when u < min(1, p(
 and a rejection emits one token from norm(max(0, p - q)). Run that N times and the emitted
 tokens follow p: `monte_carlo` does it vectorised in torch, chunk by chunk, and measures
 how far the empirical distribution is from p (total variation, Pearson chi-square). Two
-WRONG rules show what breaks without each half of the construction. The residual comes
-from `sampling.residual_distribution`, so the rule's math lives in one place.
+WRONG rules show what breaks without each half of the construction. The accept test is
+`sampling.judge`, the residual `sampling.residual_distribution` and every draw
+`sampling.sample_n`: the functions the engine's `verify()` runs, so the lab shows that rule.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from . import sampling
 from .lab_rules import MAX_SAMPLES, MIN_SAMPLES, RULE_LABELS, RULES  # noqa: F401 (re-exported)
 from .sampling import SamplingConfig, acceptance_mass, residual_distribution, warp
 
@@ -282,8 +284,6 @@ def monte_carlo_chunks(
     tp, tq = _pair(p, q)  # [V] float64
     vocab = tp.shape[0]
     alpha = float(acceptance_mass(tp, tq))
-    # min(1, p/q) per token; a token with q = 0 is never drafted (multinomial skips it).
-    accept_prob = torch.where(tq > 0, tp / tq.clamp_min(1e-300), torch.ones_like(tp)).clamp(max=1)
     resample_from = tp if rule == "resample-from-p" else residual_distribution(tp, tq)  # [V]
     gen = torch.Generator().manual_seed(seed)
     counts = torch.zeros(vocab, dtype=torch.int64)
@@ -292,18 +292,16 @@ def monte_carlo_chunks(
     pn = tp.numpy()
     while n_done < n:
         m = min(chunk, n - n_done)
-        drafts = torch.multinomial(tq, m, replacement=True, generator=gen)  # [m]
+        drafts = sampling.sample_n(tq, m, gen)  # [m]: x ~ q (a token with q = 0 never)
         u = torch.rand(m, dtype=torch.float64, generator=gen)  # [m]
         if rule == "naive-reject":
             keep = tp[drafts] >= tq[drafts]  # [m] no randomness: the wrong part
         else:
-            keep = u < accept_prob[drafts]  # [m] strict: p(x) = 0 is never kept
+            _, keep = sampling.judge(tp[drafts], tq[drafts], u)  # [m] the engine's test
         emitted = drafts.clone()
         n_rejected = int(m - keep.sum())
         if n_rejected:
-            emitted[~keep] = torch.multinomial(
-                resample_from, n_rejected, replacement=True, generator=gen
-            )
+            emitted[~keep] = sampling.sample_n(resample_from, n_rejected, gen)
         counts += torch.bincount(emitted, minlength=vocab)
         n_done += m
         n_accepted += m - n_rejected

@@ -77,6 +77,24 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return residual / mass
 
 
+def judge(
+    p_x: torch.Tensor, q_x: torch.Tensor, u: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The accept test, elementwise over any shape: (min(1, p(x)/q(x)), u < it).
+
+    p_x, q_x: target and draft probabilities of the drafted tokens; u: uniform draws in
+    [0, 1). verify() runs it over the K positions of a round, the lab over many independent
+    runs at one position: the same test, so the lab's Monte Carlo shows the engine's rule.
+    """
+    p_x, q_x = p_x.double(), q_x.double()
+    # min(1, p/q). q(x) > 0 for any token the draft really sampled; if a caller passes
+    # q(x) = 0 the ratio is infinite, so accept exactly when p(x) > 0 (never divide by 0).
+    ratio = torch.where(q_x > 0, p_x / q_x.clamp_min(1e-300), (p_x > 0).double())
+    accept = ratio.clamp(max=1.0)
+    # Strict "<": a token with p(x) = 0 has accept 0 and is never kept, even for u = 0.
+    return accept, u < accept
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The outcome of one verification of K drafted tokens."""
@@ -117,13 +135,9 @@ def verify(
     positions = torch.arange(k, device=p.device)
     p_x = p[positions, draft_tokens].double()  # [K]
     q_x = q[positions, draft_tokens].double()  # [K]
-    # min(1, p/q). q(x) > 0 for any token the draft really sampled; if a caller passes
-    # q(x) = 0 the ratio is infinite, so accept exactly when p(x) > 0 (never divide by 0).
-    ratio = torch.where(q_x > 0, p_x / q_x.clamp_min(1e-300), (p_x > 0).double())
-    accept = ratio.clamp(max=1.0)  # [K]
     u = torch.rand(k, generator=generator, dtype=torch.float64, device=p.device)  # [K]
-    # Strict "<": a token with p(x) = 0 has accept 0 and is never kept, even for u = 0.
-    rejected = (u >= accept).nonzero()
+    accept, keep = judge(p_x, q_x, u)  # [K], [K]
+    rejected = (~keep).nonzero()
     n_accepted = int(rejected[0, 0]) if rejected.numel() else k
     n_judged = min(n_accepted + 1, k)
     accept_probs = tuple(accept[:n_judged].tolist())
@@ -155,9 +169,20 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> int
     Exact like torch.multinomial and about 4x faster for one draw over a large vocabulary
     on CPU. A token of probability 0 is never returned: its CDF step is empty.
     """
+    u = torch.rand((), generator=generator, dtype=torch.float64, device=probs.device)
+    return int(_inverse_cdf(probs, u))
+
+
+def sample_n(probs: torch.Tensor, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """n independent tokens from one probability row [V], by the same inverse CDF. [n]"""
+    u = torch.rand(n, generator=generator, dtype=torch.float64, device=probs.device)
+    return _inverse_cdf(probs, u)
+
+
+def _inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Indices where uniform draws u [...] in [0, 1) fall on the CDF of probs [V]. [...]"""
     cdf = probs.double().cumsum(0)  # [V]
-    u = torch.rand((), generator=generator, dtype=torch.float64, device=probs.device) * cdf[-1]
-    index = int(torch.searchsorted(cdf, u, right=True))
-    if index >= cdf.shape[0]:  # u rounded up onto the total: the last token with mass
-        index = int((probs > 0).nonzero()[-1])
+    index = torch.searchsorted(cdf, u * cdf[-1], right=True)
+    if bool((index >= cdf.shape[0]).any()):  # u rounded up onto the total
+        index = index.clamp(max=int((probs > 0).nonzero()[-1]))  # the last token with mass
     return index
