@@ -70,9 +70,11 @@ def test_caches_are_cropped_not_recomputed(pair, monkeypatch):
         fed.append(("target" if model is pair.target else "draft", len(tokens)))
         return real(model, tokens, cache, vocab, keep)
 
+    import specviz.core.drafters as drafters_module
     import specviz.core.engine as engine_module
 
     monkeypatch.setattr(engine_module, "forward", spy)
+    monkeypatch.setattr(drafters_module, "forward", spy)
     engine = SpeculativeEngine(pair, Settings(k=3, seed=1, max_new_tokens=40))
     engine.prefill("A fool and his money", calibrate=False)
     fed.clear()

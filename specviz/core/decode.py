@@ -33,6 +33,16 @@ def forward(
     return out.logits[0, -keep:, :vocab]  # [keep, V]
 
 
+def max_positions(model: torch.nn.Module) -> int | None:
+    """The longest context a model reads (its position embeddings), or None if unbounded."""
+    config = model.config
+    for name in ("n_positions", "max_position_embeddings"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
 @torch.inference_mode()
 def decode(
     model: torch.nn.Module,

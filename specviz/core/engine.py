@@ -1,9 +1,12 @@
 """SpeculativeEngine: prefill once, then step() one draft-and-verify round at a time.
 
-Cache invariant between rounds: `ids` holds prompt + emitted tokens; the target's cache
-covers ids[:-1] (the last token is fed at the start of the next verification) and the
-draft's cache covers a prefix of ids[:-1]. On rejection both caches are cropped back to
-the accepted prefix; nothing is ever recomputed from scratch.
+A round is four named steps: the policy picks K, the drafter proposes (draft), the target
+scores the proposal in one pass and `verify()` judges it (verify), the emitted tokens are
+appended and the caches rolled back (advance); then the token records are built, timed
+apart (events_ms). Cache invariant between rounds: `ids` holds prompt + emitted tokens; the
+target's cache covers ids[:-1] (the last token is fed at the start of the next
+verification); a drafter's cache, if it has its own, covers a prefix of ids[:-1]. On
+rejection the caches are cropped back to the accepted prefix; nothing is recomputed.
 """
 
 from __future__ import annotations
@@ -17,47 +20,69 @@ import torch
 from transformers import DynamicCache
 
 from .. import __version__
-from .decode import forward, measure_ms_per_token
+from .decode import forward, max_positions, measure_ms_per_token
+from .drafters import Drafter, DrafterConfig, LookupDrafter, ModelDrafter, Proposal, crop_to
+from .early_exit import EarlyExitDrafter
 from .events import round_events
 from .models import ModelPair
-from .sampling import SamplingConfig, Verdict, sample, verify, warp
-from .trace import Round, SessionHeader, Settings
+from .policies import Policy, PolicyConfig
+from .sampling import SamplingConfig, Verdict, verify, warp
+from .trace import ModelInfo, Round, SessionHeader, Settings
 
 
-def _crop_to(cache: DynamicCache, length: int) -> None:
-    """Drop cached positions beyond `length` (transformers 5: crop takes minus a count)."""
-    extra = cache.get_seq_length() - length
-    if extra > 0:
-        cache.crop(-extra)
-
-
-def max_positions(model: torch.nn.Module) -> int | None:
-    config = model.config
-    for name in ("n_positions", "max_position_embeddings"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
+def make_drafter(config: DrafterConfig, pair) -> Drafter:
+    """The drafter `config` names, on a loaded pair (ModelPair); ValueError if it cannot be
+    built (no draft model for "model", an unsupported layout for "early-exit")."""
+    config.validate()
+    vocab, eos, target = pair.vocab_size, pair.eos_token_id, pair.target_info
+    if config.kind == "model":
+        if pair.draft is None:
+            raise ValueError(
+                "the model drafter needs a draft model: give --draft, or choose "
+                "--drafter lookup or --drafter early-exit"
+            )
+        return ModelDrafter(pair.draft, pair.draft_info, vocab, eos)
+    if config.kind == "lookup":
+        info = ModelInfo(
+            name=f"prompt lookup (n-grams up to {config.ngram_max})",
+            path="",
+            vocab_size=vocab,
+            params=0,
+            dtype=target.dtype,
+            device=target.device,
+        )
+        return LookupDrafter(config.ngram_max, info, vocab, eos)
+    return EarlyExitDrafter(pair.target, target, config.exit_layer, vocab, eos)
 
 
 class SpeculativeEngine:
     """The exact speculative sampling loop on a loaded pair. Not thread-safe: one owner.
 
     trace=True records, per position, the top-N of p and q and their texts (what a replay
-    needs); trace=False records only each token's own figures, for speed.
+    needs); trace=False records only each token's own figures, for speed. drafter: what
+    proposes the tokens (default: the pair's draft model); policy: how K is chosen each
+    round (default: Settings.k every round). ValueError when the drafter cannot run here.
     """
 
     def __init__(
-        self, pair: ModelPair, settings: Settings, trace: bool = True, calibration_tokens: int = 16
+        self,
+        pair: ModelPair,
+        settings: Settings,
+        trace: bool = True,
+        calibration_tokens: int = 16,
+        drafter: DrafterConfig | None = None,
+        policy: PolicyConfig | None = None,
     ):
         settings.validate()
         self.pair = pair
         self.settings = settings
         self.trace = trace
         self.calibration_tokens = calibration_tokens
+        self.drafter = make_drafter(drafter or DrafterConfig(), pair)
+        self.policy = Policy(policy or PolicyConfig(), settings.k)
         self.header: SessionHeader | None = None
         self.finish_reason: str | None = None
-        limits = [m for m in (max_positions(pair.target), max_positions(pair.draft)) if m]
+        limits = [m for m in (max_positions(pair.target), self.drafter.max_positions) if m]
         self.max_len = min(limits) if limits else None
         self._texts: dict[int, str] = {}
 
@@ -93,14 +118,14 @@ class SpeculativeEngine:
         if calibrate:
             n = self.calibration_tokens
             baseline_ms = measure_ms_per_token(self.pair.target, ids, n, self.pair.vocab_size)
-            draft_ms = measure_ms_per_token(self.pair.draft, ids, n, self.pair.vocab_size)
+            draft_ms = self.drafter.measure_ms(ids, n)
         self.ids = ids
         self.n_prompt = len(ids)
         self.t_cache = DynamicCache()
-        self.d_cache = DynamicCache()
-        if len(ids) > 1:  # both caches cover ids[:-1]; the last token is fed next round
+        if len(ids) > 1:  # the caches cover ids[:-1]; the last token is fed next round
             forward(self.pair.target, ids[:-1], self.t_cache, self.pair.vocab_size, keep=1)
-            forward(self.pair.draft, ids[:-1], self.d_cache, self.pair.vocab_size, keep=1)
+        self.drafter.prefill(ids, self.t_cache)
+        self.policy.reset(self.settings.k)
         self.generator = torch.Generator(device=self.pair.device)
         self.generator.manual_seed(self.settings.seed)
         self.finish_reason = None
@@ -111,12 +136,14 @@ class SpeculativeEngine:
             prompt_ids=tuple(ids),
             prompt_text=tuple(self.text(i) for i in ids),
             target=self.pair.target_info,
-            draft=self.pair.draft_info,
+            draft=self.drafter.info,
             settings=self.settings,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             specviz=__version__,
             baseline_ms_per_token=baseline_ms,
             draft_ms_per_token=draft_ms,
+            drafter=self.drafter.describe(),
+            policy=self.policy.config.to_json(),
         )
         return self.header
 
@@ -124,7 +151,14 @@ class SpeculativeEngine:
         """K, sampling and max tokens apply from the next round; the seed from the next
         session (the generator is already running)."""
         settings.validate()
+        if settings.k != self.settings.k:
+            self.policy.reset(settings.k)
         self.settings = dataclasses.replace(settings, seed=self.settings.seed)
+
+    @property
+    def d_cache(self) -> DynamicCache | None:
+        """The drafter's own cache (the model drafter's), else None."""
+        return getattr(self.drafter, "cache", None)
 
     @property
     def finished(self) -> bool:
@@ -136,10 +170,10 @@ class SpeculativeEngine:
 
     # ------------------------------------------------------------------------------ round
 
-    def _round_k(self) -> int:
-        """K for this round: fewer near max_new_tokens (the round's last token is the
-        target's own) and near the models' context length."""
-        k = min(self.settings.k, self.settings.max_new_tokens - self.n_generated - 1)
+    def _limit_k(self, k: int) -> int:
+        """At most k, fewer near max_new_tokens (the round's last token is the target's
+        own) and near the models' context length."""
+        k = min(k, self.settings.max_new_tokens - self.n_generated - 1)
         if self.max_len is not None:
             k = min(k, self.max_len - len(self.ids))
         return max(k, 0)
@@ -159,17 +193,20 @@ class SpeculativeEngine:
         settings = self.settings
         config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
         context_len = len(self.ids)
+        policy_k = self.policy.next_k()
 
         start = time.perf_counter()
-        drafted, q = self._draft(self._round_k(), config)
+        proposal = self._draft(policy_k, config)
         self._sync()
         draft_ms = 1000 * (time.perf_counter() - start)
 
         start = time.perf_counter()
+        drafted, q = proposal.tokens, proposal.q
         p, verdict = self._verify(drafted, q, config)
         emitted, finish = self._advance(drafted, verdict)
         self._sync()
         verify_ms = 1000 * (time.perf_counter() - start)
+        self.policy.update(len(drafted), verdict.n_accepted)
 
         start = time.perf_counter()
         top_n = settings.top_n if self.trace else 0
@@ -188,28 +225,27 @@ class SpeculativeEngine:
             tokens=tokens,
             settings=settings,
             finish_reason=finish,
+            k=policy_k,
+            stop=proposal.stop,
             events_ms=events_ms,
+            copied_from=proposal.copied_from,
         )
         self.round_index += 1
         return rnd
 
-    def _draft(self, k: int, config: SamplingConfig) -> tuple[list[int], torch.Tensor]:
-        """Up to k tokens, one draft forward each, each sampled from the warped q it is
-        judged by: (drafted, q [k, V])."""
-        pair, vocab = self.pair, self.pair.vocab_size
-        drafted: list[int] = []
-        q_rows: list[torch.Tensor] = []
-        feed = self.ids[self.d_cache.get_seq_length() :]  # >= 1 token: catches the cache up
-        for _ in range(k):
-            q_i = warp(forward(pair.draft, feed, self.d_cache, vocab, keep=1)[0], config)  # [V]
-            token = sample(q_i, self.generator)
-            q_rows.append(q_i)
-            drafted.append(token)
-            feed = [token]
-            if token == pair.eos_token_id:
-                break  # nothing after an end-of-text token can be emitted
-        q = torch.stack(q_rows) if q_rows else torch.zeros((0, vocab), device=pair.device)
-        return drafted, q  # q: [k, V]
+    def _draft(self, policy_k: int, config: SamplingConfig) -> Proposal:
+        """The drafter's proposal of up to K tokens (fewer near the length limits: then
+        the stop reason is "limit")."""
+        k = self._limit_k(policy_k)
+        if k == 0:  # one token left: the target's own
+            return Proposal(
+                [], torch.zeros((0, self.pair.vocab_size), device=self.pair.device), "limit"
+            )
+        keep = self.policy.keep_drafting if self.policy.uses_confidence else None
+        proposal = self.drafter.propose(self.ids, k, config, self.generator, keep)
+        if k < policy_k and proposal.stop == "k":
+            proposal = dataclasses.replace(proposal, stop="limit")
+        return proposal
 
     def _verify(
         self, drafted: list[int], q: torch.Tensor, config: SamplingConfig
@@ -232,10 +268,10 @@ class SpeculativeEngine:
         if eos is not None and eos in emitted:
             emitted = emitted[: emitted.index(eos) + 1]
             finish = "eos"
-        # The target keeps ids[:-1] of the new sequence; the draft at most that.
+        # The target keeps ids[:-1] of the new sequence; the drafter at most that.
         self.ids.extend(emitted)
-        _crop_to(self.t_cache, len(self.ids) - 1)
-        _crop_to(self.d_cache, min(self.d_cache.get_seq_length(), len(self.ids) - 1))
+        crop_to(self.t_cache, len(self.ids) - 1)
+        self.drafter.rollback(len(self.ids) - 1)
         if finish is None and self.n_generated >= self.settings.max_new_tokens:
             finish = "max_new_tokens"
         if finish is None and self.max_len is not None and len(self.ids) >= self.max_len:

@@ -381,6 +381,8 @@ def position_distributions(pair, context_ids: Sequence[int], settings, top_n: in
     from .decode import forward
     from .engine import max_positions
 
+    if pair.draft is None:
+        raise ValueError("the lab compares a draft model's q with p: load a pair with a draft")
     ids = [int(i) for i in context_ids]
     if not ids:
         raise ValueError("the context is empty: the models need at least one token to read")

@@ -54,13 +54,14 @@ class LoadOptions:
 
 @dataclass
 class ModelPair:
-    """A loaded target and draft that share one tokenizer and one vocabulary."""
+    """A loaded target and draft that share one tokenizer and one vocabulary. The draft is
+    None when only the target was loaded (drafters without a model: lookup, early exit)."""
 
     target: torch.nn.Module
-    draft: torch.nn.Module
+    draft: torch.nn.Module | None
     tokenizer: object  # a transformers PreTrainedTokenizerBase
     target_info: ModelInfo
-    draft_info: ModelInfo
+    draft_info: ModelInfo | None
     vocab_size: int  # logits are cut to this many columns for both models
     device: torch.device  # the target's input device: where p, q and verify() live
     draft_device: torch.device | None = None  # None: the same as device
@@ -381,7 +382,7 @@ def generation_defaults(model) -> dict:
 
 def load_pair(
     target: str,
-    draft: str,
+    draft: str | None,
     options: LoadOptions | None = None,
     progress: Progress | None = None,
     **fields,
@@ -389,6 +390,7 @@ def load_pair(
     """Load both models and the shared tokenizer, or raise ModelLoadError.
 
     options: a LoadOptions, or its fields as keywords (`device="cuda", dtype="bfloat16"`).
+    draft None: the target alone (for a drafter that needs no draft model).
     """
     if options is None:
         try:
@@ -402,6 +404,8 @@ def load_pair(
     draft_dev = resolve_device(options.draft_device) if options.draft_device else None
     # Resolved once: a built-in pair's resolve() may check or convert a cache folder.
     t_source, t_local = resolve_spec(target, "target", progress)
+    if draft is None:
+        return _load_target_alone(target, t_source, t_local, dev, options, progress)
     d_source, d_local = resolve_spec(draft, "draft", progress)
     _check_options(options, t_local, d_local)
     trust = {"trust_remote_code": options.trust_remote_code}
@@ -430,3 +434,14 @@ def load_pair(
         draft_dev,
         generation_defaults(t_model),
     )
+
+
+def _load_target_alone(target, t_source, t_local, dev, options, progress) -> ModelPair:
+    _check_options(options, t_local, False)
+    trust = {"trust_remote_code": options.trust_remote_code}
+    t_tok = load_tokenizer(t_source, t_local, "target", target, revision=options.revision, **trust)
+    t_model, t_info = load_model(target, t_source, t_local, "target", dev, options, progress)
+    return ModelPair(
+        t_model, None, t_tok, t_info, None, t_info.vocab_size, input_device(t_model), None,
+        generation_defaults(t_model),
+    )  # fmt: skip
