@@ -16,9 +16,9 @@ from .common import (
     adopt_generation_config,
     fail,
     load_options,
-    model_specs,
     settings_from,
 )
+from .drafting import add_drafter_options, drafting_from, pair_specs
 
 MARKS = {"accepted": "+", "rejected": "x", "discarded": "-", "resampled": "~", "bonus": "*"}
 COLOURS = {
@@ -34,6 +34,7 @@ def add_parser(sub) -> None:
     parser = sub.add_parser("run", help="run speculative decoding headless", description=__doc__)
     add_model_args(parser)
     add_sampling_args(parser)
+    add_drafter_options(parser)
     prompt = parser.add_argument_group("prompt and output")
     prompt.add_argument("--prompt", help="the text to continue")
     prompt.add_argument("--prompt-file", help="read the prompt from a file")
@@ -126,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from(args)
         prompt = _prompt(args)
-        target, draft = model_specs(args)
+        drafter, policy = drafting_from(args)
+        target, draft = pair_specs(args, drafter)
         options = load_options(args)
         if args.trace:
             check_target(args.trace, force=args.force)
@@ -160,8 +162,10 @@ def run(args: argparse.Namespace) -> int:
         progress("the target has no generation_config.json: the sampling options stand")
     from ..core.engine import SpeculativeEngine
 
-    engine = SpeculativeEngine(pair, settings, trace=bool(args.trace))
     try:
+        engine = SpeculativeEngine(
+            pair, settings, trace=bool(args.trace), drafter=drafter, policy=policy
+        )
         header = engine.prefill(prompt)
     except ValueError as e:
         return fail(str(e))
