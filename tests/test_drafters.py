@@ -373,3 +373,34 @@ def test_heuristic_and_threshold_policies_record_k_and_stop(pair):
         assert last.q < 0.5
         assert all(t.q >= 0.5 for t in r.tokens[: r.n_drafted - 1])
     assert {r.stop for r in rounds} <= {"k", "eos", "threshold", "limit"}
+
+
+def test_a_lookup_session_round_trips_through_a_trace(pair, tmp_path):
+    from specviz.core.session import Session
+    from specviz.core.tracefile import load, save
+
+    engine = SpeculativeEngine(
+        target_only(pair), Settings(k=4, seed=1, max_new_tokens=20), drafter=LOOKUP,
+        policy=HEURISTIC,
+    )  # fmt: skip
+    session = Session(engine.prefill(PROMPTS[0], calibrate=False))
+    for rnd in engine.run():
+        session.append(rnd)
+    save(session, tmp_path / "t.jsonl")
+    loaded = load(tmp_path / "t.jsonl")
+    assert loaded.header.drafter == session.header.drafter
+    assert loaded.header.policy == session.header.policy
+    assert [r.copied_from for r in loaded.rounds] == [r.copied_from for r in session.rounds]
+    assert [(r.k, r.stop) for r in loaded.rounds] == [(r.k, r.stop) for r in session.rounds]
+    assert list(loaded.rounds) == list(session.rounds)
+
+
+def test_changing_k_restarts_the_heuristic(pair):
+    engine = SpeculativeEngine(
+        pair, Settings(k=2, seed=0, max_new_tokens=100), trace=False, policy=HEURISTIC
+    )
+    engine.prefill(PROMPTS[1], calibrate=False)
+    for _ in range(4):
+        engine.step()
+    engine.update_settings(dataclasses.replace(engine.settings, k=7))
+    assert engine.step().k == 7
