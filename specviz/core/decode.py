@@ -22,7 +22,7 @@ def forward(
 
     Returns float logits [keep, vocab]; the cache grows by len(tokens).
     """
-    device = next(model.parameters()).device
+    device = model.get_input_embeddings().weight.device  # where the ids go in (device_map)
     input_ids = torch.tensor([tokens], dtype=torch.long, device=device)  # [1, T]
     # No padding, ever; an explicit all-ones mask says so (and keeps transformers from
     # warning when a token equals the pad id).

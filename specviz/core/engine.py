@@ -180,7 +180,8 @@ class SpeculativeEngine:
 
     def _sync(self) -> None:
         """Wait for queued GPU work, so that a wall time covers the work it names."""
-        if self.pair.device.type == "cuda":
+        devices = (self.pair.device, getattr(self.pair, "draft_device", None))
+        if any(d is not None and d.type == "cuda" for d in devices):
             torch.cuda.synchronize()
 
     @torch.inference_mode()
@@ -201,7 +202,7 @@ class SpeculativeEngine:
         draft_ms = 1000 * (time.perf_counter() - start)
 
         start = time.perf_counter()
-        drafted, q = proposal.tokens, proposal.q
+        drafted, q = proposal.tokens, proposal.q.to(self.pair.device)  # a draft may live apart
         p, verdict = self._verify(drafted, q, config)
         emitted, finish = self._advance(drafted, verdict)
         self._sync()
