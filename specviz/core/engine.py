@@ -26,6 +26,7 @@ from .early_exit import EarlyExitDrafter
 from .events import round_events
 from .models import ModelPair
 from .policies import Policy, PolicyConfig
+from .probes import Prober
 from .sampling import SamplingConfig, Verdict, verify, warp
 from .trace import ModelInfo, Round, SessionHeader, Settings
 
@@ -72,6 +73,7 @@ class SpeculativeEngine:
         calibration_tokens: int = 16,
         drafter: DrafterConfig | None = None,
         policy: PolicyConfig | None = None,
+        prober: Prober | None = None,
     ):
         settings.validate()
         self.pair = pair
@@ -85,6 +87,9 @@ class SpeculativeEngine:
         limits = [m for m in (max_positions(pair.target), self.drafter.max_positions) if m]
         self.max_len = min(limits) if limits else None
         self._texts: dict[int, str] = {}
+        # Cost-model probes between rounds (core/probes.py), in sessions that calibrate.
+        self.prober = prober or Prober()
+        self.probing = False
 
     # ------------------------------------------------------------------------------ setup
 
@@ -130,6 +135,7 @@ class SpeculativeEngine:
         self.generator.manual_seed(self.settings.seed)
         self.finish_reason = None
         self.round_index = 0
+        self.probing = calibrate
         self.header = SessionHeader(
             session_id=uuid.uuid4().hex[:12],
             prompt=prompt,
@@ -230,6 +236,7 @@ class SpeculativeEngine:
             stop=proposal.stop,
             events_ms=events_ms,
             copied_from=proposal.copied_from,
+            probes=self.prober.after_round(self) if self.probing else None,  # untimed
         )
         self.round_index += 1
         return rnd

@@ -1,0 +1,332 @@
+"""The measured cost model, the speedup you can trust, and the refined prediction.
+
+Everything here is computed from round records (their times, token fates and `probes`, trace
+schema 1.1), so a replayed trace gives the same figures as the live session. No torch.
+
+- T_t(n): one target pass over n new tokens at the session's context (probes, core/probes.py);
+  T_d(1): one draft step. Running medians over the last `probe_window` probes, so that a few
+  slow passes on a busy machine do not swing them.
+- o: the per-round overhead (sampling, the rule, the caches): a round's time minus its
+  forward passes, o = round ms - (n_drafted T_d(1) + T_t(n_drafted + 1)), median over the
+  window; with rounds of several K it is fitted as o0 + o1 K.
+- measured speedup = T_t(1) x emitted tokens / the rounds' time, over the last `window`
+  rounds. A round emits at most K + 1 tokens for at least one target pass, so a value above
+  K + 1 is impossible: it is flagged (a slow probe or a bad clock), never shown as fact.
+- refined prediction: with per-position acceptance a_1..a_K (a_i = accepted / judged at
+  drafted position i), E = 1 + sum_i prod_{j<=i} a_j tokens per round, and
+  speedup = E T_t(1) / (K T_d(1) + T_t(K+1) + o).
+- Leviathan et al. 2023 (eq. 1, core/stats.py): (1 - a^(K+1)) / ((1 - a)(K c + 1)),
+  c = T_d(1) / T_t(1); it assumes T_t(K+1) = T_t(1) and o = 0, so it overestimates.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .stats import predicted_speedup
+from .trace import Round
+
+ADVISOR_KS = tuple(range(1, 17))  # the K the advisor's curve covers
+STEADY = 3  # probes of one n before its own median is used rather than the fitted line
+
+
+def expected_tokens(accept: Sequence[float]) -> float:
+    """E = 1 + sum_i prod_{j<=i} a_j: expected tokens a round of K = len(accept) emits.
+
+    a_i is the probability that drafted position i is accepted given that all before it
+    were; position i is reached (and its token emitted) with probability prod_{j<=i} a_j,
+    and every round ends with one target token (resampled or bonus).
+    """
+    total, reach = 1.0, 1.0
+    for a in accept:
+        reach *= a
+        total += reach
+    return total
+
+
+def refined_speedup(
+    accept: Sequence[float], t_target_1: float, t_draft: float, t_target_k1: float, overhead: float
+) -> float:
+    """E T_t(1) / (K T_d(1) + T_t(K+1) + o): target-only ms per token over speculative."""
+    k = len(accept)
+    return expected_tokens(accept) * t_target_1 / (k * t_draft + t_target_k1 + overhead)
+
+
+def acceptance_for(by_position: Sequence[float | None], k: int, fallback: float) -> list[float]:
+    """a_1..a_k: the measured ones; positions never judged take the last measured value (or
+    `fallback` when there is none): an extrapolation, used for the advisor's longer K."""
+    out: list[float] = []
+    last = fallback
+    for i in range(k):
+        a = by_position[i] if i < len(by_position) else None
+        if a is not None:
+            last = a
+        out.append(last)
+    return out
+
+
+def theil_sen(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """(intercept, slope) of the Theil-Sen line: the median of pairwise slopes, robust to a
+    few points slowed by a busy machine. None for fewer than two distinct x."""
+    slopes = [
+        (y2 - y1) / (x2 - x1)
+        for i, (x1, y1) in enumerate(points)
+        for x2, y2 in points[i + 1 :]
+        if x2 != x1
+    ]
+    if not slopes:
+        return None
+    slope = statistics.median(slopes)
+    return statistics.median(y - slope * x for x, y in points), slope
+
+
+def _median(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return statistics.median(values) if values else None
+
+
+def _judged(rnd: Round) -> list[bool]:
+    """Accepted (True) / rejected (False) for each judged drafted position, in order."""
+    return [t.status == "accepted" for t in rnd.tokens if t.status in ("accepted", "rejected")]
+
+
+def round_k(rnd: Round) -> int:
+    """The K a round was asked for: its policy's k, its settings' k, or what it drafted."""
+    if rnd.k is not None:
+        return rnd.k
+    if rnd.settings is not None:
+        return rnd.settings.k
+    return rnd.n_drafted
+
+
+@dataclass(frozen=True)
+class Costs:
+    """A snapshot of the measured costs, ms. Absent figures are None."""
+
+    target: dict[int, float]  # n -> running median of T_t(n)
+    counts: dict[int, int]  # n -> probes in that median
+    draft: float | None  # T_d(1)
+    overhead0: float | None  # o = overhead0 + overhead1 * K
+    overhead1: float
+    context_len: int | None  # of the latest probe
+    n_probes: int  # probes folded so far
+
+    def t_target(self, n: int) -> float | None:
+        """T_t(n): the running median where `STEADY` or more probes measured n, else the
+        robust line through all measured n (n = K + 1 of the session's K and n = 1 are
+        measured at every probe; the rest once at the start and then in rotation)."""
+        if self.counts.get(n, 0) >= STEADY or (n in self.target and len(self.target) == 1):
+            return self.target[n]
+        line = theil_sen([(m, t) for m, t in self.target.items()])
+        if line is None:
+            return self.target.get(n)
+        return max(line[0] + line[1] * n, 0.0)
+
+    def overhead(self, k: float) -> float:
+        if self.overhead0 is None:
+            return 0.0
+        return max(self.overhead0 + self.overhead1 * k, 0.0)
+
+    @property
+    def cost_ratio(self) -> float | None:
+        """c = T_d(1) / T_t(1), as Leviathan's formula uses it."""
+        t1 = self.t_target(1)
+        return self.draft / t1 if t1 and self.draft is not None else None
+
+    def refined(self, accept: Sequence[float]) -> float | None:
+        k = len(accept)
+        t1, tk1 = self.t_target(1), self.t_target(k + 1)
+        if t1 is None or tk1 is None or self.draft is None:
+            return None
+        return refined_speedup(accept, t1, self.draft, tk1, self.overhead(k))
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the window, `specviz tune` and the advisor show, from one window of rounds."""
+
+    rounds: int  # in the window
+    first_round: int | None  # index of the window's first round
+    k: int | None  # the largest K asked for in the window
+    emitted: int
+    ms: float  # the rounds' own time (draft + verify; probes and token records excluded)
+    costs: Costs
+    acceptance_by_position: tuple[float | None, ...]
+    alpha: float | None  # accepted / judged over the window
+    speedup_measured: float | None
+    impossible: bool  # speedup_measured above K + 1: not a measurement to believe
+    speedup_refined: float | None  # at the window's K
+    speedup_leviathan: float | None  # at the window's K, alpha and c
+    curve: tuple[tuple[int, float], ...]  # (K, refined prediction) for ADVISOR_KS
+    best_k: int | None  # argmax of the curve
+
+    @property
+    def baseline_ms_per_token(self) -> float | None:
+        return self.costs.target.get(1)
+
+    @property
+    def tokens_per_round(self) -> float | None:
+        return self.emitted / self.rounds if self.rounds else None
+
+
+class CostModel:
+    """Folds round records; running medians over the last `window` rounds / `probe_window`
+    probes. O(window) work per snapshot, whatever the session length. One owner thread."""
+
+    def __init__(self, window: int = 64, probe_window: int = 16):
+        self.window = window
+        self.probe_window = probe_window
+        self.rounds: deque[tuple[int, int, int, int, float, tuple[bool, ...]]] = deque(
+            maxlen=window
+        )  # (index, k, n_drafted, emitted, ms, judged fates)
+        self.target: dict[int, deque[float]] = {}
+        self.draft: deque[float] = deque(maxlen=probe_window)
+        self.context_len: int | None = None
+        self.n_probes = 0
+
+    def add(self, rnd: Round) -> None:
+        self.rounds.append(
+            (rnd.index, round_k(rnd), rnd.n_drafted, rnd.n_emitted, rnd.ms, tuple(_judged(rnd)))
+        )
+        if rnd.probes:
+            self.add_probes(rnd.probes)
+
+    def extend(self, rounds: Iterable[Round]) -> CostModel:
+        for rnd in rounds:
+            self.add(rnd)
+        return self
+
+    def add_probes(self, probes: dict) -> None:
+        """One probe record: {"context_len", "target_ms": [[n, ms], ...], "draft_ms"}."""
+        for n, ms in probes.get("target_ms") or ():
+            self.target.setdefault(int(n), deque(maxlen=self.probe_window)).append(float(ms))
+        if probes.get("draft_ms") is not None:
+            self.draft.append(float(probes["draft_ms"]))
+        self.context_len = probes.get("context_len", self.context_len)
+        self.n_probes += 1
+
+    def costs(self) -> Costs:
+        target = {n: statistics.median(ms) for n, ms in sorted(self.target.items()) if ms}
+        counts = {n: len(ms) for n, ms in self.target.items()}
+        draft = _median(self.draft)
+        partial = Costs(target, counts, draft, None, 0.0, self.context_len, self.n_probes)
+        o0, o1 = self._overhead(partial)
+        return Costs(target, counts, draft, o0, o1, self.context_len, self.n_probes)
+
+    def _overhead(self, costs: Costs) -> tuple[float | None, float]:
+        """o per round: the median of (round ms - its passes) at each n_drafted; a line
+        o0 + o1 n through them when the window holds several n, else a constant."""
+        if costs.draft is None or not costs.target:
+            return None, 0.0
+        by_n: dict[int, list[float]] = {}
+        for _, _, n, _, ms, _ in self.rounds:
+            passes = n * costs.draft + (costs.t_target(n + 1) or 0.0)
+            by_n.setdefault(n, []).append(ms - passes)
+        if not by_n:
+            return None, 0.0
+        points = [(n, statistics.median(v), len(v)) for n, v in by_n.items()]
+        if len(points) == 1:
+            return points[0][1], 0.0
+        weight = sum(w for _, _, w in points)
+        mean_n = sum(n * w for n, _, w in points) / weight
+        mean_o = sum(o * w for _, o, w in points) / weight
+        var = sum(w * (n - mean_n) ** 2 for n, _, w in points)
+        slope = sum(w * (n - mean_n) * (o - mean_o) for n, o, w in points) / var
+        return mean_o - slope * mean_n, slope
+
+    def acceptance_by_position(self) -> list[float | None]:
+        judged: list[int] = []
+        accepted: list[int] = []
+        for *_, fates in self.rounds:
+            for i, ok in enumerate(fates):
+                if i == len(judged):
+                    judged.append(0)
+                    accepted.append(0)
+                judged[i] += 1
+                accepted[i] += ok
+        return [a / j if j else None for a, j in zip(accepted, judged)]
+
+    def figures(self) -> Figures:
+        costs = self.costs()
+        rounds = list(self.rounds)
+        emitted = sum(r[3] for r in rounds)
+        ms = sum(r[4] for r in rounds)
+        k = max((r[1] for r in rounds), default=None)
+        judged = sum(len(r[5]) for r in rounds)
+        alpha = sum(sum(r[5]) for r in rounds) / judged if judged else None
+        by_pos = self.acceptance_by_position()
+        t1 = costs.t_target(1)
+        measured = t1 * emitted / ms if t1 and ms > 0 and emitted else None
+        impossible = measured is not None and k is not None and measured > k + 1
+        curve: list[tuple[int, float]] = []
+        refined = leviathan = None
+        if alpha is not None:
+            for kk in ADVISOR_KS:
+                value = costs.refined(acceptance_for(by_pos, kk, alpha))
+                if value is not None:
+                    curve.append((kk, value))
+            if k:
+                refined = costs.refined(acceptance_for(by_pos, k, alpha))
+                c = costs.cost_ratio
+                leviathan = predicted_speedup(alpha, k, c) if c is not None else None
+        best = max(curve, key=lambda kv: kv[1])[0] if curve else None
+        return Figures(
+            rounds=len(rounds),
+            first_round=rounds[0][0] if rounds else None,
+            k=k,
+            emitted=emitted,
+            ms=ms,
+            costs=costs,
+            acceptance_by_position=tuple(by_pos),
+            alpha=alpha,
+            speedup_measured=measured,
+            impossible=impossible,
+            speedup_refined=refined,
+            speedup_leviathan=leviathan,
+            curve=tuple(curve),
+            best_k=best,
+        )
+
+
+def figures(rounds: Iterable[Round], window: int = 64) -> Figures:
+    """The cost-model figures over the last `window` of these rounds."""
+    return CostModel(window=window).extend(rounds).figures()
+
+
+def whatif_acceptance(rounds: Iterable[Round], k: int) -> dict:
+    """An ESTIMATE of what a session with K' = k (smaller than the one run) would have seen:
+    from the first k judged positions of each stored round. A K' round ends at the first
+    rejection among them, or after k acceptances (then a bonus token); the later positions
+    of the real round were drafted with more context and are ignored.
+
+    Returns {"k", "rounds", "acceptance" (accepted / judged), "tokens_per_round",
+    "acceptance_by_position"}; rounds with fewer than k judged positions that were not
+    ended by a rejection (an end-of-text, a length limit) count with what they have.
+    """
+    judged = accepted = emitted = n_rounds = 0
+    by_judged = [0] * k
+    by_accepted = [0] * k
+    for rnd in rounds:
+        fates = _judged(rnd)[:k]
+        n_rounds += 1
+        judged += len(fates)
+        got = 0
+        for i, ok in enumerate(fates):
+            by_judged[i] += 1
+            by_accepted[i] += ok
+            if not ok:
+                break
+            got += 1
+        accepted += got
+        emitted += got + 1
+    return {
+        "k": k,
+        "rounds": n_rounds,
+        "acceptance": accepted / judged if judged else None,
+        "tokens_per_round": emitted / n_rounds if n_rounds else None,
+        "acceptance_by_position": [a / j if j else None for a, j in zip(by_accepted, by_judged)],
+        "estimate": True,
+    }

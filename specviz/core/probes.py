@@ -1,0 +1,136 @@
+"""Cost-model probes: short target-only and draft-only passes between rounds.
+
+After some rounds the engine hands itself to `Prober.after_round`, which times, on the
+engine's own KV caches at the current context length,
+
+- T_t(n): one target pass over n new tokens, then the pick of one token from the last row
+  (what a target-only decoding step does when n = 1), for the n the cost model needs;
+- T_d(1): one draft step (forward, warp, sample), the step a round repeats K times;
+
+and crops both caches back to where they were. The probes draw from their own generator,
+never the session's, and are timed outside the round's draft_ms / verify_ms, so a session
+with probes emits exactly the tokens of one without (tests/test_costmodel.py). The figures
+go into the round record (`Round.probes`, trace schema 1.1) and the cost model
+(core/costmodel.py) keeps running medians of them.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from .decode import forward
+from .drafters import ModelDrafter
+from .sampling import SamplingConfig, sample, warp
+
+# `engine` below is a SpeculativeEngine (core/engine.py, which imports this module): its
+# pair, settings, ids, max_len, round_index, t_cache and d_cache are read, the caches grown
+# and cropped back.
+DRAFTER_CONTEXT = 128  # context tokens a drafter other than a model is timed on
+ADVISOR_K_MAX = 16  # the advisor's curve runs K = 1..16, so it needs T_t(n) up to 17
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """When to probe and how much. A probe costs about (repeats * 2 + 2) target steps."""
+
+    every: int = 8  # rounds between probes (the first is after round 0)
+    repeats: int = 3  # passes at n = 1 and n = K + 1 each probe; their median is recorded
+    n_max: int = ADVISOR_K_MAX + 1  # the first probe measures T_t(n) for n = 1..n_max
+
+
+def _crop_to(cache: DynamicCache, length: int) -> None:
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)  # transformers 5: minus the number of positions to drop
+
+
+class Prober:
+    """Times target and draft passes between rounds of one engine. One owner thread."""
+
+    def __init__(self, plan: ProbePlan | None = None):
+        self.plan = plan or ProbePlan()
+        self.generator = torch.Generator()  # the probes' own draws: the session's stay intact
+        self.generator.manual_seed(0)
+        self._next_n = 2  # the one extra n each later probe measures, in rotation
+
+    def due(self, round_index: int) -> bool:
+        return round_index % max(self.plan.every, 1) == 0
+
+    def after_round(self, engine) -> dict[str, Any] | None:
+        """Probe if one is due after the engine's current round; the record's `probes`."""
+        if not self.due(engine.round_index):
+            return None
+        return self.probe(engine, full=engine.round_index == 0)
+
+    @torch.inference_mode()
+    def probe(self, engine, full: bool = False) -> dict[str, Any] | None:
+        """{"context_len", "target_ms": [[n, ms], ...], "draft_ms"} at the current context.
+
+        full: T_t(n) for every n = 1..n_max once more (session start); otherwise n = 1 and
+        n = K + 1 `repeats` times and one other n in rotation. Caches are left as found.
+        """
+        pair, ids = engine.pair, engine.ids
+        if pair.device.type != "cpu" and self.generator.device != pair.device:
+            self.generator = torch.Generator(device=pair.device)
+            self.generator.manual_seed(0)
+        settings = engine.settings
+        config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
+        t_len = engine.t_cache.get_seq_length()
+        room = self.plan.n_max if engine.max_len is None else engine.max_len - t_len
+        n_hi = min(self.plan.n_max, room)
+        if n_hi < 1:
+            return None
+        k1 = min(settings.k + 1, n_hi)
+        if full:
+            plan = [1, k1] * self.plan.repeats + list(range(2, n_hi + 1))
+        else:
+            extra = self._next_n if self._next_n <= n_hi else 2
+            self._next_n = extra + 1 if extra < self.plan.n_max else 2
+            plan = [1, k1] * self.plan.repeats + ([extra] if n_hi >= 2 else [])
+        times: dict[int, list[float]] = {}
+        draft_times: list[float] = []
+        for n in plan:
+            times.setdefault(n, []).append(self._target_ms(engine, ids, n, t_len, config))
+            if len(draft_times) < self.plan.repeats:
+                draft_times.append(self._draft_ms(engine, ids, config))
+        return {
+            "context_len": len(ids),
+            "target_ms": [[n, statistics.median(ms)] for n, ms in sorted(times.items())],
+            "draft_ms": statistics.median(draft_times),
+        }
+
+    def _target_ms(self, engine, ids, n: int, t_len: int, config: SamplingConfig) -> float:
+        pair = engine.pair
+        tokens = [ids[-1]] * n  # what the tokens are does not change the cost
+        start = time.perf_counter()
+        logits = forward(pair.target, tokens, engine.t_cache, pair.vocab_size, keep=n)
+        self._pick(logits[-1], config)
+        ms = 1000 * (time.perf_counter() - start)
+        _crop_to(engine.t_cache, t_len)
+        return ms
+
+    def _draft_ms(self, engine, ids, config: SamplingConfig) -> float:
+        drafter, vocab = engine.drafter, engine.pair.vocab_size
+        if not isinstance(drafter, ModelDrafter):
+            # Prompt lookup, early exit: the drafter's own step measurement on a short tail
+            # of the context (early exit's cache is the target's: not touched here).
+            return drafter.measure_ms(ids[-DRAFTER_CONTEXT:], 1)
+        cache = drafter.cache
+        d_len = cache.get_seq_length()  # a prefix of ids[:-1]: ids[d_len] is the next token
+        start = time.perf_counter()
+        logits = forward(drafter.model, [ids[d_len]], cache, vocab, keep=1)
+        self._pick(logits[0], config)
+        ms = 1000 * (time.perf_counter() - start)
+        _crop_to(cache, d_len)
+        return ms
+
+    def _pick(self, logits: torch.Tensor, config: SamplingConfig) -> int:
+        """The sampling step of a decoding step (it also waits for the device)."""
+        probs = warp(logits, config)  # [V]
+        return int(probs.argmax()) if config.greedy else sample(probs, self.generator)

@@ -1,0 +1,246 @@
+"""The cost model: probes leave a session's tokens and times alone; the refined formula
+matches a Monte Carlo of the rule; measured speedup, impossible values, the what-if."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import torch
+
+from specviz.core import costmodel
+from specviz.core.costmodel import (
+    CostModel,
+    acceptance_for,
+    expected_tokens,
+    refined_speedup,
+    theil_sen,
+    whatif_acceptance,
+)
+from specviz.core.engine import SpeculativeEngine
+from specviz.core.probes import ProbePlan, Prober
+from specviz.core.sampling import verify
+from specviz.core.trace import Round, Settings, TokenEvent
+
+
+def make_round(index, fates, ms=10.0, k=None, probes=None, bonus=None):
+    """A round whose judged positions have these fates (True = accepted)."""
+    tokens = []
+    for ok in fates:
+        tokens.append(TokenEvent(id=1, text="a", status="accepted" if ok else "rejected"))
+        if not ok:
+            break
+    n_acc = sum(1 for t in tokens if t.status == "accepted")
+    k = k if k is not None else len(fates)
+    tokens += [TokenEvent(id=2, text="d", status="discarded")] * (k - len(tokens))
+    last = "bonus" if n_acc == k else "resampled"
+    tokens.append(TokenEvent(id=3, text="b", status=bonus or last))
+    return Round("s", index, 10, ms / 2, ms / 2, k, n_acc, tuple(tokens), probes=probes)
+
+
+# --- the formulas --------------------------------------------------------------------------
+
+
+def test_expected_tokens_closed_forms():
+    assert expected_tokens([]) == 1
+    assert expected_tokens([1, 1, 1]) == 4
+    assert expected_tokens([0, 1, 1]) == 1
+    a = 0.7
+    geometric = (1 - a**5) / (1 - a)  # Leviathan's E for K = 4 and constant alpha
+    assert expected_tokens([a] * 4) == pytest.approx(geometric)
+
+
+@pytest.mark.parametrize("accept", [[0.9, 0.6, 0.3], [0.5, 0.5, 0.5, 0.5, 0.5], [0.95, 0.1]])
+def test_refined_expectation_matches_monte_carlo_of_the_rule(accept):
+    """The real verify() with p, q built so that position i is accepted with probability
+    a_i: the mean emitted tokens per round equals E = 1 + sum_i prod_{j<=i} a_j."""
+    k = len(accept)
+    q = torch.zeros(k, 2)
+    q[:, 0] = 1.0  # the draft always proposes token 0
+    p = torch.zeros(k + 1, 2)
+    p[:k, 0] = torch.tensor(accept)
+    p[:k, 1] = 1 - p[:k, 0]  # p(0) / q(0) = a_i
+    p[k] = 0.5
+    tokens = torch.zeros(k, dtype=torch.long)
+    gen = torch.Generator().manual_seed(7)
+    n = 20000
+    emitted = [verify(p, q, tokens, gen).n_accepted + 1 for _ in range(n)]
+    mean = sum(emitted) / n
+    sd = math.sqrt(sum((e - mean) ** 2 for e in emitted) / (n - 1))
+    assert abs(mean - expected_tokens(accept)) < 4 * sd / math.sqrt(n)
+    # And a wrong formula (constant alpha at the mean) is told apart where a_i vary.
+    if len(set(accept)) > 1:
+        flat = expected_tokens([sum(accept) / k] * k)
+        assert abs(mean - flat) > 4 * sd / math.sqrt(n)
+
+
+def test_refined_speedup_arithmetic():
+    # E = 1 + .5 + .25 = 1.75; round = 2 * 1 + 12 + 1 = 15 ms; baseline 10 ms/token.
+    assert refined_speedup([0.5, 0.5], 10.0, 1.0, 12.0, 1.0) == pytest.approx(1.75 * 10 / 15)
+
+
+def test_acceptance_for_extrapolates_the_last_measured():
+    assert acceptance_for([0.9, None, 0.5], 5, 0.7) == [0.9, 0.9, 0.5, 0.5, 0.5]
+    assert acceptance_for([], 2, 0.7) == [0.7, 0.7]
+
+
+def test_theil_sen_ignores_one_slow_point():
+    points = [(n, 10 + 2 * n) for n in range(1, 10)] + [(5, 500.0)]
+    intercept, slope = theil_sen(points)
+    assert slope == pytest.approx(2.0) and intercept == pytest.approx(10.0)
+
+
+# --- the model on round records -------------------------------------------------------------
+
+
+def probe(t1=10.0, slope=2.0, draft=1.0, ns=range(1, 18)):
+    return {
+        "context_len": 10,
+        "target_ms": [[n, t1 + slope * (n - 1)] for n in ns],
+        "draft_ms": draft,
+    }
+
+
+def test_measured_speedup_is_baseline_times_tokens_over_round_time():
+    rounds = [make_round(i, [True, True, False, False], ms=20.0) for i in range(10)]
+    rounds[0] = make_round(0, [True, True, False, False], ms=20.0, probes=probe())
+    fig = costmodel.figures(rounds)
+    # 3 tokens a round, 20 ms a round, baseline 10 ms/token -> 1.5x
+    assert fig.speedup_measured == pytest.approx(1.5)
+    assert not fig.impossible
+    assert fig.alpha == pytest.approx(2 / 3)
+    assert fig.acceptance_by_position == (1.0, 1.0, 0.0)
+    # o = 20 - (4 * 1 + T_t(5) = 18) = -2 is clipped at 0 in predictions
+    assert fig.costs.overhead0 == pytest.approx(-2.0)
+    assert fig.speedup_refined == pytest.approx(3 * 10 / 22)
+
+
+def test_impossible_speedup_is_flagged():
+    # K = 1: at most 2 tokens per round; a probe that says the target costs 100 ms a token
+    # while rounds of 2 tokens take 10 ms claims 20x.
+    rounds = [make_round(i, [True], ms=10.0) for i in range(5)]
+    rounds[0] = make_round(0, [True], ms=10.0, probes=probe(t1=100.0))
+    fig = costmodel.figures(rounds)
+    assert fig.speedup_measured == pytest.approx(20.0)
+    assert fig.impossible
+
+
+def test_running_medians_resist_slow_probes():
+    model = CostModel(probe_window=5)
+    for i in range(5):
+        slow = i == 2
+        model.add(make_round(i, [True], probes=probe(t1=1000.0 if slow else 10.0)))
+    assert model.costs().t_target(1) == pytest.approx(10.0)
+
+
+def test_overhead_fitted_over_several_k():
+    # Rounds at K = 2 and K = 6 with o = 3 + 0.5 K beyond their passes.
+    model = CostModel()
+    model.add_probes(probe())
+    for i in range(8):
+        for k in (2, 6):
+            passes = k * 1.0 + 10 + 2 * k
+            model.add(make_round(i, [True] * k, ms=passes + 3 + 0.5 * k))
+    costs = model.costs()
+    assert costs.overhead0 == pytest.approx(3.0) and costs.overhead1 == pytest.approx(0.5)
+    assert costs.overhead(4) == pytest.approx(5.0)
+
+
+def test_advisor_curve_peaks_where_costs_and_acceptance_say():
+    # High acceptance and a cheap draft: the curve rises, then flattens as T_t(K+1) grows.
+    rounds = [make_round(i, [True] * 4, ms=20.0) for i in range(20)]
+    rounds[0] = make_round(0, [True] * 4, ms=20.0, probes=probe(slope=0.0, draft=0.5))
+    fig = costmodel.figures(rounds)
+    ks = [k for k, _ in fig.curve]
+    assert ks == list(range(1, 17))
+    assert fig.best_k == 16  # every draft accepted, a pass over n costs the same
+    rounds = [make_round(i, [True, False], k=4, ms=20.0) for i in range(20)]
+    rounds[0] = make_round(0, [True, False], k=4, ms=20.0, probes=probe(slope=3.0))
+    assert costmodel.figures(rounds).best_k <= 2  # a_2 = 0: drafting beyond 1 is waste
+
+
+def test_whatif_from_the_first_judged_positions():
+    rounds = [
+        make_round(0, [True, True, True, False]),  # K'=2: 2 accepted, bonus -> 3 tokens
+        make_round(1, [True, False, False, False]),  # K'=2: 1 accepted -> 2 tokens
+        make_round(2, [False, False, False, False]),  # 0 accepted -> 1 token
+    ]
+    w = whatif_acceptance(rounds, 2)
+    assert w["estimate"] is True
+    assert w["acceptance"] == pytest.approx(3 / 5)  # judged 2 + 2 + 1
+    assert w["tokens_per_round"] == pytest.approx(2.0)
+    assert w["acceptance_by_position"] == [pytest.approx(2 / 3), pytest.approx(1 / 2)]
+
+
+# --- the probes on a real engine ------------------------------------------------------------
+
+
+def emitted(rounds):
+    return [t.id for r in rounds for t in r.tokens if t.emitted]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_probes_do_not_change_the_tokens(pair, temperature):
+    settings = Settings(k=3, temperature=temperature, seed=5, max_new_tokens=40)
+    plain = SpeculativeEngine(pair, settings, trace=False)
+    plain.prefill("In the beginning God", calibrate=False)
+    without = list(plain.run())
+    probed = SpeculativeEngine(pair, settings, trace=False, prober=Prober(ProbePlan(every=1)))
+    probed.calibration_tokens = 1
+    probed.prefill("In the beginning God")
+    with_probes = list(probed.run())
+    assert all(r.probes is None for r in without)
+    assert all(r.probes for r in with_probes[:-1])  # every round (the last may lack room)
+    assert emitted(with_probes) == emitted(without)
+    # The same figures to the last bit: p, q, accept_prob, u of every token.
+    assert [r.tokens for r in with_probes] == [r.tokens for r in without]
+    first = with_probes[0].probes
+    assert [n for n, _ in first["target_ms"]] == list(range(1, 18))
+    assert first["context_len"] == with_probes[0].context_len + with_probes[0].n_emitted
+
+
+def test_probes_leave_the_caches_as_found(pair):
+    engine = SpeculativeEngine(pair, Settings(k=4, seed=2, max_new_tokens=30), trace=False)
+    engine.prefill("A fool and his money", calibrate=False)
+    list(engine.run(max_rounds=3))
+    before = (engine.t_cache.get_seq_length(), engine.d_cache.get_seq_length())
+    record = engine.prober.probe(engine, full=True)
+    assert (engine.t_cache.get_seq_length(), engine.d_cache.get_seq_length()) == before
+    assert record["draft_ms"] > 0 and all(ms > 0 for _, ms in record["target_ms"])
+
+
+def test_probes_are_not_in_the_rounds_times(pair, monkeypatch):
+    """A probe that takes 1000 s on the engine's clock: no round's time includes it."""
+    import specviz.core.engine as engine_module
+    import specviz.core.probes as probes_module
+
+    skew = [0.0]
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return time.perf_counter() + skew[0]
+
+    real = probes_module.forward
+
+    def slow_forward(*args, **kwargs):
+        skew[0] += 1000.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "time", Clock)
+    monkeypatch.setattr(probes_module, "forward", slow_forward)
+    engine = SpeculativeEngine(
+        pair, Settings(k=3, seed=1, max_new_tokens=30), prober=Prober(ProbePlan(every=1))
+    )
+    engine.calibration_tokens = 1
+    engine.prefill("The quick brown fox")
+    rounds = list(engine.run())
+    assert skew[0] > 0 and sum(1 for r in rounds if r.probes) >= 2
+    assert all(r.draft_ms < 100_000 and r.verify_ms < 100_000 for r in rounds)
+
+
+def test_sessions_that_do_not_calibrate_do_not_probe(pair):
+    engine = SpeculativeEngine(pair, Settings(k=2, seed=1, max_new_tokens=10), trace=False)
+    engine.prefill("A fool", calibrate=False)
+    assert all(r.probes is None for r in engine.run())
