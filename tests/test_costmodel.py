@@ -244,3 +244,8 @@ def test_sessions_that_do_not_calibrate_do_not_probe(pair):
     engine = SpeculativeEngine(pair, Settings(k=2, seed=1, max_new_tokens=10), trace=False)
     engine.prefill("A fool", calibrate=False)
     assert all(r.probes is None for r in engine.run())
+
+
+def test_capped_ms_counts_a_burst_at_three_medians():
+    rounds = [(4, 10.0)] * 9 + [(4, 1000.0), (2, 6.0)]
+    assert costmodel.capped_ms(rounds) == [10.0] * 9 + [30.0, 6.0]

@@ -10,8 +10,10 @@ schema 1.1), so a replayed trace gives the same figures as the live session. No 
   forward passes, o = round ms - (n_drafted T_d(1) + T_t(n_drafted + 1)), median over the
   window; with rounds of several K it is fitted as o0 + o1 K.
 - measured speedup = T_t(1) x emitted tokens / the rounds' time, over the last `window`
-  rounds. A round emits at most K + 1 tokens for at least one target pass, so a value above
-  K + 1 is impossible: it is flagged (a slow probe or a bad clock), never shown as fact.
+  rounds (a round over 3x the median time of its n_drafted counts at that cap, as the
+  probes' medians ignore the same bursts of other work on a busy machine). A round emits at
+  most K + 1 tokens for at least one target pass, so a value above K + 1 is impossible: it
+  is flagged (a slow probe or a bad clock), never shown as fact.
 - refined prediction: with per-position acceptance a_1..a_K (a_i = accepted / judged at
   drafted position i), E = 1 + sum_i prod_{j<=i} a_j tokens per round, and
   speedup = E T_t(1) / (K T_d(1) + T_t(K+1) + o).
@@ -30,6 +32,7 @@ from .stats import predicted_speedup
 from .trace import Round
 
 ADVISOR_KS = tuple(range(1, 17))  # the K the advisor's curve covers
+SLOW = 3.0  # a round slower than SLOW x the median of its n_drafted counts as that much
 STEADY = 3  # probes of one n before its own median is used rather than the fitted line
 
 
@@ -81,6 +84,18 @@ def theil_sen(points: Sequence[tuple[float, float]]) -> tuple[float, float] | No
         return None
     slope = statistics.median(slopes)
     return statistics.median(y - slope * x for x, y in points), slope
+
+
+def capped_ms(rounds: Sequence[tuple[int, float]]) -> list[float]:
+    """The rounds' times, (n_drafted, ms) each, with a round slower than SLOW times the
+    median of the rounds of its n_drafted counted at that cap: on a busy machine a burst of
+    other work can slow a few rounds 10-100x, and the probes' medians ignore such bursts,
+    so the measured speedup must too. Rounds at the same n_drafted differ by far less."""
+    by_n: dict[int, list[float]] = {}
+    for n, ms in rounds:
+        by_n.setdefault(n, []).append(ms)
+    cap = {n: SLOW * statistics.median(v) for n, v in by_n.items()}
+    return [min(ms, cap[n]) for n, ms in rounds]
 
 
 def _median(values: Iterable[float]) -> float | None:
@@ -152,7 +167,8 @@ class Figures:
     first_round: int | None  # index of the window's first round
     k: int | None  # the largest K asked for in the window
     emitted: int
-    ms: float  # the rounds' own time (draft + verify; probes and token records excluded)
+    ms: float  # the rounds' own time (draft + verify; probes and token records excluded),
+    # slow outliers capped (capped_ms)
     costs: Costs
     acceptance_by_position: tuple[float | None, ...]
     alpha: float | None  # accepted / judged over the window
@@ -176,7 +192,8 @@ class CostModel:
     """Folds round records; running medians over the last `window` rounds / `probe_window`
     probes. O(window) work per snapshot, whatever the session length. One owner thread."""
 
-    def __init__(self, window: int = 64, probe_window: int = 16):
+    def __init__(self, window: int | None = 64, probe_window: int | None = 16):
+        """window / probe_window: rounds / probes the figures come from; None: all."""
         self.window = window
         self.probe_window = probe_window
         self.rounds: deque[tuple[int, int, int, int, float, tuple[bool, ...]]] = deque(
@@ -253,7 +270,7 @@ class CostModel:
         costs = self.costs()
         rounds = list(self.rounds)
         emitted = sum(r[3] for r in rounds)
-        ms = sum(r[4] for r in rounds)
+        ms = sum(capped_ms([(r[2], r[4]) for r in rounds]))
         k = max((r[1] for r in rounds), default=None)
         judged = sum(len(r[5]) for r in rounds)
         alpha = sum(sum(r[5]) for r in rounds) / judged if judged else None

@@ -2,7 +2,8 @@
 
 JSON Lines: `{"category": "code", "prompt": "def f(x):\\n"}` per line (`category` optional,
 "default" when absent; `#` lines are comments). Plain text: one prompt a line, `#` starts a
-comment line, and the two characters `\\n` stand for a line break. The shipped set is resources/prompts/tune.jsonl.
+comment line, and the two characters `\\n` stand for a line break. The shipped set is
+resources/prompts/tune.jsonl.
 """
 
 from __future__ import annotations

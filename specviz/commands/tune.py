@@ -1,0 +1,251 @@
+"""`specviz tune`: which K is fastest for a pair on this machine, and why.
+
+Runs every prompt of a set at every K of a range, interleaved (K orders shuffled per prompt),
+with cost-model probes, and prints per category and overall: K, alpha, tokens per target
+pass, the measured speedup, the refined and Leviathan predictions, measured / refined, the
+best measured K and the advisor's (the refined prediction for K = 1..16). With --from-trace
+it reads a trace instead (no models): the cost-model figures, the advisor and, as an
+estimate, the acceptance a smaller K would have seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+
+from .common import UsageError, add_model_args, fail, model_specs
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("tune", help="sweep K on a prompt set: which K is fastest, and why")
+    parser.description = __doc__
+    add_model_args(parser)
+    group = parser.add_argument_group("sweep")
+    group.add_argument(
+        "--prompts", help="JSONL ({'category', 'prompt'} a line) or text file, one prompt a line "
+        "(default: the shipped set, resources/prompts/tune.jsonl)",
+    )  # fmt: skip
+    group.add_argument("--k", default="1-8", help="K values: 1-8, 1,2,4 or 4 (default 1-8)")
+    group.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1)")
+    group.add_argument("--top-k", type=int, default=0, help="0 = off (default)")
+    group.add_argument("--top-p", type=float, default=1.0, help="1.0 = off (default)")
+    group.add_argument("--max-new-tokens", type=int, default=64, help="per run (default 64)")
+    group.add_argument("--seed", type=int, default=0, help="sampling seed and K order")
+    group.add_argument("--limit", type=int, help="use only the first N prompts")
+    group.add_argument(
+        "--check-greedy", action="store_true",
+        help="with --temperature 0: compare each run with the target's own greedy decoding",
+    )  # fmt: skip
+    # Drafters and policies (issue 13) plug in here: --drafter / --policy, passed on as
+    # SweepConfig.drafter / .policy.
+    group.add_argument("--from-trace", metavar="TRACE", help="figures from a trace, no models")
+    group.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def parse_ks(text: str) -> tuple[int, ...]:
+    """'1-8', '1,2,4', '4' -> sorted distinct K in 1..32."""
+    ks: set[int] = set()
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                if lo > hi:
+                    raise UsageError(f"--k: {part} runs backwards (write {hi}-{lo})")
+                ks.update(range(lo, hi + 1))
+            else:
+                ks.add(int(part))
+    except ValueError:
+        raise UsageError(f"--k: expected a range (1-8) or a list (1,2,4), got {text!r}") from None
+    if not ks or min(ks) < 1 or max(ks) > 32:
+        raise UsageError(f"--k: K must be between 1 and 32, got {text!r}")
+    return tuple(sorted(ks))
+
+
+def _f(value, fmt="{:.2f}") -> str:
+    return "n/a" if value is None else fmt.format(value)
+
+
+def plain(text: str) -> str:
+    """Text from a file, safe on a terminal: control characters escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def format_table(name: str, table) -> str:
+    lines = [
+        f"== {plain(name)}",
+        "   K   alpha  tok/pass  measured   refined  Leviathan  meas/ref",
+    ]
+    for r in table.rows:
+        flag = "  IMPOSSIBLE (above K+1)" if r.impossible else ""
+        lines.append(
+            f"  {r.k:2d}  {_f(r.alpha, '{:6.3f}')}  {_f(r.tokens_per_pass, '{:8.2f}')}"
+            f"  {_f(r.speedup_measured, '{:7.2f}x')}  {_f(r.speedup_refined, '{:7.2f}x')}"
+            f"  {_f(r.speedup_leviathan, '{:8.2f}x')}  {_f(r.ratio, '{:8.2f}')}{flag}"
+        )
+    lines.append(f"  best measured K: {_f(table.best_k, '{}')}")
+    return "\n".join(lines)
+
+
+def format_costs(costs) -> str:
+    return (
+        f"costs (running medians of the probes): T_t(1) {_f(costs.t_target(1), '{:.2f}')} ms, "
+        f"T_d(1) {_f(costs.draft, '{:.2f}')} ms, c {_f(costs.cost_ratio, '{:.3f}')}, "
+        f"o {_f(costs.overhead0, '{:.2f}')} + {costs.overhead1:.2f} K ms, "
+        f"{costs.n_probes} probes"
+    )
+
+
+def format_advisor(curve, best) -> str:
+    points = "  ".join(f"{k}:{v:.2f}" for k, v in curve)
+    return f"advisor (refined prediction, K:speedup): {points}\nadvisor's best K: {_f(best, '{}')}"
+
+
+def _table_json(table) -> dict:
+    return {
+        "runs": [r.to_json() for r in table.rows],
+        "best_k": table.best_k,
+        "advisor": {"curve": [list(kv) for kv in table.curve], "best_k": table.advisor_best_k},
+    }
+
+
+def _costs_json(costs) -> dict:
+    return {
+        "t_target_ms": {str(n): ms for n, ms in costs.target.items()},
+        "t_draft_ms": costs.draft,
+        "overhead_ms": [costs.overhead0, costs.overhead1],
+        "cost_ratio": costs.cost_ratio,
+        "probes": costs.n_probes,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.from_trace:
+        from .tune_trace import run_from_trace
+
+        return run_from_trace(args)
+    from ..core.promptsets import PromptSetError, load_prompt_set
+    from ..core.sweep import SweepConfig
+
+    try:
+        ks = parse_ks(args.k)
+        config = SweepConfig(
+            ks=ks,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+            check_greedy=args.check_greedy,
+        )
+        config.settings(ks[0])  # sampling settings a user can fix
+        if args.check_greedy and args.temperature != 0:
+            raise UsageError("--check-greedy needs --temperature 0")
+        if args.limit is not None and args.limit < 1:
+            raise UsageError("--limit must be >= 1")
+        prompts = load_prompt_set(args.prompts)[: args.limit]
+        target, draft = model_specs(args)
+    except (UsageError, PromptSetError, ValueError) as e:
+        return fail(str(e))
+
+    def progress(message: str) -> None:
+        print(f"[specviz] {message}", file=sys.stderr, flush=True)
+
+    from ..core.models import ModelLoadError, load_pair
+
+    try:
+        pair = load_pair(target, draft, device=args.device, dtype=args.dtype, progress=progress)
+    except ModelLoadError as e:
+        return fail(str(e))
+    result = sweep(pair, prompts, config, progress)
+    print_result(args, result, target, draft)
+    return 130 if result.cancelled else 0
+
+
+def sweep(pair, prompts, config, progress):
+    """Run the sweep; the first Ctrl-C stops it after the round in progress (a second one
+    stops at once); what finished is still reported."""
+    from ..core.sweep import SweepResult, run_sweep
+
+    cancel = threading.Event()
+    runs = []
+
+    def on_run(done, total, run):
+        runs.append(run)
+        progress(f"run {done}/{total}: prompt {run.prompt_index + 1} ({run.category}), K={run.k}")
+
+    def on_sigint(signum, frame):
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        progress("stopping after this round (Ctrl-C again to stop now)")
+        cancel.set()
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if main else None
+    try:
+        return run_sweep(pair, prompts, config, cancel, on_run)
+    except KeyboardInterrupt:
+        return SweepResult(runs=runs, total=len(prompts) * len(config.ks), cancelled=True)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+
+
+def print_result(args, result, target: str, draft: str) -> None:
+    from ..core.sweep import tables_by_category
+
+    if not result.runs:
+        tables = {}
+    else:
+        tables = tables_by_category(result.runs)
+    mismatches = [
+        {"prompt": r.prompt_index, "k": r.k, **vars(r.greedy_diff)}
+        for r in result.runs
+        if r.greedy_diff is not None
+    ]
+    overall = tables.get("overall")
+    if args.json:
+        obj = {
+            "pair": {"target": target, "draft": draft},
+            "prompts": args.prompts or "shipped",
+            "runs": [],
+            "best_k": None,
+            "cancelled": result.cancelled,
+            "completed": len(result.runs),
+            "planned": result.total,
+        }
+        if overall is not None:
+            obj.update(_table_json(overall), costs=_costs_json(overall.costs))
+            obj["categories"] = {n: _table_json(t) for n, t in tables.items() if n != "overall"}
+        if args.check_greedy:
+            obj["greedy_mismatches"] = mismatches
+        print(json.dumps(obj))
+        return
+    if result.cancelled:
+        print(f"cancelled: {len(result.runs)} of {result.total} runs finished")
+    if overall is None:
+        print("no run finished: nothing to report")
+        return
+    for name, table in tables.items():
+        if name != "overall":
+            print(format_table(name, table))
+    print(format_table("overall", overall))
+    print(format_costs(overall.costs))
+    print(format_advisor(overall.curve, overall.advisor_best_k))
+    print(
+        "measured = T_t(1) x tokens / rounds' time; refined = E T_t(1) / (K T_d(1) + T_t(K+1) + o)"
+        ", E = 1 + sum_i prod_{j<=i} a_j; Leviathan = (1 - a^(K+1)) / ((1 - a)(K c + 1))"
+    )
+    if args.check_greedy:
+        if not mismatches:
+            print("greedy check: every run equals the target's own greedy decoding")
+        for m in mismatches:
+            print(
+                f"greedy check: prompt {m['prompt'] + 1} K={m['k']} differs at token "
+                f"{m['position']}: ours {json.dumps(m['text_ours'])} (logit "
+                f"{m['logit_ours']:.4f}), target {json.dumps(m['text_theirs'])} "
+                f"(logit {m['logit_theirs']:.4f})"
+            )

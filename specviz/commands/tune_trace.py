@@ -1,0 +1,81 @@
+"""`specviz tune --from-trace TRACE`: the cost model, the advisor and the what-if from a
+trace, without the models."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .common import fail
+
+
+def describe_trace(session) -> dict:
+    from ..core.costmodel import CostModel, round_k, whatif_acceptance
+
+    rounds = session.rounds
+    fig = CostModel(window=None, probe_window=None).extend(rounds).figures()
+    k = max((round_k(r) for r in rounds), default=0)
+    return {
+        "rounds": fig.rounds,
+        "k": fig.k,
+        "alpha": fig.alpha,
+        "tokens_per_pass": fig.tokens_per_round,
+        "probes": fig.costs.n_probes,
+        "t_target_ms": {str(n): ms for n, ms in fig.costs.target.items()},
+        "t_draft_ms": fig.costs.draft,
+        "overhead_ms": [fig.costs.overhead0, fig.costs.overhead1],
+        "speedup_measured": fig.speedup_measured,
+        "impossible": fig.impossible,
+        "speedup_refined": fig.speedup_refined,
+        "speedup_leviathan": fig.speedup_leviathan,
+        "advisor": {"curve": [list(kv) for kv in fig.curve], "best_k": fig.best_k},
+        # An estimate: the first K' judged positions of each stored round.
+        "whatif": [whatif_acceptance(rounds, kk) for kk in range(1, k)],
+    }
+
+
+def format_trace(path: str, d: dict) -> str:
+    def f(value, fmt="{:.2f}"):
+        return "n/a" if value is None else fmt.format(value)
+
+    lines = [
+        f"{json.dumps(path)[1:-1]}: {d['rounds']} rounds at K={d['k']}, "
+        f"alpha {f(d['alpha'], '{:.3f}')}, {f(d['tokens_per_pass'])} tokens per target pass, "
+        f"{d['probes']} probes",
+    ]
+    if d["probes"]:
+        flag = "  IMPOSSIBLE (above K+1): not a measurement" if d["impossible"] else ""
+        lines += [
+            f"T_t(1) {f(d['t_target_ms'].get('1'))} ms, T_d(1) {f(d['t_draft_ms'])} ms",
+            f"speedup measured {f(d['speedup_measured'], '{:.2f}x')}{flag}   refined "
+            f"{f(d['speedup_refined'], '{:.2f}x')}   Leviathan "
+            f"{f(d['speedup_leviathan'], '{:.2f}x')}",
+            "advisor (refined prediction, K:speedup): "
+            + "  ".join(f"{k}:{v:.2f}" for k, v in d["advisor"]["curve"]),
+            f"advisor's best K: {f(d['advisor']['best_k'], '{}')}",
+        ]
+    else:
+        lines.append("no cost-model probes in this trace (written before schema 1.1): no speedup")
+    for w in d["whatif"]:
+        lines.append(
+            f"what-if K'={w['k']} (estimate from the first {w['k']} judged positions): "
+            f"acceptance {f(w['acceptance'], '{:.3f}')}, "
+            f"{f(w['tokens_per_round'])} tokens per target pass"
+        )
+    return "\n".join(lines)
+
+
+def run_from_trace(args: argparse.Namespace) -> int:
+    from ..core.trace import TraceError
+    from ..core.tracefile import load
+
+    path = args.from_trace
+    try:
+        session = load(path)
+    except TraceError as e:
+        return fail(f"{path} is not a valid trace: {e}")
+    except OSError as e:
+        return fail(f"cannot read {path}: {e.strerror or e}")
+    d = describe_trace(session)
+    print(json.dumps({"file": path, **d}) if args.json else format_trace(path, d))
+    return 0

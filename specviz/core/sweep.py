@@ -1,0 +1,247 @@
+"""A K sweep: every prompt of a set at every K, interleaved, and its table.
+
+Runs are interleaved (each prompt runs all its K in an order shuffled per prompt, from the
+seed), so a slow spell of a busy machine falls on several K rather than on one. Each run is
+a full speculative session with cost-model probes (core/probes.py); the table pools the
+probes and the per-position acceptance of all runs into one cost model
+(core/costmodel.py) and gives, per K:
+
+- alpha (accepted / judged) and tokens per target pass (emitted / rounds), measured;
+- measured speedup: T_t(1) x emitted / the rounds' time of that K's runs;
+- the refined prediction from the pooled figures, and Leviathan's, and measured / refined.
+
+Headless and thread-agnostic: the CLI runs it on the main thread, the Tune panel on a
+worker thread; `cancel` (a threading.Event) is checked between rounds.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .costmodel import ADVISOR_KS, CostModel, Costs, acceptance_for, capped_ms
+from .greedycheck import GreedyDiff, check_greedy
+from .probes import ProbePlan, Prober
+from .promptsets import Prompt, categories
+from .stats import predicted_speedup
+from .trace import Round, Settings
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What a sweep runs. Sampling settings are shared by every run."""
+
+    ks: tuple[int, ...] = tuple(range(1, 9))
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    seed: int = 0  # each run's sampling seed, and the shuffling of the K orders
+    probe_every: int = 8  # rounds between cost-model probes within a run
+    check_greedy: bool = False  # greedy only: compare each run with the target alone
+    # Where drafters and policies plug in (issue 13): {"kind": ...} recorded per run, passed
+    # to the engine once it takes them; None = the model drafter with a constant K.
+    drafter: dict | None = None
+    policy: dict | None = None
+
+    def settings(self, k: int) -> Settings:
+        s = Settings(
+            k=k,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            seed=self.seed,
+            max_new_tokens=self.max_new_tokens,
+        )
+        s.validate()
+        return s
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One prompt at one K."""
+
+    prompt_index: int
+    category: str
+    k: int
+    rounds: tuple[Round, ...]
+    greedy_diff: GreedyDiff | None = None  # with check_greedy: None = identical
+
+
+@dataclass
+class SweepResult:
+    runs: list[SweepRun] = field(default_factory=list)
+    total: int = 0  # runs planned
+    cancelled: bool = False
+
+
+def sweep_plan(n_prompts: int, ks: Sequence[int], seed: int = 0) -> list[tuple[int, int]]:
+    """(prompt index, K) in run order: prompt by prompt, each with all K shuffled."""
+    rng = random.Random(seed)
+    plan = []
+    for i in range(n_prompts):
+        order = list(ks)
+        rng.shuffle(order)
+        plan.extend((i, k) for k in order)
+    return plan
+
+
+def run_one(pair, prompt: str, k: int, config: SweepConfig, cancel=None) -> tuple[Round, ...]:
+    """One session at K with probes; stops early (returns what it has) when cancelled."""
+    from .engine import SpeculativeEngine
+
+    prober = Prober(ProbePlan(every=config.probe_every))
+    engine = SpeculativeEngine(pair, config.settings(k), trace=False, prober=prober)
+    engine.prefill(prompt, calibrate=False)  # the probes are the calibration
+    engine.probing = True
+    rounds = []
+    for rnd in engine.run():
+        rounds.append(rnd)
+        if cancel is not None and cancel.is_set():
+            break
+    return tuple(rounds)
+
+
+def run_sweep(
+    pair,
+    prompts: Sequence[Prompt],
+    config: SweepConfig,
+    cancel: threading.Event | None = None,
+    on_run: Callable[[int, int, SweepRun], None] | None = None,
+) -> SweepResult:
+    """Every prompt at every K of config.ks. on_run(done, total, run) after each run (on the
+    calling thread). A set `cancel` stops between rounds: the run in progress is dropped and
+    the result is marked cancelled."""
+    plan = sweep_plan(len(prompts), config.ks, config.seed)
+    result = SweepResult(total=len(plan))
+    for i, k in plan:
+        if cancel is not None and cancel.is_set():
+            break
+        prompt = prompts[i]
+        rounds = run_one(pair, prompt.text, k, config, cancel)
+        if cancel is not None and cancel.is_set():
+            break
+        diff = None
+        if config.check_greedy and config.temperature == 0 and rounds:
+            emitted = [t.id for r in rounds for t in r.tokens if t.emitted]
+            prompt_ids = pair.tokenizer(prompt.text)["input_ids"]
+            diff = check_greedy(pair, prompt_ids, emitted)
+        run = SweepRun(i, prompt.category, k, rounds, diff)
+        result.runs.append(run)
+        if on_run is not None:
+            on_run(len(result.runs), result.total, run)
+    result.cancelled = cancel is not None and cancel.is_set()
+    return result
+
+
+# ------------------------------------------------------------------------------------ table
+
+
+@dataclass(frozen=True)
+class KRow:
+    """One K of a sweep table (None where nothing was measured)."""
+
+    k: int
+    runs: int
+    rounds: int
+    alpha: float | None  # accepted / judged
+    tokens_per_pass: float | None  # emitted tokens per target pass (per round)
+    speedup_measured: float | None
+    speedup_refined: float | None
+    speedup_leviathan: float | None
+    impossible: bool  # measured above K + 1: not to be believed
+
+    @property
+    def ratio(self) -> float | None:
+        """measured / refined: 1.0 when the cost model explains the measurement."""
+        if self.speedup_measured is None or not self.speedup_refined:
+            return None
+        return self.speedup_measured / self.speedup_refined
+
+    def to_json(self) -> dict:
+        return {
+            "k": self.k,
+            "runs": self.runs,
+            "rounds": self.rounds,
+            "alpha": self.alpha,
+            "tokens_per_pass": self.tokens_per_pass,
+            "speedup_measured": self.speedup_measured,
+            "speedup_refined": self.speedup_refined,
+            "speedup_leviathan": self.speedup_leviathan,
+            "measured_over_refined": self.ratio,
+            "impossible": self.impossible,
+        }
+
+
+@dataclass(frozen=True)
+class SweepTable:
+    rows: tuple[KRow, ...]
+    costs: Costs
+    best_k: int | None  # the K of the best measured speedup (a possible one)
+    curve: tuple[tuple[int, float], ...]  # the advisor: refined prediction for K = 1..16
+    advisor_best_k: int | None
+
+
+def pooled_model(runs: Sequence[SweepRun]) -> CostModel:
+    model = CostModel(window=None, probe_window=None)
+    for run in runs:
+        model.extend(run.rounds)
+    return model
+
+
+def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTable:
+    """The table of these runs; costs default to those pooled over the same runs (pass the
+    whole sweep's costs for a per-category table)."""
+    model = pooled_model(runs)
+    costs = costs or model.costs()
+    by_pos = model.acceptance_by_position()
+    fig = model.figures()
+    alpha_all = fig.alpha if fig.alpha is not None else 0.0
+    t1, c = costs.t_target(1), costs.cost_ratio
+    rows = []
+    for k in sorted({run.k for run in runs}):
+        rounds = [r for run in runs if run.k == k for r in run.rounds]
+        emitted = sum(r.n_emitted for r in rounds)
+        ms = sum(capped_ms([(r.n_drafted, r.ms) for r in rounds]))
+        judged = [
+            t.status for r in rounds for t in r.tokens if t.status in ("accepted", "rejected")
+        ]
+        alpha = judged.count("accepted") / len(judged) if judged else None
+        measured = t1 * emitted / ms if t1 and ms > 0 and emitted else None
+        rows.append(
+            KRow(
+                k=k,
+                runs=sum(1 for run in runs if run.k == k),
+                rounds=len(rounds),
+                alpha=alpha,
+                tokens_per_pass=emitted / len(rounds) if rounds else None,
+                speedup_measured=measured,
+                speedup_refined=costs.refined(acceptance_for(by_pos, k, alpha_all)),
+                speedup_leviathan=(
+                    predicted_speedup(alpha, k, c) if alpha is not None and c is not None else None
+                ),
+                impossible=measured is not None and measured > k + 1,
+            )
+        )
+    possible = [r for r in rows if r.speedup_measured is not None and not r.impossible]
+    best = max(possible, key=lambda r: r.speedup_measured).k if possible else None
+    curve = tuple(
+        (k, v)
+        for k in ADVISOR_KS
+        if (v := costs.refined(acceptance_for(by_pos, k, alpha_all))) is not None
+    )
+    advisor = max(curve, key=lambda kv: kv[1])[0] if curve else None
+    return SweepTable(tuple(rows), costs, best, curve, advisor)
+
+
+def tables_by_category(runs: Sequence[SweepRun]) -> dict[str, SweepTable]:
+    """ "overall" first, then one table per category (costs pooled over every run)."""
+    overall = sweep_table(runs)
+    out = {"overall": overall}
+    cats = categories([Prompt(r.category, "") for r in runs])
+    if len(cats) > 1:
+        for cat in cats:
+            out[cat] = sweep_table([r for r in runs if r.category == cat], overall.costs)
+    return out

@@ -1,0 +1,210 @@
+"""`specviz tune`, the sweep behind it and prompt sets: keys of --json, the table, cancelling
+(an event and Ctrl-C), bad prompt files, the greedy check, --from-trace on 1.0 and 1.1
+traces."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+
+import pytest
+
+from specviz.cli import main
+from specviz.commands import tune as tune_command
+from specviz.core.promptsets import Prompt, PromptSetError, load_prompt_set, shipped_set
+from specviz.core.sweep import SweepConfig, run_sweep, sweep_plan, tables_by_category
+
+PROMPTS = [Prompt("bible", "In the beginning God"), Prompt("fortune", "A fool and his money")]
+
+
+def test_shipped_set_has_categories():
+    prompts = load_prompt_set()
+    cats = {p.category for p in prompts}
+    assert len(cats) >= 4
+    assert all(sum(p.category == c for p in prompts) >= 5 for c in cats)
+    assert load_prompt_set(shipped_set()) == prompts
+
+
+def test_plain_text_and_jsonl_sets(tmp_path):
+    text = tmp_path / "p.txt"
+    text.write_text("# a comment\nfirst prompt\n\nsecond\\nline\n", encoding="utf-8")
+    assert load_prompt_set(text) == [
+        Prompt("default", "first prompt"),
+        Prompt("default", "second\nline"),
+    ]
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"category": "a", "prompt": "x"}\n{"prompt": "y"}\n', encoding="utf-8")
+    assert load_prompt_set(jsonl) == [Prompt("a", "x"), Prompt("default", "y")]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b'{"prompt": "x"}\n{"prompt": \n', "line 2: not JSON"),
+        (b'{"category": "a"}\n', "line 1: 'prompt' must be a non-empty string"),
+        (b'["x"]\n', "line 1: expected an object"),
+        (b'{"prompt": "x", "category": 3}\n', "'category' must be"),
+        (b"# only a comment\n", "holds no prompts"),
+        (b"\xff\xfe bad", "not UTF-8"),
+    ],
+)
+def test_bad_prompt_files_say_what_is_wrong(tmp_path, content, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(PromptSetError, match=message):
+        load_prompt_set(path)
+    with pytest.raises(PromptSetError, match="no such file"):
+        load_prompt_set(tmp_path / "missing.jsonl")
+
+
+def test_plan_interleaves_and_shuffles_per_prompt():
+    plan = sweep_plan(3, [1, 2, 3, 4], seed=1)
+    assert sorted(plan) == [(i, k) for i in range(3) for k in (1, 2, 3, 4)]
+    assert [i for i, _ in plan] == [0] * 4 + [1] * 4 + [2] * 4
+    orders = {tuple(k for i, k in plan if i == p) for p in range(3)}
+    assert len(orders) > 1  # not one fixed order
+
+
+def test_parse_ks():
+    assert tune_command.parse_ks("1-4") == (1, 2, 3, 4)
+    assert tune_command.parse_ks("4,1,2") == (1, 2, 4)
+    for bad in ("0-3", "x", "5-2", "40"):
+        with pytest.raises(tune_command.UsageError):
+            tune_command.parse_ks(bad)
+
+
+def test_sweep_table_per_k_and_category(pair):
+    config = SweepConfig(ks=(1, 3), max_new_tokens=12, seed=2, probe_every=2)
+    result = run_sweep(pair, PROMPTS, config)
+    assert not result.cancelled and len(result.runs) == result.total == 4
+    tables = tables_by_category(result.runs)
+    assert list(tables) == ["overall", "bible", "fortune"]
+    rows = tables["overall"].rows
+    assert [r.k for r in rows] == [1, 3]
+    for r in rows:
+        assert r.runs == 2 and r.tokens_per_pass <= r.k + 1
+        assert r.speedup_measured is not None and r.speedup_refined is not None
+    assert [k for k, _ in tables["overall"].curve] == list(range(1, 17))
+
+
+def test_sweep_cancels_between_rounds(pair):
+    cancel = threading.Event()
+    seen = []
+
+    def on_run(done, total, run):
+        seen.append(run)
+        cancel.set()
+
+    config = SweepConfig(ks=(1, 2, 3), max_new_tokens=12)
+    result = run_sweep(pair, PROMPTS, config, cancel, on_run)
+    assert result.cancelled and result.runs == seen and len(result.runs) == 1
+    assert result.total == 6
+
+
+def test_ctrl_c_stops_the_sweep_and_reports_what_finished(pair):
+    messages = []
+
+    def progress(message):
+        messages.append(message)
+        if message.startswith("run 1/"):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    config = SweepConfig(ks=(1, 2), max_new_tokens=12)
+    before = signal.getsignal(signal.SIGINT)
+    result = tune_command.sweep(pair, PROMPTS, config, progress)
+    assert result.cancelled and len(result.runs) == 1
+    assert any("stopping after this round" in m for m in messages)
+    assert signal.getsignal(signal.SIGINT) is before  # the handler is put back
+
+
+def write_prompts(tmp_path):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps(vars(p)) + "\n" for p in PROMPTS).replace("text", "prompt"))
+    return str(path)
+
+
+def test_tune_json_keys(pair_dirs, tmp_path, capsys):
+    target, draft = pair_dirs
+    args = ["tune", "--target", str(target), "--draft", str(draft), "--prompts"]
+    args += [write_prompts(tmp_path), "--k", "1-2", "--max-new-tokens", "8", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"runs", "best_k", "advisor", "costs", "categories", "cancelled"} <= set(out)
+    assert [r["k"] for r in out["runs"]] == [1, 2]
+    for r in out["runs"]:
+        keys = ("k", "alpha", "tokens_per_pass", "speedup_measured", "speedup_refined")
+        assert set(keys) | {"speedup_leviathan"} <= set(r)
+    assert out["best_k"] in (1, 2) and out["advisor"]["best_k"] in range(1, 17)
+    assert set(out["categories"]) == {"bible", "fortune"}
+
+
+def test_tune_table_and_greedy_check(pair_dirs, tmp_path, capsys):
+    target, draft = pair_dirs
+    args = ["tune", "--target", str(target), "--draft", str(draft), "--prompts"]
+    args += [write_prompts(tmp_path), "--k", "2", "--max-new-tokens", "8"]
+    assert main([*args, "--temperature", "0", "--check-greedy"]) == 0
+    out = capsys.readouterr().out
+    assert "== overall" in out and "== bible" in out and "advisor's best K" in out
+    assert "Leviathan" in out and "every run equals the target's own greedy decoding" in out
+    assert main([*args, "--check-greedy"]) == 2  # needs --temperature 0
+    assert "--check-greedy needs --temperature 0" in capsys.readouterr().err
+
+
+def test_tune_bad_prompt_file_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": 1}\n')
+    assert main(["tune", "--prompts", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specviz: error:") and "line 1" in err and "Traceback" not in err
+
+
+def test_check_greedy_finds_a_difference(pair):
+    from specviz.core.greedycheck import check_greedy
+
+    ids = pair.tokenizer("In the beginning")["input_ids"]
+    from specviz.core.decode import decode
+    from specviz.core.sampling import SamplingConfig
+
+    ref = decode(pair.target, ids, 6, pair.vocab_size, SamplingConfig(temperature=0))
+    assert check_greedy(pair, ids, ref) is None
+    wrong = [*ref[:3], (ref[3] + 1) % pair.vocab_size, *ref[4:]]
+    diff = check_greedy(pair, ids, wrong)
+    assert diff.position == 3 and diff.theirs == ref[3] and diff.ours == wrong[3]
+    assert diff.logit_theirs > diff.logit_ours
+
+
+def test_from_trace_with_and_without_probes(pair, tmp_path, capsys):
+    from specviz.core.engine import SpeculativeEngine
+    from specviz.core.probes import ProbePlan, Prober
+    from specviz.core.session import Session
+    from specviz.core.trace import Settings
+    from specviz.core.tracefile import save
+
+    engine = SpeculativeEngine(
+        pair, Settings(k=3, seed=4, max_new_tokens=20), prober=Prober(ProbePlan(every=2))
+    )
+    engine.calibration_tokens = 1
+    session = Session(engine.prefill("And the earth was"))
+    for rnd in engine.run():
+        session.append(rnd)
+    path = tmp_path / "t.jsonl"
+    save(session, path)
+    assert main(["tune", "--from-trace", str(path), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["probes"] >= 2 and d["speedup_measured"] and d["advisor"]["best_k"]
+    assert [w["k"] for w in d["whatif"]] == [1, 2] and all(w["estimate"] for w in d["whatif"])
+    # A 1.0 trace (no probes): what it can say, and no speedup.
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["schema"] = "specviz.trace/1"
+    rounds = [json.loads(line) for line in lines[1:] if '"type":"round"' in line]
+    for r in rounds:
+        r.pop("probes", None)
+        r.pop("events_ms", None)
+    old = tmp_path / "old.jsonl"
+    old.write_text("\n".join(json.dumps(o) for o in [header, *rounds]) + "\n")
+    assert main(["tune", "--from-trace", str(old)]) == 0
+    out = capsys.readouterr().out
+    assert "no cost-model probes" in out and "what-if K'=2 (estimate" in out
