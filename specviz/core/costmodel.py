@@ -98,6 +98,13 @@ def capped_ms(rounds: Sequence[tuple[int, float]]) -> list[float]:
     return [min(ms, cap[n]) for n, ms in rounds]
 
 
+def leviathan_curve(alpha: float | None, c: float | None) -> tuple[tuple[int, float], ...]:
+    """Leviathan et al.'s prediction for K = 1..16 (for comparison beside the refined one)."""
+    if alpha is None or c is None:
+        return ()
+    return tuple((k, predicted_speedup(alpha, k, c)) for k in ADVISOR_KS)
+
+
 def _median(values: Iterable[float]) -> float | None:
     values = list(values)
     return statistics.median(values) if values else None

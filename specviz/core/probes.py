@@ -58,15 +58,22 @@ class Prober:
         self.generator = torch.Generator()  # the probes' own draws: the session's stay intact
         self.generator.manual_seed(0)
         self._next_n = 2  # the one extra n each later probe measures, in rotation
+        self._full_requested = False
+
+    def request_full(self) -> None:
+        """Any thread: a full probe (every n) after the next round ("Re-measure")."""
+        self._full_requested = True
 
     def due(self, round_index: int) -> bool:
-        return round_index % max(self.plan.every, 1) == 0
+        return self._full_requested or round_index % max(self.plan.every, 1) == 0
 
     def after_round(self, engine) -> dict[str, Any] | None:
         """Probe if one is due after the engine's current round; the record's `probes`."""
         if not self.due(engine.round_index):
             return None
-        return self.probe(engine, full=engine.round_index == 0)
+        full = engine.round_index == 0 or self._full_requested
+        self._full_requested = False
+        return self.probe(engine, full=full)
 
     @torch.inference_mode()
     def probe(self, engine, full: bool = False) -> dict[str, Any] | None:

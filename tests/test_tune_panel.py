@@ -1,0 +1,142 @@
+"""The Tune panel on its own: the advisor from round records, an impossible speedup never
+plotted, Apply K, a sweep on a worker thread (the UI stays live), cancelling it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz.core.trace import Round, Settings, TokenEvent
+from specviz.gui.tune_panel import TunePanel
+
+
+def make_round(index, n_acc, k=4, ms=20.0, probes=None):
+    tokens = [TokenEvent(id=1, text="a", status="accepted")] * n_acc
+    if n_acc < k:
+        tokens += [TokenEvent(id=2, text="r", status="rejected")]
+        tokens += [TokenEvent(id=2, text="d", status="discarded")] * (k - n_acc - 1)
+        tokens += [TokenEvent(id=3, text="\x1b[31m", status="resampled")]
+    else:
+        tokens += [TokenEvent(id=3, text="b", status="bonus")]
+    return Round("s", index, 10, ms / 2, ms / 2, k, n_acc, tuple(tokens), probes=probes)
+
+
+def probe(t1=10.0, draft=1.0):
+    return {
+        "context_len": 10,
+        "target_ms": [[n, t1 + 0.5 * (n - 1)] for n in range(1, 18)],
+        "draft_ms": draft,
+    }
+
+
+def n_points(item) -> int:
+    x = item.getData()[0]
+    return 0 if x is None else len(x)
+
+
+@pytest.fixture
+def panel(qtbot):
+    widget = TunePanel()
+    qtbot.addWidget(widget)
+    yield widget
+    widget.shutdown()
+
+
+def test_advisor_from_round_records(panel):
+    rounds = [make_round(i, 3, probes=probe() if i == 0 else None) for i in range(12)]
+    panel.add_rounds(rounds[:6])
+    panel.add_rounds(rounds[6:])
+    fig = panel.figures
+    x, y = panel.plot.refined.getData()
+    assert list(x) == list(range(1, 17)) and len(y) == 16
+    bx, by = panel.plot.best.getData()
+    assert list(bx) == [fig.best_k] and by[0] == pytest.approx(max(y))
+    sx, sy = panel.plot.session.getData()
+    assert list(sx) == [4] and sy[0] == pytest.approx(fig.speedup_measured)
+    assert n_points(panel.plot.leviathan) == 16
+    assert "baseline T_t(1) 10.00 ms/token" in panel.summary.text()
+    assert "rounds 0-11" in panel.summary.text()
+    assert panel.k_box.value() == fig.best_k
+    panel.reset()
+    assert panel.summary.text() == "no rounds yet" and n_points(panel.plot.refined) == 0
+
+
+def test_impossible_speedup_is_flagged_not_plotted(panel):
+    # K = 1 rounds of 2 tokens in 10 ms against a target said to cost 100 ms: 20x > K + 1.
+    rounds = [make_round(0, 1, k=1, ms=10.0, probes=probe(t1=100.0))]
+    rounds += [make_round(i, 1, k=1, ms=10.0) for i in range(1, 5)]
+    panel.add_rounds(rounds)
+    assert panel.figures.impossible
+    assert n_points(panel.plot.session) == 0
+    assert "IMPOSSIBLE" in panel.summary.text()
+
+
+def test_apply_k_and_remeasure(panel, qtbot):
+    panel.k_box.setValue(5)
+    with qtbot.waitSignal(panel.apply_k) as blocker:
+        panel.apply_button.click()
+    assert blocker.args == [5]
+    with qtbot.waitSignal(panel.remeasure):
+        panel.remeasure_button.click()
+
+
+def test_sweep_without_models_or_with_a_bad_file_says_so(panel, tmp_path):
+    assert not panel.start_sweep()
+    assert "no models" in panel.status.text()
+    panel.set_pair_source(lambda: None)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    panel.set_prompt_file(str(bad))
+    assert not panel.start_sweep()
+    assert "line 1: not JSON" in panel.status.text() and not panel.sweeping
+
+
+def prompts_file(tmp_path, n=2):
+    path = tmp_path / "p.jsonl"
+    rows = [{"category": "bible", "prompt": "In the beginning God"}]
+    rows += [{"category": "fortune", "prompt": "A fool and his money"}] * (n - 1)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_sweep_runs_on_a_worker_thread(panel, pair, qtbot, tmp_path):
+    panel.set_pair_source(lambda: pair)
+    panel.set_settings(Settings(temperature=1.0, seed=3))
+    panel.set_prompt_file(prompts_file(tmp_path))
+    panel.k_from.setValue(1)
+    panel.k_to.setValue(2)
+    panel.tokens.setValue(8)
+    with qtbot.waitSignal(panel.sweep_running) as started:
+        assert panel.start_sweep()
+    assert started.args == [True] and not panel.sweep_button.isEnabled()
+    with qtbot.waitSignal(panel.sweep_running, timeout=120_000) as stopped:
+        pass
+    assert stopped.args == [False]
+    assert panel.result.total == 4 and len(panel.result.runs) == 4
+    assert panel.progress.value() == 4 and panel.status.text().startswith("done")
+    assert [panel.category.itemText(i) for i in range(panel.category.count())] == [
+        "overall",
+        "bible",
+        "fortune",
+    ]
+    assert panel.table.rowCount() == 2 and panel.table.item(1, 0).text() == "2"
+    assert n_points(panel.plot.sweep) == 2
+    panel.table.selectRow(1)
+    assert panel.k_box.value() == 2
+
+
+def test_sweep_cancels(panel, pair, qtbot, tmp_path):
+    panel.set_pair_source(lambda: pair)
+    panel.set_prompt_file(prompts_file(tmp_path, n=4))
+    panel.k_from.setValue(1)
+    panel.k_to.setValue(8)
+    panel.tokens.setValue(16)
+    assert panel.start_sweep()
+    qtbot.waitUntil(
+        lambda: panel.result is not None and len(panel.result.runs) >= 1, timeout=60_000
+    )
+    panel.cancel_button.click()
+    qtbot.waitUntil(lambda: not panel.sweeping, timeout=60_000)
+    assert panel.result.cancelled and len(panel.result.runs) < panel.result.total == 32
+    assert panel.status.text().startswith("cancelled") and panel.sweep_button.isEnabled()
