@@ -249,3 +249,20 @@ def test_sessions_that_do_not_calibrate_do_not_probe(pair):
 def test_capped_ms_counts_a_burst_at_three_medians():
     rounds = [(4, 10.0)] * 9 + [(4, 1000.0), (2, 6.0)]
     assert costmodel.capped_ms(rounds) == [10.0] * 9 + [30.0, 6.0]
+
+
+def test_remeasure_asks_for_a_full_probe_after_the_next_round(pair):
+    engine = SpeculativeEngine(
+        pair,
+        Settings(k=2, seed=1, max_new_tokens=40),
+        trace=False,
+        prober=Prober(ProbePlan(every=100)),
+    )
+    engine.prefill("A fool and his", calibrate=False)
+    engine.probing = True
+    first, second = engine.step(), engine.step()
+    assert len(first.probes["target_ms"]) == 17 and second.probes is None
+    engine.prober.request_full()
+    third, fourth = engine.step(), engine.step()
+    assert [n for n, _ in third.probes["target_ms"]] == list(range(1, 18))
+    assert fourth.probes is None

@@ -121,7 +121,7 @@ def test_sweep_runs_on_a_worker_thread(panel, pair, qtbot, tmp_path):
         "fortune",
     ]
     assert panel.table.rowCount() == 2 and panel.table.item(1, 0).text() == "2"
-    assert n_points(panel.plot.sweep) == 2
+    assert n_points(panel.plot.sweep) == 2 and n_points(panel.plot.sweep_curve) == 16
     panel.table.selectRow(1)
     assert panel.k_box.value() == 2
 

@@ -7,8 +7,8 @@ schema 1.1), so a replayed trace gives the same figures as the live session. No 
   T_d(1): one draft step. Running medians over the last `probe_window` probes, so that a few
   slow passes on a busy machine do not swing them.
 - o: the per-round overhead (sampling, the rule, the caches): a round's time minus its
-  forward passes, o = round ms - (n_drafted T_d(1) + T_t(n_drafted + 1)), median over the
-  window; with rounds of several K it is fitted as o0 + o1 K.
+  forward passes, o = round ms - (n_drafted T_d(1) + T_t(n_drafted + 1)), the mean over the
+  window (slow outliers capped as below); with rounds of several K, fitted as o0 + o1 K.
 - measured speedup = T_t(1) x emitted tokens / the rounds' time, over the last `window`
   rounds (a round over 3x the median time of its n_drafted counts at that cap, as the
   probes' medians ignore the same bursts of other work on a busy machine). A round emits at
@@ -241,19 +241,21 @@ class CostModel:
         return Costs(target, counts, draft, o0, o1, self.context_len, self.n_probes)
 
     def _overhead(self, costs: Costs) -> tuple[float | None, float]:
-        """o per round: the median of (round ms - its passes) at each n_drafted; a line
-        o0 + o1 n through them when the window holds several n, else a constant."""
-        if costs.draft is None or not costs.target:
+        """o per round: the mean of (round ms - its passes) at each n_drafted, round times
+        capped as in the measured speedup (so that the prediction predicts what is measured);
+        a line o0 + o1 n through the n with enough rounds when there are several, else a
+        constant (rounds cut short by an end-of-text or a length limit do not fit a slope)."""
+        if costs.draft is None or not costs.target or not self.rounds:
             return None, 0.0
         by_n: dict[int, list[float]] = {}
-        for _, _, n, _, ms, _ in self.rounds:
+        capped = capped_ms([(r[2], r[4]) for r in self.rounds])
+        for (_, _, n, _, _, _), ms in zip(self.rounds, capped):
             passes = n * costs.draft + (costs.t_target(n + 1) or 0.0)
             by_n.setdefault(n, []).append(ms - passes)
-        if not by_n:
-            return None, 0.0
-        points = [(n, statistics.median(v), len(v)) for n, v in by_n.items()]
-        if len(points) == 1:
-            return points[0][1], 0.0
+        enough = max(3, 0.05 * len(capped))
+        points = [(n, statistics.fmean(v), len(v)) for n, v in by_n.items() if len(v) >= enough]
+        if len(points) < 2:
+            return statistics.fmean(o for v in by_n.values() for o in v), 0.0
         weight = sum(w for _, _, w in points)
         mean_n = sum(n * w for n, _, w in points) / weight
         mean_o = sum(o * w for _, o, w in points) / weight

@@ -37,10 +37,11 @@ ADVISOR_K_MAX = 16  # the advisor's curve runs K = 1..16, so it needs T_t(n) up 
 
 @dataclass(frozen=True)
 class ProbePlan:
-    """When to probe and how much. A probe costs about (repeats * 2 + 2) target steps."""
+    """When to probe and how much. A probe costs about (repeats * 2 + 2) target steps and
+    repeats + 1 draft steps."""
 
     every: int = 8  # rounds between probes (the first is after round 0)
-    repeats: int = 3  # passes at n = 1 and n = K + 1 each probe; their median is recorded
+    repeats: int = 3  # timed passes at n = 1, n = K + 1 and of the draft; medians recorded
     n_max: int = ADVISOR_K_MAX + 1  # the first probe measures T_t(n) for n = 1..n_max
 
 
@@ -94,22 +95,27 @@ class Prober:
         if n_hi < 1:
             return None
         k1 = min(settings.k + 1, n_hi)
+        # Steps of a decoding loop follow one another, with the model's weights warm in the
+        # CPU caches: T_d(1) and T_t(1) are timed over consecutive passes after one untimed
+        # pass (timed right after other work they read ~15% slow on this CPU's tiny pair).
+        draft_times = [self._draft_ms(engine, ids, config) for _ in range(self.plan.repeats + 1)]
+        ones = [
+            self._target_ms(engine, ids, 1, t_len, config) for _ in range(self.plan.repeats + 1)
+        ]
+        times: dict[int, list[float]] = {1: ones[1:]}
         if full:
-            plan = [1, k1] * self.plan.repeats + list(range(2, n_hi + 1))
+            plan = [k1] * self.plan.repeats + [n for n in range(2, n_hi + 1) if n != k1]
         else:
             extra = self._next_n if self._next_n <= n_hi else 2
             self._next_n = extra + 1 if extra < self.plan.n_max else 2
-            plan = [1, k1] * self.plan.repeats + ([extra] if n_hi >= 2 else [])
-        times: dict[int, list[float]] = {}
-        draft_times: list[float] = []
+            plan = [k1] * self.plan.repeats + ([extra] if 2 <= n_hi and extra != k1 else [])
         for n in plan:
-            times.setdefault(n, []).append(self._target_ms(engine, ids, n, t_len, config))
-            if len(draft_times) < self.plan.repeats:
-                draft_times.append(self._draft_ms(engine, ids, config))
+            if n > 1:
+                times.setdefault(n, []).append(self._target_ms(engine, ids, n, t_len, config))
         return {
             "context_len": len(ids),
             "target_ms": [[n, statistics.median(ms)] for n, ms in sorted(times.items())],
-            "draft_ms": statistics.median(draft_times),
+            "draft_ms": statistics.median(draft_times[1:]),
         }
 
     def _target_ms(self, engine, ids, n: int, t_len: int, config: SamplingConfig) -> float:

@@ -317,7 +317,7 @@ class TunePanel(QWidget):
             for r in overall.rows
             if r.speedup_measured is not None and not r.impossible
         ]  # fmt: skip
-        self.plot.set_sweep_points(points)
+        self.plot.set_sweep(points, () if overall is None else overall.curve)
 
     def _show_table(self, name: str) -> None:
         table = self.tables.get(name)

@@ -45,6 +45,10 @@ class AdvisorPlot(pg.PlotWidget):
             [], [], pen=None, symbol="o", symbolSize=10, symbolBrush=MEASURED,
             name="measured (this session)",
         )  # fmt: skip
+        self.sweep_curve = self.plot(
+            [], [], pen=pg.mkPen("#2e7d9a", width=1.5, style=pg.QtCore.Qt.PenStyle.DotLine),
+            name="predicted (refined, from the sweep)",
+        )  # fmt: skip
         self.sweep = self.plot(
             [], [], pen=None, symbol="t", symbolSize=10, symbolBrush="#2e7d9a",
             name="measured (sweep)",
@@ -70,5 +74,9 @@ class AdvisorPlot(pg.PlotWidget):
         points = [(k, speedup)] if k is not None and speedup is not None else []
         self.session.setData(*self._xy(points))
 
-    def set_sweep_points(self, points: Sequence[tuple[int, float]]) -> None:
+    def set_sweep(
+        self, points: Sequence[tuple[int, float]], curve: Sequence[tuple[int, float]] = ()
+    ) -> None:
+        """A sweep's measured speedups (possible ones only) and its pooled refined curve."""
         self.sweep.setData(*self._xy(points))
+        self.sweep_curve.setData(*self._xy(curve))
