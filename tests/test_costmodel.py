@@ -18,6 +18,7 @@ from specviz.core.costmodel import (
     theil_sen,
     whatif_acceptance,
 )
+from specviz.core.drafters import DrafterConfig
 from specviz.core.engine import SpeculativeEngine
 from specviz.core.probes import ProbePlan, Prober
 from specviz.core.sampling import verify
@@ -180,13 +181,19 @@ def emitted(rounds):
     return [t.id for r in rounds for t in r.tokens if t.emitted]
 
 
-@pytest.mark.parametrize("temperature", [1.0, 0.0])
-def test_probes_do_not_change_the_tokens(pair, temperature):
+@pytest.mark.parametrize(
+    "temperature, drafter",
+    [(1.0, "model"), (0.0, "model"), (1.0, "lookup"), (1.0, "early-exit")],
+)
+def test_probes_do_not_change_the_tokens(pair, temperature, drafter):
     settings = Settings(k=3, temperature=temperature, seed=5, max_new_tokens=40)
-    plain = SpeculativeEngine(pair, settings, trace=False)
+    config = DrafterConfig(drafter, exit_layer=1 if drafter == "early-exit" else None)
+    plain = SpeculativeEngine(pair, settings, trace=False, drafter=config)
     plain.prefill("In the beginning God", calibrate=False)
     without = list(plain.run())
-    probed = SpeculativeEngine(pair, settings, trace=False, prober=Prober(ProbePlan(every=1)))
+    probed = SpeculativeEngine(
+        pair, settings, trace=False, drafter=config, prober=Prober(ProbePlan(every=1))
+    )
     probed.calibration_tokens = 1
     probed.prefill("In the beginning God")
     with_probes = list(probed.run())

@@ -208,3 +208,13 @@ def test_from_trace_with_and_without_probes(pair, tmp_path, capsys):
     assert main(["tune", "--from-trace", str(old)]) == 0
     out = capsys.readouterr().out
     assert "no cost-model probes" in out and "what-if K'=2 (estimate" in out
+
+
+def test_tune_with_the_lookup_drafter(pair_dirs, tmp_path, capsys):
+    target, _ = pair_dirs
+    args = ["tune", "--target", str(target), "--drafter", "lookup", "--prompts"]
+    args += [write_prompts(tmp_path), "--k", "2", "--max-new-tokens", "8", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["drafter"] == "lookup" and out["pair"]["draft"] is None
+    assert [r["k"] for r in out["runs"]] == [2]

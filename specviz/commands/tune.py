@@ -16,7 +16,8 @@ import signal
 import sys
 import threading
 
-from .common import UsageError, add_model_args, fail, model_specs
+from .common import UsageError, add_model_args, fail
+from .drafting import add_drafter_options, drafting_from, pair_specs
 
 
 def add_parser(sub) -> None:
@@ -39,10 +40,9 @@ def add_parser(sub) -> None:
         "--check-greedy", action="store_true",
         help="with --temperature 0: compare each run with the target's own greedy decoding",
     )  # fmt: skip
-    # Drafters and policies (issue 13) plug in here: --drafter / --policy, passed on as
-    # SweepConfig.drafter / .policy.
     group.add_argument("--from-trace", metavar="TRACE", help="figures from a trace, no models")
     group.add_argument("--json", action="store_true", help="print one JSON object")
+    add_drafter_options(parser)
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -132,7 +132,10 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         ks = parse_ks(args.k)
+        drafter, policy = drafting_from(args)
         config = SweepConfig(
+            drafter=drafter,
+            policy=policy,
             ks=ks,
             temperature=args.temperature,
             top_k=args.top_k,
@@ -147,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         if args.limit is not None and args.limit < 1:
             raise UsageError("--limit must be >= 1")
         prompts = load_prompt_set(args.prompts)[: args.limit]
-        target, draft = model_specs(args)
+        target, draft = pair_specs(args, drafter)
     except (UsageError, PromptSetError, ValueError) as e:
         return fail(str(e))
 
@@ -210,6 +213,8 @@ def print_result(args, result, target: str, draft: str) -> None:
     if args.json:
         obj = {
             "pair": {"target": target, "draft": draft},
+            "drafter": args.drafter,
+            "policy": args.policy,
             "prompts": args.prompts or "shipped",
             "runs": [],
             "best_k": None,

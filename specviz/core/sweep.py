@@ -22,7 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .costmodel import ADVISOR_KS, CostModel, Costs, acceptance_for, capped_ms
+from .drafters import DrafterConfig
 from .greedycheck import GreedyDiff, check_greedy
+from .policies import PolicyConfig
 from .probes import ProbePlan, Prober
 from .promptsets import Prompt, categories
 from .stats import predicted_speedup
@@ -41,10 +43,10 @@ class SweepConfig:
     seed: int = 0  # each run's sampling seed, and the shuffling of the K orders
     probe_every: int = 8  # rounds between cost-model probes within a run
     check_greedy: bool = False  # greedy only: compare each run with the target alone
-    # Where drafters and policies plug in (issue 13): {"kind": ...} recorded per run, passed
-    # to the engine once it takes them; None = the model drafter with a constant K.
-    drafter: dict | None = None
-    policy: dict | None = None
+    # Who drafts and how K is chosen (core.drafters / core.policies); None: the draft
+    # model and a constant K. With a policy that varies K, each swept K is its --k.
+    drafter: DrafterConfig | None = None
+    policy: PolicyConfig | None = None
 
     def settings(self, k: int) -> Settings:
         s = Settings(
@@ -93,7 +95,14 @@ def run_one(pair, prompt: str, k: int, config: SweepConfig, cancel=None) -> tupl
     from .engine import SpeculativeEngine
 
     prober = Prober(ProbePlan(every=config.probe_every))
-    engine = SpeculativeEngine(pair, config.settings(k), trace=False, prober=prober)
+    engine = SpeculativeEngine(
+        pair,
+        config.settings(k),
+        trace=False,
+        drafter=config.drafter,
+        policy=config.policy,
+        prober=prober,
+    )
     engine.prefill(prompt, calibrate=False)  # the probes are the calibration
     engine.probing = True
     rounds = []
@@ -243,5 +252,6 @@ def tables_by_category(runs: Sequence[SweepRun]) -> dict[str, SweepTable]:
     cats = categories([Prompt(r.category, "") for r in runs])
     if len(cats) > 1:
         for cat in cats:
-            out[cat] = sweep_table([r for r in runs if r.category == cat], overall.costs)
+            name = cat if cat != "overall" else "overall (category)"
+            out[name] = sweep_table([r for r in runs if r.category == cat], overall.costs)
     return out

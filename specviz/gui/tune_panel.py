@@ -69,6 +69,8 @@ def describe(fig: Figures) -> str:
         f"({window}, {c.n_probes} probes)\n"
         f"K={fig.k}: measured {measured}, predicted refined {_f(fig.speedup_refined, '{:.2f}x')}"
         f", Leviathan {_f(fig.speedup_leviathan, '{:.2f}x')}; advisor's best K {fig.best_k}"
+        f" (beyond K={len(fig.acceptance_by_position)} the acceptance of the last measured "
+        "position is assumed)"
     )
 
 
