@@ -10,25 +10,13 @@ from .common import fail
 
 
 def describe_trace(session) -> dict:
-    from ..core.costmodel import CostModel, round_k, whatif_acceptance
+    from ..core.costmodel import CostModel, figures_json, round_k, whatif_acceptance
 
     rounds = session.rounds
     fig = CostModel(window=None, probe_window=None).extend(rounds).figures()
     k = max((round_k(r) for r in rounds), default=0)
     return {
-        "rounds": fig.rounds,
-        "k": fig.k,
-        "alpha": fig.alpha,
-        "tokens_per_pass": fig.tokens_per_round,
-        "probes": fig.costs.n_probes,
-        "t_target_ms": {str(n): ms for n, ms in fig.costs.target.items()},
-        "t_draft_ms": fig.costs.draft,
-        "overhead_ms": [fig.costs.overhead0, fig.costs.overhead1],
-        "speedup_measured": fig.speedup_measured,
-        "impossible": fig.impossible,
-        "speedup_refined": fig.speedup_refined,
-        "speedup_leviathan": fig.speedup_leviathan,
-        "advisor": {"curve": [list(kv) for kv in fig.curve], "best_k": fig.best_k},
+        **figures_json(fig),
         # An estimate: the first K' judged positions of each stored round.
         "whatif": [whatif_acceptance(rounds, kk) for kk in range(1, k)],
     }

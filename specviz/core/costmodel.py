@@ -322,6 +322,29 @@ def figures(rounds: Iterable[Round], window: int = 64) -> Figures:
     return CostModel(window=window).extend(rounds).figures()
 
 
+def figures_json(fig: Figures) -> dict:
+    """The figures as plain JSON values (for `tune --from-trace --json`, and for `run` /
+    `inspect` summaries: `"cost_model": figures_json(figures(session.rounds))`)."""
+    c = fig.costs
+    return {
+        "rounds": fig.rounds,
+        "first_round": fig.first_round,
+        "k": fig.k,
+        "alpha": fig.alpha,
+        "tokens_per_pass": fig.tokens_per_round,
+        "probes": c.n_probes,
+        "t_target_ms": {str(n): ms for n, ms in c.target.items()},
+        "t_draft_ms": c.draft,
+        "overhead_ms": [c.overhead0, c.overhead1],
+        "cost_ratio": c.cost_ratio,
+        "speedup_measured": fig.speedup_measured,
+        "impossible": fig.impossible,
+        "speedup_refined": fig.speedup_refined,
+        "speedup_leviathan": fig.speedup_leviathan,
+        "advisor": {"curve": [list(kv) for kv in fig.curve], "best_k": fig.best_k},
+    }
+
+
 def whatif_acceptance(rounds: Iterable[Round], k: int) -> dict:
     """An ESTIMATE of what a session with K' = k (smaller than the one run) would have seen:
     from the first k judged positions of each stored round. A K' round ends at the first
