@@ -3,6 +3,7 @@ matches a Monte Carlo of the rule; measured speedup, impossible values, the what
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -113,7 +114,7 @@ def test_measured_speedup_is_baseline_times_tokens_over_round_time():
     assert fig.alpha == pytest.approx(2 / 3)
     assert fig.acceptance_by_position == (1.0, 1.0, 0.0)
     # o = 20 - (4 * 1 + T_t(5) = 18) = -2 is clipped at 0 in predictions
-    assert fig.costs.overhead0 == pytest.approx(-2.0)
+    assert fig.costs.overhead0 + 4 * fig.costs.overhead1 == pytest.approx(-2.0)
     assert fig.speedup_refined == pytest.approx(3 * 10 / 22)
 
 
@@ -146,6 +147,19 @@ def test_overhead_fitted_over_several_k():
     costs = model.costs()
     assert costs.overhead0 == pytest.approx(3.0) and costs.overhead1 == pytest.approx(0.5)
     assert costs.overhead(4) == pytest.approx(5.0)
+
+
+def test_overhead_at_one_k_from_the_draft_and_verify_phases():
+    # K = 4 rounds: each draft step 0.5 ms over T_d(1) = 1, the verify phase 3 ms over
+    # T_t(5) = 18: the advisor's K = 8 pays 8 x 0.5 + 3.
+    model = CostModel()
+    model.add_probes(probe())
+    for i in range(10):
+        rnd = make_round(i, [True] * 4)
+        model.add(dataclasses.replace(rnd, draft_ms=4 * 1.5, verify_ms=18 + 3.0))
+    costs = model.costs()
+    assert costs.overhead0 == pytest.approx(3.0) and costs.overhead1 == pytest.approx(0.5)
+    assert costs.overhead(8) == pytest.approx(7.0)
 
 
 def test_advisor_curve_peaks_where_costs_and_acceptance_say():

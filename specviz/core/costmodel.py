@@ -8,7 +8,9 @@ schema 1.1), so a replayed trace gives the same figures as the live session. No 
   slow passes on a busy machine do not swing them.
 - o: the per-round overhead (sampling, the rule, the caches): a round's time minus its
   forward passes, o = round ms - (n_drafted T_d(1) + T_t(n_drafted + 1)), the mean over the
-  window (slow outliers capped as below); with rounds of several K, fitted as o0 + o1 K.
+  window (slow outliers capped as below), as o0 + o1 K: with rounds of several K a line
+  through them; at one K, o1 from the draft phase (per drafted token) and o0 from the
+  verify phase.
 - measured speedup = T_t(1) x emitted tokens / the rounds' time, over the last `window`
   rounds (a round over 3x the median time of its n_drafted counts at that cap, as the
   probes' medians ignore the same bursts of other work on a busy machine). A round emits at
@@ -27,6 +29,7 @@ import statistics
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .stats import predicted_speedup
 from .trace import Round
@@ -124,6 +127,22 @@ def round_k(rnd: Round) -> int:
     return rnd.n_drafted
 
 
+class Folded(NamedTuple):
+    """What the cost model keeps of a round."""
+
+    index: int
+    k: int
+    n: int  # n_drafted
+    emitted: int
+    draft_ms: float
+    verify_ms: float
+    fates: tuple[bool, ...]  # judged positions: accepted?
+
+    @property
+    def ms(self) -> float:
+        return self.draft_ms + self.verify_ms
+
+
 @dataclass(frozen=True)
 class Costs:
     """A snapshot of the measured costs, ms. Absent figures are None."""
@@ -203,17 +222,17 @@ class CostModel:
         """window / probe_window: rounds / probes the figures come from; None: all."""
         self.window = window
         self.probe_window = probe_window
-        self.rounds: deque[tuple[int, int, int, int, float, tuple[bool, ...]]] = deque(
-            maxlen=window
-        )  # (index, k, n_drafted, emitted, ms, judged fates)
+        self.rounds: deque[Folded] = deque(maxlen=window)
         self.target: dict[int, deque[float]] = {}
         self.draft: deque[float] = deque(maxlen=probe_window)
         self.context_len: int | None = None
         self.n_probes = 0
 
     def add(self, rnd: Round) -> None:
+        fates = tuple(_judged(rnd))
+        n = rnd.n_drafted
         self.rounds.append(
-            (rnd.index, round_k(rnd), rnd.n_drafted, rnd.n_emitted, rnd.ms, tuple(_judged(rnd)))
+            Folded(rnd.index, round_k(rnd), n, rnd.n_emitted, rnd.draft_ms, rnd.verify_ms, fates)
         )
         if rnd.probes:
             self.add_probes(rnd.probes)
@@ -241,32 +260,43 @@ class CostModel:
         return Costs(target, counts, draft, o0, o1, self.context_len, self.n_probes)
 
     def _overhead(self, costs: Costs) -> tuple[float | None, float]:
-        """o per round: the mean of (round ms - its passes) at each n_drafted, round times
-        capped as in the measured speedup (so that the prediction predicts what is measured);
-        a line o0 + o1 n through the n with enough rounds when there are several, else a
-        constant (rounds cut short by an end-of-text or a length limit do not fit a slope)."""
-        if costs.draft is None or not costs.target or not self.rounds:
+        """(o0, o1): o = o0 + o1 K ms per round beyond its forward passes, the means over
+        the window (times capped as in the measured speedup, so that the prediction predicts
+        what is measured).
+
+        With rounds of several n_drafted (a sweep), a line through the mean of
+        (round ms - n T_d(1) - T_t(n + 1)) at each n with enough rounds. With one n (a
+        session at one K), the draft and verify phases apart: o1 = (draft ms - n T_d(1)) / n
+        per drafted token, o0 = verify ms - T_t(n + 1); so the advisor's other K pay the
+        per-token part again.
+        """
+        rounds = self.rounds
+        if costs.draft is None or not costs.target or not rounds:
             return None, 0.0
+        ms = capped_ms([(r.n, r.ms) for r in rounds])
         by_n: dict[int, list[float]] = {}
-        capped = capped_ms([(r[2], r[4]) for r in self.rounds])
-        for (_, _, n, _, _, _), ms in zip(self.rounds, capped):
-            passes = n * costs.draft + (costs.t_target(n + 1) or 0.0)
-            by_n.setdefault(n, []).append(ms - passes)
-        enough = max(3, 0.05 * len(capped))
+        for r, t in zip(rounds, ms):
+            passes = r.n * costs.draft + (costs.t_target(r.n + 1) or 0.0)
+            by_n.setdefault(r.n, []).append(t - passes)
+        enough = max(3, 0.05 * len(ms))
         points = [(n, statistics.fmean(v), len(v)) for n, v in by_n.items() if len(v) >= enough]
-        if len(points) < 2:
-            return statistics.fmean(o for v in by_n.values() for o in v), 0.0
-        weight = sum(w for _, _, w in points)
-        mean_n = sum(n * w for n, _, w in points) / weight
-        mean_o = sum(o * w for _, o, w in points) / weight
-        var = sum(w * (n - mean_n) ** 2 for n, _, w in points)
-        slope = sum(w * (n - mean_n) * (o - mean_o) for n, o, w in points) / var
-        return mean_o - slope * mean_n, slope
+        if len(points) >= 2:
+            weight = sum(w for _, _, w in points)
+            mean_n = sum(n * w for n, _, w in points) / weight
+            mean_o = sum(o * w for _, o, w in points) / weight
+            var = sum(w * (n - mean_n) ** 2 for n, _, w in points)
+            slope = sum(w * (n - mean_n) * (o - mean_o) for n, o, w in points) / var
+            return mean_o - slope * mean_n, slope
+        draft = capped_ms([(r.n, r.draft_ms) for r in rounds])
+        verify = capped_ms([(r.n, r.verify_ms) for r in rounds])
+        per_token = [(d - r.n * costs.draft) / r.n for r, d in zip(rounds, draft) if r.n]
+        fixed = [v - (costs.t_target(r.n + 1) or 0.0) for r, v in zip(rounds, verify)]
+        return statistics.fmean(fixed), statistics.fmean(per_token) if per_token else 0.0
 
     def acceptance_by_position(self) -> list[float | None]:
         judged: list[int] = []
         accepted: list[int] = []
-        for *_, fates in self.rounds:
+        for fates in (r.fates for r in self.rounds):
             for i, ok in enumerate(fates):
                 if i == len(judged):
                     judged.append(0)
@@ -278,11 +308,11 @@ class CostModel:
     def figures(self) -> Figures:
         costs = self.costs()
         rounds = list(self.rounds)
-        emitted = sum(r[3] for r in rounds)
-        ms = sum(capped_ms([(r[2], r[4]) for r in rounds]))
-        k = max((r[1] for r in rounds), default=None)
-        judged = sum(len(r[5]) for r in rounds)
-        alpha = sum(sum(r[5]) for r in rounds) / judged if judged else None
+        emitted = sum(r.emitted for r in rounds)
+        ms = sum(capped_ms([(r.n, r.ms) for r in rounds]))
+        k = max((r.k for r in rounds), default=None)
+        judged = sum(len(r.fates) for r in rounds)
+        alpha = sum(sum(r.fates) for r in rounds) / judged if judged else None
         by_pos = self.acceptance_by_position()
         t1 = costs.t_target(1)
         measured = t1 * emitted / ms if t1 and ms > 0 and emitted else None
@@ -301,7 +331,7 @@ class CostModel:
         best = max(curve, key=lambda kv: kv[1])[0] if curve else None
         return Figures(
             rounds=len(rounds),
-            first_round=rounds[0][0] if rounds else None,
+            first_round=rounds[0].index if rounds else None,
             k=k,
             emitted=emitted,
             ms=ms,
