@@ -110,7 +110,8 @@ def main() -> int:
                 for cond in conditions:
                     if args.load:
                         (flag.set if cond == "load" else flag.clear)()
-                    rounds = run_one(pair, prompt.text, k, config)
+                    full = k == order[0] and cond == conditions[0]  # once per prompt
+                    rounds = run_one(pair, prompt.text, k, config, full_probe=full)
                     runs[cond].append(SweepRun(i, prompt.category, k, rounds))
                     fig = costmodel.figures(rounds)
                     if fig.speedup_measured is not None and not fig.impossible:

@@ -206,7 +206,7 @@ def test_probes_do_not_change_the_tokens(pair, temperature, drafter):
     plain.prefill("In the beginning God", calibrate=False)
     without = list(plain.run())
     probed = SpeculativeEngine(
-        pair, settings, trace=False, drafter=config, prober=Prober(ProbePlan(every=1))
+        pair, settings, trace=False, drafter=config, prober=Prober(ProbePlan(every=1, budget=None))
     )
     probed.calibration_tokens = 1
     probed.prefill("In the beginning God")
@@ -252,7 +252,9 @@ def test_probes_are_not_in_the_rounds_times(pair, monkeypatch):
     monkeypatch.setattr(engine_module, "time", Clock)
     monkeypatch.setattr(probes_module, "forward", slow_forward)
     engine = SpeculativeEngine(
-        pair, Settings(k=3, seed=1, max_new_tokens=30), prober=Prober(ProbePlan(every=1))
+        pair,
+        Settings(k=3, seed=1, max_new_tokens=30),
+        prober=Prober(ProbePlan(every=1, budget=None)),
     )
     engine.calibration_tokens = 1
     engine.prefill("The quick brown fox")
@@ -287,3 +289,19 @@ def test_remeasure_asks_for_a_full_probe_after_the_next_round(pair):
     third, fourth = engine.step(), engine.step()
     assert [n for n, _ in third.probes["target_ms"]] == list(range(1, 18))
     assert fourth.probes is None
+
+
+def test_probes_keep_to_their_share_of_the_time(monkeypatch):
+    import specviz.core.probes as probes_module
+
+    now = [100.0]
+    monkeypatch.setattr(probes_module.time, "perf_counter", lambda: now[0])
+    prober = Prober(ProbePlan(every=2, budget=0.5))
+    prober._last_round, prober._last_end, prober._last_cost = 4, 100.0, 1.0
+    assert prober.due(0)  # the first round always
+    now[0] = 101.0  # 1 s since a 1 s probe: 50% would go to probing
+    assert not prober.due(6)
+    now[0] = 102.5
+    assert prober.due(6) and not prober.due(5)  # and at least `every` rounds apart
+    prober.request_full()
+    assert prober.due(5)

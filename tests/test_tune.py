@@ -183,7 +183,9 @@ def test_from_trace_with_and_without_probes(pair, tmp_path, capsys):
     from specviz.core.tracefile import save
 
     engine = SpeculativeEngine(
-        pair, Settings(k=3, seed=4, max_new_tokens=20), prober=Prober(ProbePlan(every=2))
+        pair,
+        Settings(k=3, seed=4, max_new_tokens=20),
+        prober=Prober(ProbePlan(every=2, budget=None)),
     )
     engine.calibration_tokens = 1
     session = Session(engine.prefill("And the earth was"))

@@ -40,9 +40,14 @@ class ProbePlan:
     """When to probe and how much. A probe costs about (repeats * 2 + 2) target steps and
     repeats + 1 draft steps."""
 
-    every: int = 8  # rounds between probes (the first is after round 0)
+    every: int = 4  # at least this many rounds between probes (the first is after round 0)
+    # At most this share of the session's wall time goes to probes: the next probe waits
+    # until the time since the last one is the last one's cost / budget. None: every
+    # `every` rounds exactly (tests).
+    budget: float | None = 0.1
     repeats: int = 3  # timed passes at n = 1, n = K + 1 and of the draft; medians recorded
     n_max: int = ADVISOR_K_MAX + 1  # the first probe measures T_t(n) for n = 1..n_max
+    full_first: bool = True  # False: the first probe is a light one too (later runs of a sweep)
 
 
 def _crop_to(cache: DynamicCache, length: int) -> None:
@@ -60,21 +65,37 @@ class Prober:
         self.generator.manual_seed(0)
         self._next_n = 2  # the one extra n each later probe measures, in rotation
         self._full_requested = False
+        self._last_round = 0  # round index of the last probe
+        self._last_end = 0.0  # perf_counter at its end
+        self._last_cost = 0.0  # its duration, s
 
     def request_full(self) -> None:
         """Any thread: a full probe (every n) after the next round ("Re-measure")."""
         self._full_requested = True
 
     def due(self, round_index: int) -> bool:
-        return self._full_requested or round_index % max(self.plan.every, 1) == 0
+        if self._full_requested or round_index == 0:
+            return True
+        plan = self.plan
+        if plan.budget is None:
+            return round_index % max(plan.every, 1) == 0
+        waited = time.perf_counter() - self._last_end
+        return (
+            round_index - self._last_round >= plan.every and waited * plan.budget >= self._last_cost
+        )
 
     def after_round(self, engine) -> dict[str, Any] | None:
         """Probe if one is due after the engine's current round; the record's `probes`."""
         if not self.due(engine.round_index):
             return None
-        full = engine.round_index == 0 or self._full_requested
+        full = (engine.round_index == 0 and self.plan.full_first) or self._full_requested
         self._full_requested = False
-        return self.probe(engine, full=full)
+        start = time.perf_counter()
+        record = self.probe(engine, full=full)
+        self._last_end = time.perf_counter()
+        self._last_cost = 0.0 if full else self._last_end - start  # a full one is rare
+        self._last_round = engine.round_index
+        return record
 
     @torch.inference_mode()
     def probe(self, engine, full: bool = False) -> dict[str, Any] | None:

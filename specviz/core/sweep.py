@@ -41,7 +41,7 @@ class SweepConfig:
     top_p: float = 1.0
     max_new_tokens: int = 64
     seed: int = 0  # each run's sampling seed, and the shuffling of the K orders
-    probe_every: int = 8  # rounds between cost-model probes within a run
+    probe_every: int = 4  # at least this many rounds between cost-model probes in a run
     check_greedy: bool = False  # greedy only: compare each run with the target alone
     # Who drafts and how K is chosen (core.drafters / core.policies); None: the draft
     # model and a constant K. With a policy that varies K, each swept K is its --k.
@@ -90,11 +90,15 @@ def sweep_plan(n_prompts: int, ks: Sequence[int], seed: int = 0) -> list[tuple[i
     return plan
 
 
-def run_one(pair, prompt: str, k: int, config: SweepConfig, cancel=None) -> tuple[Round, ...]:
-    """One session at K with probes; stops early (returns what it has) when cancelled."""
+def run_one(
+    pair, prompt: str, k: int, config: SweepConfig, cancel=None, full_probe: bool = True
+) -> tuple[Round, ...]:
+    """One session at K with probes; stops early (returns what it has) when cancelled.
+    full_probe: T_t(n) for every n after round 0 (else the light probe: n = 1, K + 1 and one
+    more in rotation)."""
     from .engine import SpeculativeEngine
 
-    prober = Prober(ProbePlan(every=config.probe_every))
+    prober = Prober(ProbePlan(every=config.probe_every, full_first=full_probe))
     engine = SpeculativeEngine(
         pair,
         config.settings(k),
@@ -125,11 +129,14 @@ def run_sweep(
     the result is marked cancelled."""
     plan = sweep_plan(len(prompts), config.ks, config.seed)
     result = SweepResult(total=len(plan))
+    probed: set[int] = set()
     for i, k in plan:
         if cancel is not None and cancel.is_set():
             break
         prompt = prompts[i]
-        rounds = run_one(pair, prompt.text, k, config, cancel)
+        # T_t(n) for every n once per prompt (the costs are pooled over the sweep).
+        rounds = run_one(pair, prompt.text, k, config, cancel, full_probe=i not in probed)
+        probed.add(i)
         if cancel is not None and cancel.is_set():
             break
         diff = None
