@@ -58,6 +58,10 @@ def test_advisor_from_round_records(panel):
     assert "baseline T_t(1) 10.00 ms/token" in panel.summary.text()
     assert "rounds 0-11" in panel.summary.text()
     assert panel.k_box.value() == fig.best_k
+    # 3 of 4 accepted each round: K'=2 would have kept both and added a bonus.
+    assert (
+        "ESTIMATE" in panel.whatif.text() and "K'=2 acceptance 1.000 (3.00" in panel.whatif.text()
+    )
     panel.reset()
     assert panel.summary.text() == "no rounds yet" and n_points(panel.plot.refined) == 0
 

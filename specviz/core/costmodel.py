@@ -305,6 +305,10 @@ class CostModel:
                 accepted[i] += ok
         return [a / j if j else None for a, j in zip(accepted, judged)]
 
+    def whatif(self, k: int) -> dict:
+        """whatif_fates over the window: an estimate for K' = k."""
+        return whatif_fates((r.fates for r in self.rounds), k)
+
     def figures(self) -> Figures:
         costs = self.costs()
         rounds = list(self.rounds)
@@ -376,6 +380,11 @@ def figures_json(fig: Figures) -> dict:
 
 
 def whatif_acceptance(rounds: Iterable[Round], k: int) -> dict:
+    """whatif_fates over round records."""
+    return whatif_fates((_judged(rnd) for rnd in rounds), k)
+
+
+def whatif_fates(rounds: Iterable[Sequence[bool]], k: int) -> dict:
     """An ESTIMATE of what a session with K' = k (smaller than the one run) would have seen:
     from the first k judged positions of each stored round. A K' round ends at the first
     rejection among them, or after k acceptances (then a bonus token); the later positions
@@ -388,8 +397,8 @@ def whatif_acceptance(rounds: Iterable[Round], k: int) -> dict:
     judged = accepted = emitted = n_rounds = 0
     by_judged = [0] * k
     by_accepted = [0] * k
-    for rnd in rounds:
-        fates = _judged(rnd)[:k]
+    for fates in rounds:
+        fates = list(fates)[:k]
         n_rounds += 1
         judged += len(fates)
         got = 0

@@ -99,6 +99,9 @@ class TunePanel(QWidget):
         self.summary = QLabel("no rounds yet")
         self.summary.setTextFormat(Qt.TextFormat.PlainText)
         self.summary.setWordWrap(True)
+        self.whatif = QLabel("")
+        self.whatif.setTextFormat(Qt.TextFormat.PlainText)
+        self.whatif.setWordWrap(True)
         self.remeasure_button = QPushButton("Re-measure costs")
         self.remeasure_button.setToolTip("a full probe of T_t(n) and T_d(1) after the next round")
         self.remeasure_button.clicked.connect(self._remeasure)
@@ -116,6 +119,7 @@ class TunePanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self.plot, 3)
         layout.addWidget(self.summary)
+        layout.addWidget(self.whatif)
         layout.addLayout(top)
         layout.addWidget(self._sweep_box(), 2)
 
@@ -203,6 +207,17 @@ class TunePanel(QWidget):
         self.plot.set_leviathan(leviathan_curve(fig.alpha, fig.costs.cost_ratio))
         self.plot.set_session_point(fig.k, None if fig.impossible else fig.speedup_measured)
         self.summary.setText(describe(fig))
+        ks = range(1, fig.k or 0)
+        self.whatif.setText(
+            "what-if (an ESTIMATE from the first K' judged positions of each round): "
+            + ", ".join(
+                f"K'={w['k']} acceptance {_f(w['acceptance'], '{:.3f}')} "
+                f"({_f(w['tokens_per_round'])} tokens/pass)"
+                for w in (self.model.whatif(k) for k in ks)
+            )
+            if ks
+            else ""
+        )
         if fig.best_k is not None and not self.table.selectedItems():
             self.k_box.setValue(fig.best_k)
 
