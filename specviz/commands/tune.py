@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 
-from .common import UsageError, add_model_args, fail
+from .common import UsageError, add_model_args, fail, load_options
 from .drafting import add_drafter_options, drafting_from, pair_specs
 
 
@@ -151,16 +151,17 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--limit must be >= 1")
         prompts = load_prompt_set(args.prompts)[: args.limit]
         target, draft = pair_specs(args, drafter)
+        options = load_options(args)
     except (UsageError, PromptSetError, ValueError) as e:
         return fail(str(e))
 
     def progress(message: str) -> None:
-        print(f"[specviz] {message}", file=sys.stderr, flush=True)
+        print(f"[specviz] {plain(message)}", file=sys.stderr, flush=True)
 
     from ..core.models import ModelLoadError, load_pair
 
     try:
-        pair = load_pair(target, draft, device=args.device, dtype=args.dtype, progress=progress)
+        pair = load_pair(target, draft, options, progress=progress)
     except ModelLoadError as e:
         return fail(str(e))
     result = sweep(pair, prompts, config, progress)

@@ -159,7 +159,7 @@ class Prober:
         d_len = cache.get_seq_length()  # a prefix of ids[:-1]: ids[d_len] is the next token
         start = time.perf_counter()
         logits = forward(drafter.model, [ids[d_len]], cache, vocab, keep=1)
-        self._pick(logits[0], config)
+        self._pick(logits[0].to(engine.pair.device), config)  # q goes where p is, as in a round
         ms = 1000 * (time.perf_counter() - start)
         _crop_to(cache, d_len)
         return ms
