@@ -127,7 +127,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from specviz.core.tracefile import write_atomic
-    from tests.test_trace_synth import synthetic_lines
+    from tests.fixtures import synthetic_lines
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(args.trace) if args.trace else Path(tmp) / "big.jsonl"

@@ -34,7 +34,7 @@ def json_line(obj) -> str:
 
 def main() -> int:
     from specviz.core.trace import dumps, round_to_json
-    from tests.test_trace_synth import synthetic_session
+    from tests.fixtures import synthetic_session
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2000)

@@ -12,7 +12,7 @@ import pytest
 
 from specviz.core import autosave
 from specviz.core.autosave import FILENAME, Autosaver, cache_folder
-from tests.test_trace_synth import synthetic_session
+from tests.fixtures import all_details, synthetic_session
 
 
 def test_folder_defaults(monkeypatch, tmp_path):
@@ -43,7 +43,7 @@ def test_each_round_is_saved_before_add_returns(tmp_path, monkeypatch):
         assert saver.add(rnd)
         fsyncs.append(len(synced) - before)
         # What a crash of the app right now would leave: the header and every round so far.
-        assert Autosaver.restore(saver.path).rounds == session.rounds[:n]
+        assert all_details(Autosaver.restore(saver.path)) == session.rounds[:n]
         clock[0] += 0.4
     # on the disk at least every SYNC_S (1 s): rounds 1, 4 (1.2 s later)
     assert fsyncs == [1, 0, 0, 1, 0, 0]
@@ -64,7 +64,7 @@ def test_crash_mid_round_loses_only_that_round(tmp_path):
     assert found == saver.path
     restored = Autosaver.restore(found)
     assert restored.header == session.header
-    assert restored.rounds == session.rounds[:4]
+    assert all_details(restored) == session.rounds[:4]
     assert "cut-off last line" in restored.warnings[0]
 
 
@@ -112,7 +112,7 @@ def test_a_new_session_replaces_the_old_autosave(tmp_path):
         saver.add(rnd)
     saver.start(new.header)
     saver.add(new.rounds[0])
-    assert Autosaver.restore(saver.path).rounds == new.rounds[:1]
+    assert all_details(Autosaver.restore(saver.path)) == new.rounds[:1]
     saver.finish()
 
 
@@ -126,16 +126,24 @@ def test_disk_errors_reach_the_caller(tmp_path):
 def test_a_restored_session_goes_on(tmp_path):
     session = synthetic_session(5)
     saver = Autosaver(tmp_path)
-    saver.start(session.header, session.rounds[:3])
+    saver.start(session.header)
+    for rnd in session.rounds[:3]:
+        saver.add(rnd)
+    lines = saver.path.read_text(encoding="utf-8").splitlines()
+    lines[2] = lines[2][:-1] + ',"from_a_newer_version":1}'
+    saver.path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    restored = Autosaver.restore(saver.path)
+    saver.start(restored.header, restored)  # the restored rounds' lines, as they were read
     saver.add(session.rounds[3])
-    assert Autosaver.restore(saver.path).rounds == session.rounds[:4]
+    assert saver.path.read_text(encoding="utf-8").splitlines()[:4] == lines
+    assert all_details(Autosaver.restore(saver.path)) == session.rounds[:4]
     saver.finish()
 
 
 OTHER_WINDOW = """
 import sys, time
 from specviz.core.autosave import Autosaver
-from tests.test_trace_synth import synthetic_session
+from tests.fixtures import synthetic_session
 session = synthetic_session(2, seed=5)
 saver = Autosaver(sys.argv[1])
 saver.start(session.header)

@@ -15,70 +15,7 @@ from specviz.core.bars import (
     positions,
     tokens_at,
 )
-from specviz.core.trace import ModelInfo, Round, SessionHeader, Settings, TokenEvent
-
-TEXTS = ("A", " the", " cat", "\n", "x", "ly")
-# Round 0 (K=4): " the" accepted, " cat" rejected, "x" and "ly" discarded, "\n" resampled.
-P0 = (0.1, 0.5, 0.2, 0.1, 0.05, 0.05)
-Q0 = (0.05, 0.4, 0.3, 0.15, 0.05, 0.05)  # alpha = sum min = 0.85
-P1 = (0.3, 0.1, 0.1, 0.3, 0.1, 0.1)
-Q1 = (0.1, 0.1, 0.6, 0.1, 0.05, 0.05)  # alpha = 0.5; residual norm(max(0, p-q)) below
-RESIDUAL1 = (0.4, 0.0, 0.0, 0.4, 0.1, 0.1)
-Q2 = (0.2, 0.2, 0.2, 0.2, 0.1, 0.1)
-N = 3  # top-N stored per position
-
-
-def _top(p, q, n=N):
-    key = [max(a or 0, b or 0) for a, b in zip(p or [0] * 6, q or [0] * 6)]
-    ids = sorted(range(6), key=lambda i: -key[i])[:n]
-    entries = tuple((i, None if p is None else p[i], None if q is None else q[i]) for i in ids)
-    texts = tuple(TEXTS[i] for i in ids)
-    p_rest = None if p is None else 1 - sum(p[i] for i in ids)
-    q_rest = None if q is None else 1 - sum(q[i] for i in ids)
-    return entries, texts, p_rest, q_rest
-
-
-def _event(token, status, p, q, **kw):
-    top, texts, p_rest, q_rest = _top(p, q)
-    return TokenEvent(
-        id=token, text=TEXTS[token], status=status,
-        p=None if p is None else p[token], q=None if q is None else q[token],
-        top=top, top_text=texts, p_rest=p_rest, q_rest=q_rest, **kw,
-    )  # fmt: skip
-
-
-def sample_rounds(session_id: str = "s1") -> list[Round]:
-    """Two rounds: [accepted, rejected, discarded, discarded, resampled], then
-    [accepted, bonus]."""
-    settings = Settings(k=4, top_n=N)
-    r0 = (
-        _event(1, "accepted", P0, Q0, accept_prob=1.0, u=0.3, alpha=0.85),
-        _event(2, "rejected", P1, Q1, accept_prob=0.1 / 0.6, u=0.8, alpha=0.5),
-        _event(4, "discarded", None, Q2),
-        _event(5, "discarded", None, Q2),
-        _event(
-            3, "resampled", P1, Q1, alpha=0.5, residual=0.4,
-            residual_top=((0, 0.4), (3, 0.4), (4, 0.1)),
-        ),
-    )  # fmt: skip
-    r1 = (
-        _event(0, "accepted", P0, P0, accept_prob=1.0, u=0.9, alpha=1.0),
-        _event(1, "bonus", P0, None),
-    )
-    return [
-        Round(session_id, 0, 3, 2.0, 5.0, 4, 1, r0, settings),
-        Round(session_id, 1, 5, 1.0, 4.0, 1, 1, r1, Settings(k=1, top_n=N)),
-    ]
-
-
-def sample_header(session_id: str = "s1") -> SessionHeader:
-    info = ModelInfo("toy", "/toy", 6, 100, "float32", "cpu")
-    return SessionHeader(
-        session_id=session_id, prompt="Once upon", prompt_ids=(0, 1, 2), target=info,
-        draft=info, settings=Settings(k=4, top_n=N), created="2026-01-01T00:00:00+00:00",
-        specviz="test", baseline_ms_per_token=10.0, draft_ms_per_token=2.0,
-        prompt_text=("Once", " up", "on"),
-    )  # fmt: skip
+from tests.fixtures import sample_rounds
 
 
 def test_positions_map_tokens_to_slots():

@@ -378,6 +378,7 @@ def test_heuristic_and_threshold_policies_record_k_and_stop(pair):
 def test_a_lookup_session_round_trips_through_a_trace(pair, tmp_path):
     from specviz.core.session import Session
     from specviz.core.tracefile import load, save
+    from tests.fixtures import all_details
 
     engine = SpeculativeEngine(
         target_only(pair), Settings(k=4, seed=1, max_new_tokens=20), drafter=LOOKUP,
@@ -392,7 +393,7 @@ def test_a_lookup_session_round_trips_through_a_trace(pair, tmp_path):
     assert loaded.header.policy == session.header.policy
     assert [r.copied_from for r in loaded.rounds] == [r.copied_from for r in session.rounds]
     assert [(r.k, r.stop) for r in loaded.rounds] == [(r.k, r.stop) for r in session.rounds]
-    assert list(loaded.rounds) == list(session.rounds)
+    assert all_details(loaded) == list(session.rounds)
 
 
 def test_changing_k_restarts_the_heuristic(pair):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from specviz.core.session import Session
 from specviz.core.tracefile import save
-from tests.test_bars import sample_header, sample_rounds
+from tests.fixtures import sample_header, sample_rounds
 
 ROOT = Path(__file__).resolve().parents[1]
 

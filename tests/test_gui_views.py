@@ -18,7 +18,7 @@ from specviz.gui.distribution_view import DistributionView, summary_html
 from specviz.gui.plots import PLOTS, Plots
 from specviz.gui.stream_panel import StreamPanel, legend_html
 from specviz.gui.token_view import ROUND_TOKEN, TokenView, display_text, status_of
-from tests.test_bars import sample_header, sample_rounds
+from tests.fixtures import sample_header, sample_rounds
 
 
 @pytest.fixture

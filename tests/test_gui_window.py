@@ -21,7 +21,7 @@ from specviz.gui.actions import lab_available
 from specviz.gui.main_window import MainWindow
 from specviz.gui.token_view import status_of
 from specviz.gui.worker import Loaded
-from tests.test_bars import sample_header, sample_rounds
+from tests.fixtures import all_details, sample_header, sample_rounds
 
 TIMEOUT = 60_000
 
@@ -197,7 +197,7 @@ def test_export_open_round_trip_and_replay(qtbot, window, tmp_path):
     replay = make_window(qtbot)  # no models at all
     assert replay.open_trace(path)
     assert replay.state == "replay" and replay.models is None
-    assert replay.session.rounds == window.session.rounds  # identical records
+    assert all_details(replay.session) == window.session.rounds  # identical records
     assert replay.session.header == window.session.header
     replay.stream.view.click(1, 0)
     assert view_state(replay) == live_state  # identical view state
@@ -209,7 +209,10 @@ def test_export_open_round_trip_and_replay(qtbot, window, tmp_path):
     replay.toggle_run()
     qtbot.waitUntil(lambda: len(replay.session.rounds) == 4, timeout=TIMEOUT)
     qtbot.waitUntil(lambda: not replay._replay_timer.isActive(), timeout=TIMEOUT)
-    assert replay.session.rounds == window.session.rounds
+    assert all_details(replay.session) == window.session.rounds
+    again = tmp_path / "again.jsonl"
+    assert replay.export_trace(again)  # the replayed rounds' lines, as they were read
+    assert again.read_bytes() == path.read_bytes()
     replay.new_session()
     assert replay.replay_source is None and replay.state == "no models"
     replay.close_now()
@@ -247,7 +250,7 @@ def test_long_trace_is_drawn_in_slices(qtbot, tmp_path):
     assert window.open_trace(tmp_path / "long.jsonl")
     assert window.drawing  # the window is back in the event loop before the end
     qtbot.waitUntil(lambda: not window.drawing, timeout=TIMEOUT)
-    assert window.session.rounds == rounds and window.stream.view.round_count == 1500
+    assert all_details(window.session) == rounds and window.stream.view.round_count == 1500
     assert any(m.startswith("drawing round") for m in messages)
     assert window.plots.rounds == 1500 and window.distribution.selected[0] == 1499
     window.close_now()
@@ -363,7 +366,7 @@ def test_autosave_is_offered_back(qtbot, window, tmp_path):
     window.autosaver = None  # as if the app had crashed here: the file stays
     restored = make_window(qtbot)
     assert restored.offer_restore()
-    assert restored.state == "replay" and restored.session.rounds == rounds
+    assert restored.state == "replay" and all_details(restored.session) == rounds
     assert not restored.exported  # leaving it asks before throwing it away
     restored.new_session()
     assert dialogs.shown[-1][1] == "Discard this session?"

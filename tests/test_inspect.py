@@ -13,7 +13,7 @@ from specviz.core.engine import SpeculativeEngine
 from specviz.core.session import Session
 from specviz.core.trace import Settings
 from specviz.core.tracefile import save, session_lines
-from tests.test_trace_synth import synthetic_session
+from tests.fixtures import synthetic_session
 
 
 @pytest.fixture(scope="module")

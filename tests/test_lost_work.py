@@ -17,7 +17,7 @@ import pytest
 from specviz.core import tempfiles
 from specviz.core.livetrace import LiveTrace, check_target, partial_path
 from specviz.core.tracefile import load, save, write_atomic
-from tests.test_trace_synth import synthetic_session
+from tests.fixtures import all_details, synthetic_session
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -82,7 +82,7 @@ def test_finish_moves_the_partial_onto_the_name(tmp_path):
         live.add(rnd)
     assert live.finish(session) == tmp_path / "t.jsonl"
     assert not live.partial.exists()
-    assert load(tmp_path / "t.jsonl").rounds == session.rounds
+    assert all_details(load(tmp_path / "t.jsonl")) == session.rounds
 
 
 def test_a_file_created_during_the_run_is_not_overwritten(tmp_path):
@@ -96,7 +96,7 @@ def test_a_file_created_during_the_run_is_not_overwritten(tmp_path):
     with pytest.raises(FileExistsError, match="created while the run was going"):
         live.finish(session)
     assert target.read_text() == "someone else's file"
-    assert load(live.partial).rounds == session.rounds[:1]  # the run's trace, kept
+    assert all_details(load(live.partial)) == session.rounds[:1]  # the run's trace, kept
     # with --force it is replaced
     live = LiveTrace(target, force=True)
     live.start(session.header)

@@ -10,7 +10,7 @@ import pytest
 from specviz.core.trace import SCHEMA, Round, TraceError
 from specviz.core.tracefile import parse_lines, session_lines
 from specviz.core.traceparse import schema_version
-from tests.test_trace_synth import synthetic_session
+from tests.fixtures import synthetic_session
 
 
 def _lines(session) -> list[dict]:

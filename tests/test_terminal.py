@@ -11,7 +11,7 @@ import pytest
 from specviz.cli import main
 from specviz.core.terminal import printable, printable_fields
 from specviz.core.tracefile import save
-from tests.test_trace_synth import synthetic_session
+from tests.fixtures import synthetic_session
 
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b2J\u202etxt\x00\x7f"
 

@@ -9,7 +9,7 @@ import pytest
 from specviz.core import tracefile
 from specviz.core.csvexport import COLUMNS, write_stats_csv
 from specviz.core.stats import summary
-from tests.test_trace_synth import synthetic_session
+from tests.fixtures import synthetic_session
 
 
 def read(path) -> list[dict[str, str]]:

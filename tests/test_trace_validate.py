@@ -10,7 +10,7 @@ import pytest
 from specviz.core.session import Session
 from specviz.core.trace import Round, TokenEvent
 from specviz.core.validate import Problem, check_session, expected_accept_prob
-from tests.test_trace_synth import synthetic_header, synthetic_rounds, synthetic_session
+from tests.fixtures import synthetic_header, synthetic_rounds, synthetic_session
 
 
 def first_round(session: Session, *statuses: str) -> int:

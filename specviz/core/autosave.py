@@ -19,7 +19,7 @@ Usage (GUI thread; each call is one short write, no model needed):
         session = saver.adopt(found)           # yes: the session; the file is now saver's
         saver.discard(found)                   # no: remove that file
     saver.start(header); saver.add(rnd)...     # as a session runs
-    saver.start(session.header, session.rounds)  # a restored session that goes on
+    saver.start(session.header, session)       # a restored session that goes on
     saver.finish()                             # exported, reset or closed: remove own file
 
 Every method raises OSError when the disk does (full, read-only): the session itself is
@@ -33,7 +33,6 @@ import os
 import time
 import uuid
 import weakref
-from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
 
@@ -46,7 +45,7 @@ from . import paths
 from .session import Session
 from .tempfiles import pid_alive
 from .trace import Round, SessionHeader, TraceError, dumps, header_to_json
-from .tracefile import load, round_line
+from .tracefile import load, round_text, rounds_text
 from .traceparse import parse_header
 
 FILENAME = "autosave.jsonl"  # the one file of earlier versions (still offered back)
@@ -115,14 +114,15 @@ class Autosaver:
             weakref.finalize(self, self._file.close)
         return self._file
 
-    def start(self, header: SessionHeader, rounds: Iterable[Round] = ()) -> None:
+    def start(self, header: SessionHeader, restored: Session | None = None) -> None:
         """Begin a session's autosave, replacing this saver's earlier one.
-        `rounds`: those the session already has (a restored session that goes on)."""
+        `restored`: a session that goes on; its rounds are written first, as they were read."""
         self.session_id = None
         f = self._open()
         f.seek(0)
         f.truncate()
-        for line in chain([dumps(header_to_json(header))], map(round_line, rounds)):
+        rounds = rounds_text(restored) if restored is not None else ()
+        for line in chain([dumps(header_to_json(header))], rounds):
             f.write(line + "\n")
         f.flush()
         os.fsync(f.fileno())  # the header on the disk at once
@@ -135,7 +135,7 @@ class Autosaver:
         if self.session_id is None or rnd.session_id != self.session_id:
             return False
         f = self._file
-        f.write(round_line(rnd) + "\n")
+        f.write(round_text(rnd) + "\n")
         f.flush()  # with the system now: an app that crashes loses nothing written
         if time.monotonic() - self._synced >= SYNC_S:
             os.fsync(f.fileno())  # on the disk: a power cut loses at most SYNC_S

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .trace import Round, TokenEvent
+from .trace import DRAFTED, JUDGED, Round, TokenEvent
 
 REST_LABEL = "(everything else)"
-DRAFTED = ("accepted", "rejected", "discarded")
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,6 @@ class PositionBars:
     residual_labels: tuple[str, ...] = ()
     residual: tuple[float, ...] = ()
     residual_bar: int | None = None  # index of the resampled token among the residual bars
-    stored_n: int = 0  # how many tokens the trace kept for this position
 
     @property
     def n_bars(self) -> int:
@@ -139,58 +137,79 @@ def _residual(
     return tuple(res_ids), tuple(res_labels), tuple(values), bar
 
 
+@dataclass
+class _Columns:
+    """The bars of a position as they are built: parallel lists, the rest bar last."""
+
+    ids: list[int | None]
+    labels: list[str]
+    p: list[float | None]
+    q: list[float | None]
+
+
+def _top_columns(
+    full: TokenEvent, drafted: TokenEvent | None, emitted: TokenEvent | None, n: int | None
+) -> _Columns:
+    """The first n of the stored top-N (all if None), then the drafted and the emitted token
+    if they are not among them: those two are always shown."""
+    stored = full.top
+    texts = list(full.top_text) + [f"#{e[0]}" for e in stored[len(full.top_text) :]]
+    keep = len(stored) if n is None else max(0, min(n, len(stored)))
+    has_p, has_q = full.status != "discarded", drafted is not None
+    bars = _Columns(
+        ids=[e[0] for e in stored[:keep]],
+        labels=texts[:keep],
+        p=[e[1] if has_p else None for e in stored[:keep]],
+        q=[e[2] if has_q else None for e in stored[:keep]],
+    )
+    for event in (drafted, emitted):
+        if event is not None and event.id not in bars.ids:
+            bars.ids.append(event.id)
+            bars.labels.append(event.text)
+            bars.p.append(event.p if has_p else None)
+            bars.q.append(event.q if has_q else None)
+    return bars
+
+
+def _min_and_excess(
+    bars: _Columns, p_rest: float | None, q_rest: float | None, alpha: float | None
+) -> tuple[list[float | None], list[float | None]]:
+    """min(p, q) and max(0, p - q) of each bar, the rest bar's from alpha where known (the
+    rest's share of sum min(p, q), and p = min + max(0, p - q))."""
+    pairs = list(zip(bars.p, bars.q))
+    mins = [None if p is None or q is None else min(p, q) for p, q in pairs]
+    excess = [None if p is None or q is None else max(0.0, p - q) for p, q in pairs]
+    rest_min = rest_excess = None
+    if alpha is not None and p_rest is not None and None not in mins:
+        rest_min = min(max(0.0, alpha - sum(mins)), p_rest, q_rest if q_rest is not None else 1.0)
+        rest_excess = max(0.0, p_rest - rest_min)
+    return [*mins, rest_min], [*excess, rest_excess]
+
+
 def position_bars(
     rnd: Round, position: int, n: int | None = None, residual_n: int | None = None
 ) -> PositionBars:
     """The bars of one position, with at most n tokens from the stored top-N (all if None),
     and at most residual_n (default n) from the residual's.
 
-    A round read from a trace has its top-N lists parsed here (Round.complete), which raises
-    TraceError if they are malformed."""
-    rnd = rnd.complete()
+    `rnd` holds its top-N lists: for a session read from a file, Session.details(index)."""
     drafted, emitted = events_at(rnd, position)
     if drafted is None and emitted is None:
         raise IndexError(f"round {rnd.index} has no position {position}")
-    # The event that carries the position's top-N: the drafted one, or the bonus token.
+    # The event that carries the position's top-N: the drafted one, or the bonus token; the
+    # emitted one where it has them (it knows p at a position whose draft was discarded).
     source = drafted if drafted is not None else emitted
-    # The judged event knows p at this position; a discarded one does not.
     full = emitted if emitted is not None and emitted.top else source
+    has_p, has_q = full.status != "discarded", drafted is not None
+    bars = _top_columns(full, drafted, emitted, n)
     stored = list(full.top)
-    texts = list(full.top_text) + [f"#{e[0]}" for e in stored[len(full.top_text) :]]
-    keep = len(stored) if n is None else max(0, min(n, len(stored)))
-    has_p = full.status != "discarded"
-    has_q = drafted is not None
-
-    ids: list[int | None] = [e[0] for e in stored[:keep]]
-    labels = texts[:keep]
-    ps: list[float | None] = [e[1] if has_p else None for e in stored[:keep]]
-    qs: list[float | None] = [e[2] if has_q else None for e in stored[:keep]]
-    # Tokens that must be visible even outside the top-n: the drafted and the emitted one.
-    for event in (drafted, emitted):
-        if event is not None and event.id not in ids:
-            ids.append(event.id)
-            labels.append(event.text)
-            ps.append(event.p if has_p else None)
-            qs.append(event.q if has_q else None)
-
-    p_rest = _rest_mass(full.p_rest if has_p else None, stored, ids, ps, 1)
-    q_rest = _rest_mass(source.q_rest if has_q else None, stored, ids, qs, 2)
+    p_rest = _rest_mass(full.p_rest if has_p else None, stored, bars.ids, bars.p, 1)
+    q_rest = _rest_mass(source.q_rest if has_q else None, stored, bars.ids, bars.q, 2)
     alpha = full.alpha if has_p and has_q else None
-    mins = [None if p is None or q is None else min(p, q) for p, q in zip(ps, qs)]
-    excess = [None if p is None or q is None else max(0.0, p - q) for p, q in zip(ps, qs)]
-    rest_min = rest_excess = None
-    if alpha is not None and p_rest is not None and all(m is not None for m in mins):
-        # Exact from alpha: the rest's share of sum min(p, q), and p = min + max(0, p - q).
-        rest_min = min(max(0.0, alpha - sum(mins)), p_rest, q_rest if q_rest is not None else 1.0)
-        rest_excess = max(0.0, p_rest - rest_min)
-    ids.append(None)
-    labels.append(REST_LABEL)
-    ps.append(p_rest)
-    qs.append(q_rest)
-    mins.append(rest_min)
-    excess.append(rest_excess)
-
-    judged = drafted is not None and drafted.status in ("accepted", "rejected")
+    mins, excess = _min_and_excess(bars, p_rest, q_rest, alpha)
+    judged = drafted is not None and drafted.status in JUDGED
+    ids = (*bars.ids, None)
+    labels = (*bars.labels, REST_LABEL)
     res_ids, res_labels, res_vals, res_bar = _residual(
         emitted, ids, labels, n if residual_n is None else residual_n
     )
@@ -199,10 +218,10 @@ def position_bars(
         position=position,
         drafted_event=drafted,
         emitted_event=emitted,
-        ids=tuple(ids),
-        labels=tuple(labels),
-        p=tuple(ps),
-        q=tuple(qs),
+        ids=ids,
+        labels=labels,
+        p=(*bars.p, p_rest),
+        q=(*bars.q, q_rest),
         min_pq=tuple(mins),
         excess=tuple(excess),
         drafted_bar=ids.index(drafted.id) if drafted is not None else None,
@@ -216,5 +235,4 @@ def position_bars(
         residual_labels=res_labels,
         residual=res_vals,
         residual_bar=res_bar,
-        stored_n=len(stored),
     )

@@ -20,7 +20,7 @@ from .session import Session
 from .stats import summary
 from .tempfiles import remove_stale_temps
 from .trace import Round, SessionHeader, dumps, header_to_json
-from .tracefile import round_line
+from .tracefile import round_text
 
 SYNC_S = 1.0  # as the autosave: a crash of the process loses nothing the system has
 
@@ -76,7 +76,7 @@ class LiveTrace:
         self._write(dumps(header_to_json(header)), sync=True)
 
     def add(self, rnd: Round) -> None:
-        self._write(round_line(rnd), sync=time.monotonic() - self._synced >= SYNC_S)
+        self._write(round_text(rnd), sync=time.monotonic() - self._synced >= SYNC_S)
 
     def _write(self, line: str, sync: bool) -> None:
         self._file.write(line + "\n")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .session import Session
-from .trace import Round, SessionHeader, cost_ratio
+from .trace import DRAFTED, JUDGED, Round, SessionHeader, cost_ratio
 
 
 def predicted_speedup(alpha: float, k: float, c: float) -> float:
@@ -37,7 +37,6 @@ class RoundStats:
     acceptance_running: float | None
     alpha_running: float | None
     draft_efficiency: float | None
-    mean_accepted: float
     tokens_per_forward: float
     tokens_per_s: float | None
     speedup_measured: float | None
@@ -62,7 +61,8 @@ class RunningStats:
     k_sum: int = 0
     by_position_judged: list[int] = field(default_factory=list)
     by_position_accepted: list[int] = field(default_factory=list)
-    accepted_lengths: list[int] = field(default_factory=list)  # histogram by n_accepted
+    # How many rounds kept 0, 1, 2, ... drafts
+    accepted_lengths: list[int] = field(default_factory=list)
 
     @classmethod
     def for_header(cls, header: SessionHeader) -> RunningStats:
@@ -73,27 +73,30 @@ class RunningStats:
         return cost_ratio(self.baseline_ms_per_token, self.draft_ms_per_token)
 
     def add(self, rnd: Round) -> RoundStats:
-        judged = [t for t in rnd.tokens if t.status in ("accepted", "rejected")]
+        """Fold one round in. Counts come from its tokens, so that the work and the memory
+        stay bounded by the record whatever its n_drafted / n_accepted say."""
+        judged = [t for t in rnd.tokens if t.status in JUDGED]
         alphas = [t.alpha for t in judged if t.alpha is not None]
         n_acc = sum(1 for t in judged if t.status == "accepted")
+        n_drafted = sum(1 for t in rnd.tokens if t.status in DRAFTED)
         self.rounds += 1
-        self.drafted += rnd.n_drafted
+        self.drafted += n_drafted
         self.judged += len(judged)
         self.accepted += n_acc
         self.emitted += rnd.n_emitted
         self.ms += rnd.ms
         self.alpha_sum += sum(alphas)
         self.alpha_n += len(alphas)
-        self.k_sum += rnd.n_drafted
+        self.k_sum += n_drafted
         for pos, t in enumerate(judged):
             while len(self.by_position_judged) <= pos:
                 self.by_position_judged.append(0)
                 self.by_position_accepted.append(0)
             self.by_position_judged[pos] += 1
             self.by_position_accepted[pos] += t.status == "accepted"
-        while len(self.accepted_lengths) <= rnd.n_accepted:
+        while len(self.accepted_lengths) <= n_acc:
             self.accepted_lengths.append(0)
-        self.accepted_lengths[rnd.n_accepted] += 1
+        self.accepted_lengths[n_acc] += 1
         return RoundStats(
             index=rnd.index,
             n_drafted=rnd.n_drafted,
@@ -104,7 +107,6 @@ class RunningStats:
             acceptance_running=self.acceptance,
             alpha_running=self.alpha,
             draft_efficiency=self.draft_efficiency,
-            mean_accepted=self.accepted / self.rounds,
             tokens_per_forward=self.emitted / self.rounds,
             tokens_per_s=1000 * self.emitted / self.ms if self.ms > 0 else None,
             speedup_measured=self.speedup_measured,

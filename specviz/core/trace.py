@@ -1,7 +1,10 @@
-"""Session, Round and TokenEvent records and their JSON Lines form, schema "specviz.trace/1.1".
+"""The trace records (SessionHeader, Round, TokenEvent, Settings, ModelInfo), the format's
+vocabulary (statuses, which numbers each status carries, field lists) and their JSON form,
+schema "specviz.trace/1.1".
 
 A trace is one JSON object per line: the session header, one line per round, and an
-optional summary. Records are frozen: they cross from the worker thread to the GUI.
+optional summary. Records are plain frozen values: they cross from the worker thread to the
+GUI. The session that holds them is specviz.core.session; files are specviz.core.tracefile.
 """
 
 from __future__ import annotations
@@ -21,8 +24,25 @@ SCHEMA_MINOR = 1  # 1.1 added optional fields only: k, stop, events_ms, probes, 
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
+# Why the session ended, on its last round: an end-of-text token was emitted, max_new_tokens
+# were emitted, or the models' context length was reached.
+FINISH_REASONS = ("eos", "max_new_tokens", "context_length")
+
+# A token's status, in the order they occur in a round (README.md, Token objects).
 STATUSES = ("accepted", "rejected", "discarded", "resampled", "bonus")
-EMITTED = ("accepted", "resampled", "bonus")
+JUDGED = ("accepted", "rejected")  # drafts the target judged: the acceptance rate's denominator
+DRAFTED = ("accepted", "rejected", "discarded")  # every drafted token
+EMITTED = ("accepted", "resampled", "bonus")  # the generated text
+ENDINGS = ("resampled", "bonus")  # the round's own token, after a rejection / after all kept
+# Which numbers a token of each status carries: present on it, absent on the other statuses
+# (README.md, Token objects). p_rest and q_rest go with `top`, where p and q exist.
+NUMBERS_BY_STATUS = {
+    "accepted": ("p", "q", "accept_prob", "u", "alpha"),
+    "rejected": ("p", "q", "accept_prob", "u", "alpha"),
+    "discarded": ("q",),
+    "resampled": ("p", "q", "alpha", "residual"),
+    "bonus": ("p",),
+}
 
 
 class TraceError(ValueError):
@@ -56,6 +76,10 @@ def cost_ratio(target_ms: float | None, draft_ms: float | None) -> float | None:
     return draft_ms / target_ms
 
 
+MAX_K = 32  # drafted tokens per round, at most
+MAX_TOP_N = 1000  # tokens kept per position in a trace, at most
+
+
 @dataclass(frozen=True)
 class Settings:
     """What the user chose for a session; K and sampling may change between rounds."""
@@ -70,20 +94,21 @@ class Settings:
 
     def validate(self) -> None:
         """Raise ValueError with a message a user can act on."""
-        if not 1 <= self.k <= 32:
+        if not 1 <= self.k <= MAX_K:
             raise ValueError(f"K must be between 1 and 32, got {self.k}")
         check_sampling(self.temperature, self.top_k, self.top_p)
         if self.max_new_tokens < 1:
             raise ValueError(f"max new tokens must be >= 1, got {self.max_new_tokens}")
-        if not 1 <= self.top_n <= 1000:
-            raise ValueError(f"top-N must be between 1 and 1000, got {self.top_n}")
+        if not 1 <= self.top_n <= MAX_TOP_N:
+            raise ValueError(f"top-N must be between 1 and {MAX_TOP_N}, got {self.top_n}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TokenEvent:
     """One token of a round and its fate.
 
-    Probabilities are at this token's position, after temperature / top-k / top-p.
+    Probabilities are at this token's position, after temperature / top-k / top-p. Which
+    of them a token carries depends on its status: NUMBERS_BY_STATUS.
     """
 
     id: int
@@ -95,16 +120,48 @@ class TokenEvent:
     u: float | None = None  # the uniform draw compared with accept_prob
     alpha: float | None = None  # sum_x min(p(x), q(x)) at this position
     residual: float | None = None  # probability under norm(max(0, p - q)) (resampled)
+    p_rest: float | None = None  # target mass outside `top`
+    q_rest: float | None = None  # draft mass outside `top`
     # The top-N tokens by max(p, q) at this position: (id, p, q); q is None at a bonus
     # position and p is None at a discarded one.
     top: tuple[tuple[int, float | None, float | None], ...] = ()
-    # For a resampled token: the top-N of the normalised residual it was drawn from.
-    residual_top: tuple[tuple[int, float], ...] = ()
     # Texts of the ids in top / residual_top, so a replay can label bars without a tokenizer.
     top_text: tuple[str, ...] = ()
+    # For a resampled token: the top-N of the normalised residual it was drawn from.
+    residual_top: tuple[tuple[int, float], ...] = ()
     residual_text: tuple[str, ...] = ()  # texts of the ids in residual_top
-    p_rest: float | None = None  # target mass outside `top`
-    q_rest: float | None = None  # draft mass outside `top`
+
+    def __init__(
+        self,
+        id: int,
+        text: str,
+        status: str,
+        p: float | None = None,
+        q: float | None = None,
+        accept_prob: float | None = None,
+        u: float | None = None,
+        alpha: float | None = None,
+        residual: float | None = None,
+        p_rest: float | None = None,
+        q_rest: float | None = None,
+        top: tuple = (),
+        top_text: tuple[str, ...] = (),
+        residual_top: tuple = (),
+        residual_text: tuple[str, ...] = (),
+    ) -> None:
+        # The fields in one step: a frozen dataclass's generated __init__ sets them one at a
+        # time through object.__setattr__, half the cost of reading a token from a trace
+        # (half a million in a 100k-round trace). test_trace_records checks the signature.
+        object.__setattr__(
+            self,
+            "__dict__",
+            {
+                "id": id, "text": text, "status": status, "p": p, "q": q,
+                "accept_prob": accept_prob, "u": u, "alpha": alpha, "residual": residual,
+                "p_rest": p_rest, "q_rest": q_rest, "top": top, "top_text": top_text,
+                "residual_top": residual_top, "residual_text": residual_text,
+            },
+        )  # fmt: skip
 
     @property
     def emitted(self) -> bool:
@@ -124,8 +181,7 @@ class Round:
     n_accepted: int
     tokens: tuple[TokenEvent, ...]
     settings: Settings | None = None  # the settings this round ran with
-    # "eos", "max_new_tokens" or "context_length" when the session ended here
-    finish_reason: str | None = None
+    finish_reason: str | None = None  # one of FINISH_REASONS on the session's last round
     # Schema 1.1, optional. The K the policy chose (n_drafted may be fewer) and why drafting
     # stopped (one of STOP_REASONS).
     k: int | None = None
@@ -136,34 +192,6 @@ class Round:
     probes: dict[str, Any] | None = None
     # [start, end): the context positions a prompt-lookup proposal was copied from.
     copied_from: tuple[int, int] | None = None
-    # A round read from a trace file keeps its line here, (line number, bytes), while the
-    # top-N lists of its tokens are left unparsed: they are four fifths of a trace and are
-    # needed only to draw one position's bars. complete() parses them.
-    source: tuple[int, bytes] | None = field(default=None, compare=False, repr=False)
-
-    def complete(self) -> Round:
-        """This round with every field of its tokens (top-N lists included) parsed.
-
-        A round made by the engine, or already complete, is returned as it is; otherwise the
-        stored line is parsed again (about a millisecond) and nothing is cached. Raises
-        TraceError if the lists in that line are malformed.
-        """
-        if self.source is None:
-            return self
-        from .traceparse import complete_round
-
-        return complete_round(self)
-
-    def __eq__(self, other: object) -> bool:
-        """Same record: a round read from a trace equals the round that was written, its
-        unparsed top-N lists included."""
-        if not isinstance(other, Round):
-            return NotImplemented
-        a, b = self.complete(), other.complete()
-        return all(getattr(a, name) == getattr(b, name) for name in _ROUND_FIELDS)
-
-    def __hash__(self) -> int:
-        return hash((self.session_id, self.index, self.context_len, self.n_accepted))
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:
@@ -175,14 +203,11 @@ class Round:
 
     @property
     def n_judged(self) -> int:
-        return sum(1 for t in self.tokens if t.status in ("accepted", "rejected"))
+        return sum(1 for t in self.tokens if t.status in JUDGED)
 
     @property
     def ms(self) -> float:
         return self.draft_ms + self.verify_ms
-
-
-_ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(Round) if f.compare)
 
 
 @dataclass(frozen=True)
@@ -213,70 +238,65 @@ class SessionHeader:
         return cost_ratio(self.baseline_ms_per_token, self.draft_ms_per_token)
 
 
+# ---------------------------------------------------------------- field lists, derived once
+
+# What a trace line holds is what the records hold: the writer and the reader take their
+# field lists from the dataclasses below, never from lists of their own.
+
+
+def _optional(cls: type) -> tuple[str, ...]:
+    """Fields with a default of None: left out of a line when None (schema 1.1's additions,
+    a round's settings and finish_reason, a token's numbers)."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.default is None)
+
+
+HEADER_FIELDS = tuple(f.name for f in dataclasses.fields(SessionHeader) if f.name != "extra")
+HEADER_OPTIONAL = _optional(SessionHeader)  # drafter, policy
+HEADER_KEYS = frozenset(("type", "schema", *HEADER_FIELDS))  # any other key is kept in extra
+ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(Round) if f.name != "session_id")
+ROUND_OPTIONAL = _optional(Round)
+# A token's numbers (p, q, accept_prob, u, alpha, residual, p_rest, q_rest) and its lists.
+EVENT_NUMBERS = _optional(TokenEvent)
+EVENT_LISTS = tuple(f.name for f in dataclasses.fields(TokenEvent) if f.default == ())
+# The numbers that are probabilities (u is a uniform draw in [0, 1), checked as such).
+PROBABILITIES = tuple(name for name in EVENT_NUMBERS if name != "u")
+
+
 def header_to_json(header: SessionHeader) -> dict[str, Any]:
     obj: dict[str, Any] = dict(header.extra)
-    obj.update(
-        type="session",
-        schema=SCHEMA,
-        specviz=header.specviz,
-        session_id=header.session_id,
-        created=header.created,
-        prompt=header.prompt,
-        prompt_ids=list(header.prompt_ids),
-        prompt_text=list(header.prompt_text),
-        target=dataclasses.asdict(header.target),
-        draft=dataclasses.asdict(header.draft),
-        settings=dataclasses.asdict(header.settings),
-        baseline_ms_per_token=header.baseline_ms_per_token,
-        draft_ms_per_token=header.draft_ms_per_token,
-    )
-    for name in HEADER_OPTIONAL:
+    obj.update(type="session", schema=SCHEMA)
+    for name in HEADER_FIELDS:
         value = getattr(header, name)
-        if value is not None:
-            obj[name] = value
+        if value is None and name in HEADER_OPTIONAL:
+            continue
+        obj[name] = dataclasses.asdict(value) if isinstance(value, ModelInfo | Settings) else value
     return obj
-
-
-# Optional fields of schema 1.1, written only when set.
-HEADER_OPTIONAL = ("drafter", "policy")
-ROUND_OPTIONAL = ("finish_reason", "k", "stop", "events_ms", "probes", "copied_from")
 
 
 def event_to_json(event: TokenEvent) -> dict[str, Any]:
     obj = {"id": event.id, "text": event.text, "status": event.status}
-    for name in ("p", "q", "accept_prob", "u", "alpha", "residual", "p_rest", "q_rest"):
+    for name in EVENT_NUMBERS:
         value = getattr(event, name)
         if value is not None:
             obj[name] = value
-    if event.top:
-        obj["top"] = event.top
-    if event.top_text:
-        obj["top_text"] = event.top_text
-    if event.residual_top:
-        obj["residual_top"] = event.residual_top
-    if event.residual_text:
-        obj["residual_text"] = event.residual_text
+    for name in EVENT_LISTS:
+        value = getattr(event, name)
+        if value:
+            obj[name] = value
     return obj
 
 
 def round_to_json(rnd: Round) -> dict[str, Any]:
-    rnd = rnd.complete()
-    obj: dict[str, Any] = {
-        "type": "round",
-        "index": rnd.index,
-        "context_len": rnd.context_len,
-        "draft_ms": rnd.draft_ms,
-        "verify_ms": rnd.verify_ms,
-        "n_drafted": rnd.n_drafted,
-        "n_accepted": rnd.n_accepted,
-        "tokens": [event_to_json(t) for t in rnd.tokens],
-    }
-    if rnd.settings is not None:
-        obj["settings"] = dataclasses.asdict(rnd.settings)
-    for name in ROUND_OPTIONAL:
+    obj: dict[str, Any] = {"type": "round"}
+    for name in ROUND_FIELDS:
         value = getattr(rnd, name)
-        if value is not None:
-            obj[name] = value
+        if value is None and name in ROUND_OPTIONAL:
+            continue
+        if name == "tokens":
+            value = [event_to_json(t) for t in value]
+        elif name == "settings":
+            value = dataclasses.asdict(value)
+        obj[name] = value
     return obj
 
 

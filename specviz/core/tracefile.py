@@ -8,8 +8,9 @@ a write) is dropped with a warning; the rounds before it load. README.md (Trace 
 format; specviz.core.validate checks that a loaded trace's numbers agree with each other.
 
 The top-N lists of a round's tokens are four fifths of a trace: the reader cuts them out of
-each line unparsed and keeps the line, and Round.complete() parses them when a view or a
-check needs them. Their structure is checked then, the rest of the line at load.
+each line unparsed and the loaded session keeps the line (specviz.core.toplists), and
+Session.details() parses them when a view or a check needs them. Their structure is checked
+then, the rest of the line at load.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import gc
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import orjson
 from .session import Session
 from .stats import summary
 from .tempfiles import remove_stale_temps, temp_prefix
+from .toplists import RoundLines, without_top_lists
 from .trace import SCHEMA, SCHEMA_MINOR, Round, TraceError, dumps, header_to_json, round_to_json
 from .traceparse import (
     line_json,
@@ -35,12 +37,12 @@ from .traceparse import (
     parse_round,
     schema_version,
     type_error,
-    without_top_lists,
 )
 
 __all__ = [
     "check_writable",
-    "round_line",
+    "round_text",
+    "rounds_text",
     "load",
     "parse_event",
     "parse_header",
@@ -60,21 +62,23 @@ MAX_LINE_BYTES = 64 * 2**20
 
 def session_lines(session: Session, with_summary: bool = True) -> Iterable[str]:
     yield dumps(header_to_json(session.header))
-    for rnd in session.rounds:
-        yield round_line(rnd)
+    yield from rounds_text(session)
     if with_summary and session.rounds:
         yield dumps({"type": "summary", **summary(session)})
 
 
-def round_line(rnd: Round) -> str:
-    """A round's line: as it was read, for a round loaded from a trace (nothing re-parsed,
-    and fields of a newer version kept), else written from the record."""
-    if rnd.source is not None:
-        try:
-            return rnd.source[1].decode("utf-8").rstrip("\r\n")
-        except UnicodeDecodeError:
-            pass  # complete() names the fault
+def round_text(rnd: Round) -> str:
+    """A round's line, written from the record."""
     return dumps(round_to_json(rnd))
+
+
+def rounds_text(session: Session) -> Iterator[str]:
+    """The session's round lines: as they were read, for a session loaded from a trace
+    (nothing re-parsed, and fields of a newer version kept), else written from the records."""
+    lines = session.lines
+    for index, rnd in enumerate(session.rounds):
+        text = None if lines is None else lines.text(index)
+        yield round_text(rnd) if text is None else text
 
 
 def check_writable(path: str | os.PathLike[str], force: bool = False) -> Path:
@@ -141,6 +145,7 @@ class _Reader:
         self.pending: TraceError | None = None  # a bad line; fatal if anything follows it
         self.settings_cache: dict = {}
         self.ignored: dict[str, int] = {}
+        self.lines = RoundLines()
 
     def feed(self, number: int, raw: str | bytes) -> None:
         if self.pending is not None:
@@ -151,7 +156,7 @@ class _Reader:
             if b"\0" in raw:
                 return self._bad_line(TraceError("binary data (NUL bytes), not text", number))
             if self.session is not None:
-                # A round line: parsed without its top-N lists (Round.complete() has them).
+                # A round line: parsed without its top-N lists (Session.details() has them).
                 # orjson refuses what json accepts (NaN) or words differently: any line it
                 # refuses is read again below, which names the problem.
                 light, cut = without_top_lists(raw)
@@ -160,7 +165,7 @@ class _Reader:
                 except orjson.JSONDecodeError:
                     pass
                 else:
-                    return self._record(obj, number, (number, raw) if cut else None)
+                    return self._record(obj, number, raw if cut else None)
         hint = "; a trace holds one JSON object per line" if self.session is None else ""
         try:
             text = line_text(raw, number).strip()
@@ -171,11 +176,12 @@ class _Reader:
             return self._bad_line(error)
         self._record(obj, number, None)
 
-    def _record(self, obj: Any, number: int, source: tuple[int, bytes] | None) -> None:
+    def _record(self, obj: Any, number: int, raw: bytes | None) -> None:
+        """A line's JSON value; raw: the line, if its top-N lists were cut out unparsed."""
         if type(obj) is not dict:
             raise TraceError(f"expected a JSON object, got {type(obj).__name__}", number)
         if self.session is None:
-            self.session = Session(parse_header(obj, number))
+            self.session = Session(parse_header(obj, number), lines=self.lines)
             if schema_version(obj["schema"], number)[1] > SCHEMA_MINOR:
                 self.session.warnings.append(
                     f"written as {obj['schema']}, newer than this specviz ({SCHEMA}): "
@@ -185,12 +191,13 @@ class _Reader:
         kind = obj.get("type")
         if kind == "round":
             session = self.session
-            rnd = parse_round(obj, session.session_id, number, self.settings_cache, source)
+            rnd = parse_round(obj, session.session_id, number, self.settings_cache)
             if rnd.index != len(session.rounds):
                 raise TraceError(
                     f"expected round {len(session.rounds)}, got {rnd.index}", number, "index"
                 )
             session.rounds.append(rnd)
+            self.lines.add(number, raw)
         elif kind == "summary":
             return  # derived: recomputed from the rounds
         elif kind == "session":
@@ -240,8 +247,8 @@ def load(path: str | os.PathLike[str], progress: Callable[[float], None] | None 
 
     progress(fraction), fraction of the file's bytes read in [0, 1], is called on the calling
     thread about every 1% and once with 1.0 at the end. The file is read one line at a time;
-    each round keeps its line for Round.complete(), so the session holds about 1.7 times the
-    file's size (benchmarks/trace_load.py). A round line is read without its top-N lists,
+    the session keeps each round's line for Session.details(), so it holds about 1.7 times
+    the file's size (benchmarks/trace_load.py). A round line is read without its top-N lists,
     which are parsed when a view or a check asks for them.
     """
     path = Path(path)

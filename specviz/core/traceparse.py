@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import fields
 from typing import Any
 
-import orjson
-
 from .trace import (
-    HEADER_OPTIONAL,
+    EVENT_LISTS,
+    EVENT_NUMBERS,
+    HEADER_KEYS,
     SCHEMA_MAJOR,
     STATUSES,
     STOP_REASONS,
@@ -30,24 +29,7 @@ from .trace import (
     TraceError,
 )
 
-_HEADER_KEYS = {
-    "type",
-    "schema",
-    "specviz",
-    "session_id",
-    "created",
-    "prompt",
-    "prompt_ids",
-    "prompt_text",
-    "target",
-    "draft",
-    "settings",
-    "baseline_ms_per_token",
-    "draft_ms_per_token",
-    *HEADER_OPTIONAL,
-}
 _STATUSES = frozenset(STATUSES)
-_NUMBER_FIELDS = ("p", "q", "accept_prob", "u", "alpha", "residual", "p_rest", "q_rest")
 _NUMBER_TYPES = {float, int, type(None)}
 _SETTINGS_KINDS = {
     name: float if isinstance(default, float) else int for name, default in vars(Settings()).items()
@@ -56,7 +38,8 @@ _KINDS = {int: "an integer", float: "a number", str: "a string", list: "a list",
 
 
 def type_error(value: Any, kind: type, line: int, name: str) -> TraceError:
-    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    shown = repr(value) if type(value) in (int, float, bool) else repr(value)[:61]
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
     return TraceError(f"expected {_KINDS.get(kind, kind.__name__)}, got {shown}", line, name)
 
 
@@ -72,8 +55,16 @@ def _get(
     if type(value) is kind:
         return value
     if kind is float and type(value) is int:
-        return float(value)
+        return _float(value, line, prefix + key)
     raise type_error(value, kind, line, prefix + key)
+
+
+def _float(value: int, line: int, name: str) -> float:
+    """An integer where a number is expected; TraceError if it is too large for a float."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise TraceError(f"{len(str(abs(value)))}-digit number: out of range", line, name) from None
 
 
 def _model(obj: dict[str, Any], line: int, key: str) -> ModelInfo:
@@ -105,7 +96,7 @@ def _strings(value: Any, line: int, name: str) -> tuple[str, ...]:
     return tuple(map(sys.intern, value))  # token texts repeat: one copy of each
 
 
-def _top(value: Any, line: int, name: str, width: int) -> tuple:
+def _entries(value: Any, line: int, name: str, width: int) -> tuple:
     """[[id, p, q], ...] (width 3) or [[id, r], ...] (width 2) -> a tuple of tuples.
 
     Checked column by column with C-level passes: a round holds (K+1) * N entries.
@@ -178,7 +169,7 @@ def parse_header(obj: dict[str, Any], line: int = 1) -> SessionHeader:
         draft_ms_per_token=_get(obj, "draft_ms_per_token", float, line, optional=True),
         drafter=_kind_object(obj, "drafter", line),
         policy=_kind_object(obj, "policy", line),
-        extra={k: v for k, v in obj.items() if k not in _HEADER_KEYS},
+        extra={k: v for k, v in obj.items() if k not in HEADER_KEYS},
     )
 
 
@@ -215,53 +206,16 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
 
 
 def parse_event(obj: Any, line: int, where: str) -> TokenEvent:
-    """One token of a round line; `where` ("tokens[3]") prefixes the field names."""
+    """One token of a round line; `where` ("tokens[3]") prefixes the field names.
+
+    Written for the half million tokens of a 100k-round trace: a token whose fields have
+    their usual types is checked in a few C-level passes; _event_fault names anything else.
+    """
     if type(obj) is not dict:
         raise TraceError("expected an object", line, where)
-    prefix = f"{where}."
-    status = _get(obj, "status", str, line, prefix=prefix)
-    if status not in _STATUSES:
-        raise TraceError(
-            f"unknown status {status!r} (one of {', '.join(STATUSES)})", line, prefix + "status"
-        )
-    numbers = {}
-    get = obj.get
-    for name in _NUMBER_FIELDS:
-        value = get(name)
-        if value is not None and type(value) is not float:
-            if type(value) is not int:
-                raise type_error(value, float, line, prefix + name)
-            value = float(value)
-        numbers[name] = value
-    return TokenEvent(
-        id=_get(obj, "id", int, line, prefix=prefix),
-        text=sys.intern(_get(obj, "text", str, line, prefix=prefix)),
-        status=status,
-        top=_top(get("top"), line, prefix + "top", 3),
-        residual_top=_top(get("residual_top"), line, prefix + "residual_top", 2),
-        top_text=_strings(get("top_text"), line, prefix + "top_text"),
-        residual_text=_strings(get("residual_text"), line, prefix + "residual_text"),
-        **numbers,
-    )
-
-
-_FLOAT_OR_NONE = {float, type(None)}
-_TOP_KEYS = frozenset(("top", "top_text", "residual_top", "residual_text"))
-_EVENT_DEFAULTS = {f.name: f.default for f in fields(TokenEvent)}
-
-
-def _plain_event(obj: Any) -> TokenEvent | None:
-    """parse_event's fast path, for the half million tokens of a 100k-round trace: a token
-    without top-N lists (cut out at load) whose fields have their usual types. None for
-    anything else, which parse_event then reads or names.
-
-    The record is filled in directly: a frozen dataclass's __init__ sets each of its 15
-    fields through object.__setattr__, which took 5 of the 11 us a token cost."""
-    if type(obj) is not dict or not obj.keys().isdisjoint(_TOP_KEYS):
-        return None
     get = obj.get
     id_, text, status = get("id"), get("text"), get("status")
-    numbers = tuple(map(get, _NUMBER_FIELDS))
+    numbers = tuple(map(get, EVENT_NUMBERS))
     if (
         type(id_) is not int
         or type(text) is not str
@@ -269,13 +223,40 @@ def _plain_event(obj: Any) -> TokenEvent | None:
         or status not in _STATUSES
         or not set(map(type, numbers)) <= _FLOAT_OR_NONE
     ):
-        return None
-    event = object.__new__(TokenEvent)
-    fields_ = event.__dict__
-    fields_.update(_EVENT_DEFAULTS)
-    fields_.update(zip(_NUMBER_FIELDS, numbers))
-    fields_["id"], fields_["text"], fields_["status"] = id_, sys.intern(text), status
-    return event
+        id_, text, status, numbers = _event_fault(obj, line, f"{where}.")
+    if obj.keys().isdisjoint(EVENT_LISTS):
+        return TokenEvent(id_, sys.intern(text), status, *numbers)
+    prefix = f"{where}."
+    return TokenEvent(
+        id_,
+        sys.intern(text),
+        status,
+        *numbers,
+        top=_entries(get("top"), line, prefix + "top", 3),
+        top_text=_strings(get("top_text"), line, prefix + "top_text"),
+        residual_top=_entries(get("residual_top"), line, prefix + "residual_top", 2),
+        residual_text=_strings(get("residual_text"), line, prefix + "residual_text"),
+    )
+
+
+_FLOAT_OR_NONE = {float, type(None)}
+
+
+def _event_fault(obj: dict[str, Any], line: int, prefix: str) -> tuple:
+    """parse_event's fields one by one: integers where numbers go become floats, anything
+    else of the wrong type is a TraceError naming the field."""
+    status = _get(obj, "status", str, line, prefix=prefix)
+    if status not in _STATUSES:
+        raise TraceError(
+            f"unknown status {status!r} (one of {', '.join(STATUSES)})", line, prefix + "status"
+        )
+    numbers = tuple(_get(obj, name, float, line, True, prefix) for name in EVENT_NUMBERS)
+    return (
+        _get(obj, "id", int, line, prefix=prefix),
+        _get(obj, "text", str, line, prefix=prefix),
+        status,
+        numbers,
+    )
 
 
 def parse_round(
@@ -283,7 +264,6 @@ def parse_round(
     session_id: str,
     line: int,
     settings_cache: dict | None = None,
-    source: tuple[int, bytes] | None = None,
 ) -> Round:
     tokens = _get(obj, "tokens", list, line)
     settings = obj.get("settings")
@@ -299,12 +279,9 @@ def parse_round(
         verify_ms=_get(obj, "verify_ms", float, line),
         n_drafted=_get(obj, "n_drafted", int, line),
         n_accepted=_get(obj, "n_accepted", int, line),
-        tokens=tuple(
-            _plain_event(t) or parse_event(t, line, f"tokens[{i}]") for i, t in enumerate(tokens)
-        ),
+        tokens=tuple(parse_event(t, line, f"tokens[{i}]") for i, t in enumerate(tokens)),
         settings=settings,
         finish_reason=_get(obj, "finish_reason", str, line, optional=True),
-        source=source,
         **_round_extras(obj, line),
     )
 
@@ -323,48 +300,6 @@ def _cached_settings(obj: dict[str, Any], line: int, cache: dict | None) -> Sett
     return found
 
 
-# ------------------------------------------------------------------- top-N lists, deferred
-
-# The top-N lists of a round line (top, top_text, residual_top, residual_text) are four
-# fifths of its bytes and most of its parse time, yet a view needs them for one position at
-# a time. At load they are cut out of the line unparsed, the rest is parsed, and the line is
-# kept in Round.source for Round.complete(). A ',"' never occurs inside a JSON string, so a
-# key found by _LIST_KEY is a key. A list of [id, p, q] entries holds no string: it ends at
-# the first "]]" if no quote comes before it. A list of texts is matched string by string.
-# A wrong cut can only leave text that is not JSON (a value inside an object where a key
-# must be), and a line whose light part is not JSON is read again whole.
-_LIST_KEY = re.compile(rb',"(top|residual_top|top_text|residual_text)":\[')
-_NUMBER_LISTS = (b"top", b"residual_top")
-_STRING = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
-_STRING_LIST = re.compile(rb"\[(?:" + _STRING + rb"(?:," + _STRING + rb")*+)?\]")
-
-
-def without_top_lists(raw: bytes) -> tuple[bytes, bool]:
-    """A round line with its top-N lists cut out, and whether there were any. Found with
-    bytes.find, not a pattern over every byte: 2.9 s instead of 4.0 s for 683 MB."""
-    find, kept, done = raw.find, [], 0
-    while found := _LIST_KEY.search(raw, done):
-        start, end = found.span()  # end: just after the list's "["
-        if found.group(1) in _NUMBER_LISTS:
-            if raw[end : end + 1] != b"]":  # not "[]" (nor a line cut off after "[")
-                stop = find(b"]]", end) + 1
-                if stop == 0 or find(b'"', end, stop) >= 0:
-                    return raw, False
-                end = stop
-            end += 1
-        else:
-            texts = _STRING_LIST.match(raw, end - 1)
-            if texts is None:
-                return raw, False
-            end = texts.end()
-        kept.append(raw[done:start])
-        done = end
-    if not kept:
-        return raw, False
-    kept.append(raw[done:])
-    return b"".join(kept), True
-
-
 def line_text(raw: str | bytes, number: int) -> str:
     """A line as text (a byte-order mark allowed on line 1); TraceError if not UTF-8."""
     if isinstance(raw, str):
@@ -375,21 +310,18 @@ def line_text(raw: str | bytes, number: int) -> str:
         raise TraceError(f"not UTF-8 text ({e.reason} at byte {e.start})", number) from None
 
 
+def _json_int(digits: str) -> int | float:
+    """An integer literal as orjson reads it: beyond 64 bits it is a float (inf if it
+    overflows), which a field that takes an integer then refuses by name; never a
+    400-digit int for a float() to overflow on later."""
+    return int(digits) if len(digits) <= 19 else float(digits)
+
+
 def line_json(text: str, number: int, hint: str = "") -> Any:
-    """A line's JSON value as json reads it (NaN included); TraceError naming the line and
-    the fault if it is not JSON."""
+    """A line's JSON value as json reads it (NaN included, integers as orjson reads them);
+    TraceError naming the line and the fault if it is not JSON."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_json_int)
     except (ValueError, RecursionError) as e:
         detail = f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError) else e
         raise TraceError(f"not valid JSON ({detail}){hint}", number) from None
-
-
-def complete_round(rnd: Round) -> Round:
-    """Parse a loaded round's line again, top-N lists included (see Round.complete)."""
-    number, raw = rnd.source
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:  # json reads NaN, which orjson refuses, or names the fault
-        obj = line_json(line_text(raw, number), number)
-    return parse_round(obj, rnd.session_id, number)

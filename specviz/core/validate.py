@@ -38,11 +38,6 @@ class Problem:
         return f"line {self.line}: field '{self.field}': {self.message}"
 
 
-def round_line(index: int) -> int:
-    """The line of round `index` in a trace file that specviz wrote."""
-    return index + 2
-
-
 def expected_accept_prob(p: float, q: float) -> float:
     """min(1, p/q); for q = 0 the ratio is infinite: 1 if p > 0 else 0 (as verify() does)."""
     if q > 0:
@@ -74,7 +69,7 @@ def check_session(
 ) -> list[Problem]:
     """Every problem in the session, in file order (at most `limit` of them).
 
-    top_lists=False skips the top-N lists that a loaded trace keeps unparsed (Round.source):
+    top_lists=False skips the top-N lists that a loaded trace keeps unparsed (Session.lines):
     checking them parses each round's line again, which takes as long as loading it.
     progress(fraction of the rounds checked) is called about every 1% and at the end."""
     problems: list[Problem] = []
@@ -93,15 +88,16 @@ def iter_problems(
     context = len(header.prompt_ids)
     last = len(session.rounds) - 1
     step = max(len(session.rounds) // 100, 1)
-    for rnd in session.rounds:
-        if progress is not None and rnd.index % step == 0:
-            progress(rnd.index / len(session.rounds))
-        if top_lists and rnd.source is not None:
+    for index, rnd in enumerate(session.rounds):
+        if progress is not None and index % step == 0:
+            progress(index / len(session.rounds))
+        if top_lists and session.lines is not None:
             try:
-                rnd = rnd.complete()
+                rnd = session.details(index)
             except TraceError as e:
                 yield Problem(e.line, e.field_name or "", e.reason)
-        yield from check_round(rnd, header, expected_context=context, last=rnd.index == last)
+        line = session.line_number(index)
+        yield from check_round(rnd, header, line, expected_context=context, last=index == last)
         context += rnd.n_emitted  # the true count, so one bad value is reported once
     if progress is not None:
         progress(1.0)
@@ -127,10 +123,14 @@ def check_header(header: SessionHeader) -> Iterator[Problem]:
 
 
 def check_round(
-    rnd: Round, header: SessionHeader, expected_context: int | None = None, last: bool = True
+    rnd: Round,
+    header: SessionHeader,
+    line: int,
+    expected_context: int | None = None,
+    last: bool = True,
 ) -> Iterator[Problem]:
-    """The problems of one round; expected_context is the running token count before it."""
-    line = round_line(rnd.index)
+    """The problems of one round, read from `line`; expected_context is the running token
+    count before it."""
     if expected_context is not None and rnd.context_len != expected_context:
         yield Problem(
             line,

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.bars import PositionBars, position_bars
+from ..core.session import Session
 from ..core.trace import Round, TraceError
 from . import palette
 from .plots import cache_axes, fit_tick_labels, fix_axis_width
@@ -97,6 +98,7 @@ class DistributionView(QWidget):
         self.bars: PositionBars | None = None
         self._round: Round | None = None
         self._position = 0
+        self._session: Session | None = None
         self.summary = QLabel("Click a token to see its position's distributions.")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
@@ -214,15 +216,19 @@ class DistributionView(QWidget):
 
     # ------------------------------------------------------------------------------ model
 
-    def show_position(self, rnd: Round | None, position: int = 0) -> None:
-        """Show a position of a round (None: nothing selected)."""
-        self._round, self._position = rnd, position
+    def show_position(
+        self, rnd: Round | None, position: int = 0, session: Session | None = None
+    ) -> None:
+        """Show a position of a round (None: nothing selected). session: the session the
+        round belongs to, which holds the top-N lists of a trace read from a file."""
+        self._round, self._position, self._session = rnd, position, session
         if rnd is None:
             self.show_bars(None)
             return
         try:
             n = self.n_spin.value()
-            bars = position_bars(rnd, position, n, min(n, self._residual_rows()))
+            full = rnd if session is None else session.details(rnd.index)
+            bars = position_bars(full, position, n, min(n, self._residual_rows()))
         except TraceError as e:  # a trace's top-N lists are parsed when first shown
             self.show_bars(None)
             reason = html.escape(str(e), quote=False)
@@ -242,11 +248,11 @@ class DistributionView(QWidget):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         if self._round is not None:  # as many residual rows as now fit
-            self.show_position(self._round, self._position)
+            self.show_position(self._round, self._position, self._session)
 
     def _on_n(self, n: int) -> None:
         if self._round is not None:
-            self.show_position(self._round, self._position)
+            self.show_position(self._round, self._position, self._session)
         self.n_changed.emit(n)
 
     @property

@@ -32,10 +32,8 @@ def _local_trace(mime) -> str | None:
 
 def _problems(session) -> list[str]:
     """Contradictions in a loaded trace's numbers (core.validate), as messages."""
-    try:
-        from ..core.validate import check_session
-    except ImportError:
-        return []
+    from ..core.validate import check_session
+
     # The top-N lists are checked when a position's bars are first shown: checking all of
     # them here would parse four fifths of the file again (`specviz inspect` does).
     return [str(p) for p in check_session(session, limit=20, top_lists=False)]
@@ -257,7 +255,11 @@ class FilesMixin:
                 self.session.context_ids(round_index, position), settings
             )
             return
-        bars = position_bars(rnd, position)
+        try:
+            bars = position_bars(self.session.details(round_index), position)
+        except TraceError as e:  # a trace's top-N lists are parsed when first shown
+            self._lab.statusBar().showMessage(f"this position's stored lists: {e}", 6000)
+            return
         if any(v is None for v in bars.p) or any(v is None for v in bars.q):
             self._lab.statusBar().showMessage(
                 "this position stores only one of p and q: pick a judged token", 6000

@@ -412,7 +412,7 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
         self.follow = round_index == len(self.session.rounds) - 1
         self.stream.view.select(round_index, position)
         self.stream.show_round(round_index)
-        self.distribution.show_position(rnd, position)
+        self.distribution.show_position(rnd, position, self.session)
         self.plots.mark_round(round_index)
 
     # ------------------------------------------------------------------------------ closing

@@ -31,7 +31,7 @@ class ReplayMixin:
         self._replay_timer.stop()
         self.replay_source = source
         self.exported = True
-        self._begin_session(Session(source.header))
+        self._begin_session(source.rewound())  # its lines: top-N lists, export as read
         self.controls.set_settings(source.header.settings)
         self.controls.prompt_edit.blockSignals(True)
         self.controls.set_prompt(source.header.prompt)
@@ -91,5 +91,5 @@ class ReplayMixin:
         self._replay_timer.stop()
         self._draw_until = 0
         self.status.set_busy("")
-        self._begin_session(Session(self.replay_source.header))
+        self._begin_session(self.replay_source.rewound())
         self._set_state("replay")
