@@ -4,6 +4,7 @@ and a tokenizer trained in seconds; hand-made rounds whose full distributions ar
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -286,3 +287,22 @@ def all_details(session: Session) -> list[Round]:
     """Every round of a session with its top-N lists (a loaded trace defers them), to
     compare with the rounds that were written."""
     return [session.details(i) for i in range(len(session.rounds))]
+
+
+def sample_session(n_rounds: int) -> Session:
+    """The two sample rounds in turn, n_rounds of them, with room (max_new_tokens) for all
+    the tokens they emit: a long valid trace for the window's tests."""
+    header = sample_header()
+    header = dataclasses.replace(header, settings=_roomy(header.settings))
+    r0, r1 = sample_rounds()
+    rounds = [
+        dataclasses.replace(
+            r1 if i % 2 else r0, index=i, context_len=3 + 2 * i, settings=_roomy(r0.settings)
+        )
+        for i in range(n_rounds)
+    ]
+    return Session(header, rounds)
+
+
+def _roomy(settings: Settings) -> Settings:
+    return dataclasses.replace(settings, max_new_tokens=10**6)

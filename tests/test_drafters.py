@@ -378,6 +378,7 @@ def test_heuristic_and_threshold_policies_record_k_and_stop(pair):
 def test_a_lookup_session_round_trips_through_a_trace(pair, tmp_path):
     from specviz.core.session import Session
     from specviz.core.tracefile import load, save
+    from specviz.core.validate import check_session
     from tests.fixtures import all_details
 
     engine = SpeculativeEngine(
@@ -394,6 +395,7 @@ def test_a_lookup_session_round_trips_through_a_trace(pair, tmp_path):
     assert [r.copied_from for r in loaded.rounds] == [r.copied_from for r in session.rounds]
     assert [(r.k, r.stop) for r in loaded.rounds] == [(r.k, r.stop) for r in session.rounds]
     assert all_details(loaded) == list(session.rounds)
+    assert check_session(loaded) == []  # the format's invariants hold for a lookup drafter
 
 
 def test_changing_k_restarts_the_heuristic(pair):

@@ -4,7 +4,6 @@ export -> open round trip, replay, CSV / plot exports, drag-and-drop, autosave r
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 
 import pytest
@@ -15,13 +14,13 @@ from specviz.core.autosave import Autosaver
 from specviz.core.bars import position_bars
 from specviz.core.session import Session
 from specviz.core.trace import dumps
-from specviz.core.tracefile import save
+from specviz.core.tracefile import save, session_lines
 from specviz.gui import dialogs, replay
 from specviz.gui.actions import lab_available
 from specviz.gui.main_window import MainWindow
 from specviz.gui.token_view import status_of
 from specviz.gui.worker import Loaded
-from tests.fixtures import all_details, sample_header, sample_rounds
+from tests.fixtures import all_details, sample_header, sample_rounds, sample_session
 
 TIMEOUT = 60_000
 
@@ -237,12 +236,9 @@ def view_state(window) -> dict:
 
 
 def test_long_trace_is_drawn_in_slices(qtbot, tmp_path):
-    r0, r1 = sample_rounds()
-    rounds = [
-        dataclasses.replace(r0 if i % 2 == 0 else r1, index=i, context_len=3 + 2 * i)
-        for i in range(1500)
-    ]
-    save(Session(sample_header(), rounds), tmp_path / "long.jsonl")
+    session = sample_session(1500)
+    rounds = session.rounds
+    save(session, tmp_path / "long.jsonl")
     window = make_window(qtbot)
     messages = []
     original = window.status.set_busy
@@ -282,12 +278,8 @@ def test_a_replay_is_complete_when_it_stops_drawing(qtbot, tmp_path, monkeypatch
     and select the last round before `drawing` turns False."""
     monkeypatch.setattr(replay, "SLICE_S", 0.0)
     shown_rounds = []
-    r0, r1 = sample_rounds()
-    rounds = [
-        dataclasses.replace(r0 if i % 2 == 0 else r1, index=i, context_len=3 + 2 * i)
-        for i in range(3 * replay.DRAW_BATCH + 7)
-    ]
-    save(Session(sample_header(), rounds), tmp_path / "long.jsonl")
+    rounds = sample_session(3 * replay.DRAW_BATCH + 7).rounds
+    save(sample_session(len(rounds)), tmp_path / "long.jsonl")
     window = make_window(qtbot)
     original = window.status.set_figures
     window.status.set_figures = lambda stats, n: (shown_rounds.append(n), original(stats, n))
@@ -323,6 +315,18 @@ def test_bad_traces_show_an_error(qtbot, tmp_path):
         "text.jsonl": b"hello world\n",
         "schema.jsonl": json.dumps({"type": "session", "schema": "specviz.trace/9"}).encode(),
     }
+    # numbers out of any range (issue 14): a message, never a traceback or an abort
+    for name, field, value in (
+        ("p.jsonl", "p", 10**400),
+        ("drafted.jsonl", "n_drafted", 10**400),
+        ("accepted.jsonl", "n_accepted", -1),
+        ("huge.jsonl", "n_accepted", 100_000_000),
+    ):
+        objs = [
+            json.loads(line) for line in session_lines(Session(sample_header(), sample_rounds()))
+        ]
+        (objs[1]["tokens"][0] if field == "p" else objs[1])[field] = value
+        cases[name] = "\n".join(json.dumps(obj) for obj in objs).encode()
     for name, content in cases.items():
         (tmp_path / name).write_bytes(content)
         assert not window.open_trace(tmp_path / name), name

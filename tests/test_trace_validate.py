@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from specviz.core.session import Session
-from specviz.core.trace import Round, TokenEvent
+from specviz.core.trace import NUMBERS_BY_STATUS, Round, TokenEvent
 from specviz.core.validate import Problem, check_session, expected_accept_prob
 from tests.fixtures import synthetic_header, synthetic_rounds, synthetic_session
 
@@ -111,10 +111,11 @@ def test_context_len_must_follow_the_running_count(session):
 def test_status_order(statuses, field, message):
     def event(status: str) -> TokenEvent:
         if status == "accepted":
-            return TokenEvent(7, "x", status, p=0.5, q=0.5, accept_prob=1.0, u=0.2)
+            return TokenEvent(7, "x", status, p=0.5, q=0.5, accept_prob=1.0, u=0.2, alpha=0.5)
         if status == "rejected":
-            return TokenEvent(7, "x", status, p=0.5, q=1.0, accept_prob=0.5, u=0.9)
-        return TokenEvent(7, "x", status, p=0.5, q=0.5)
+            return TokenEvent(7, "x", status, p=0.5, q=1.0, accept_prob=0.5, u=0.9, alpha=0.5)
+        numbers = {"p": 0.5, "q": 0.5, "alpha": 0.5, "residual": 0.5}  # as the status has
+        return TokenEvent(7, "x", status, **{n: numbers[n] for n in NUMBERS_BY_STATUS[status]})
 
     header = synthetic_header(k=4, top_n=0)
     tokens = tuple(map(event, statuses))

@@ -29,17 +29,12 @@ def add_parser(sub) -> None:
 
 
 def describe(session, problems: list) -> dict[str, Any]:
-    """Everything `inspect` reports, as plain JSON values."""
+    """Everything `inspect` reports, as plain JSON values. The figures (acceptance, speedups,
+    ...) only for a valid trace: an invalid one's numbers mean nothing, and may be anything."""
     from ..core.stats import fold, summary
 
     header = session.header
-    changes = []
-    previous = header.settings
-    for rnd in session.rounds:
-        if rnd.settings is not None and rnd.settings != previous:
-            changes.append({"round": rnd.index, "settings": dataclasses.asdict(rnd.settings)})
-            previous = rnd.settings
-    return {
+    report = {
         "valid": not problems,
         "problems": [dataclasses.asdict(p) for p in problems],
         "problems_truncated": len(problems) >= MAX_PROBLEMS,
@@ -52,6 +47,18 @@ def describe(session, problems: list) -> dict[str, Any]:
         "target": dataclasses.asdict(header.target),
         "draft": dataclasses.asdict(header.draft),
         "settings": dataclasses.asdict(header.settings),
+        "rounds": len(session.rounds),
+    }
+    if problems:
+        return report
+    changes = []
+    previous = header.settings
+    for rnd in session.rounds:
+        if rnd.settings is not None and rnd.settings != previous:
+            changes.append({"round": rnd.index, "settings": dataclasses.asdict(rnd.settings)})
+            previous = rnd.settings
+    return {
+        **report,
         "settings_changes": changes,
         "finish_reason": session.rounds[-1].finish_reason if session.rounds else None,
         **summary(session),
@@ -87,16 +94,9 @@ def _settings(s: dict[str, Any]) -> str:
     )
 
 
-def format_report(path: str, d: dict[str, Any]) -> str:
-    prompt = d["prompt"] if len(d["prompt"]) <= 70 else d["prompt"][:67] + "..."
-    lines = [
-        f"trace       {path}",
-        f"written by  specviz {d['specviz'] or '?'}  {d['created']}  session {d['session_id']}",
-        f"prompt      {json.dumps(prompt, ensure_ascii=False)}  ({d['prompt_tokens']} tokens)",
-        f"target      {_model(d['target'])}",
-        f"draft       {_model(d['draft'])}",
-        f"settings    {_settings(d['settings'])}",
-    ]
+def _figures(d: dict[str, Any]) -> list[str]:
+    """The report's lines about what the rounds add up to (a valid trace's)."""
+    lines = []
     for change in d["settings_changes"]:
         lines.append(f"  from round {change['round']}: {_settings(change['settings'])}")
     finish = d["finish_reason"]
@@ -120,6 +120,23 @@ def format_report(path: str, d: dict[str, Any]) -> str:
         "accepted per round (how many rounds kept 0, 1, ... drafts):",
         "            " + ("  ".join(f"{i}: {n}" for i, n in lengths) or "n/a"),
     ]
+    return lines
+
+
+def format_report(path: str, d: dict[str, Any]) -> str:
+    prompt = d["prompt"] if len(d["prompt"]) <= 70 else d["prompt"][:67] + "..."
+    lines = [
+        f"trace       {path}",
+        f"written by  specviz {d['specviz'] or '?'}  {d['created']}  session {d['session_id']}",
+        f"prompt      {json.dumps(prompt, ensure_ascii=False)}  ({d['prompt_tokens']} tokens)",
+        f"target      {_model(d['target'])}",
+        f"draft       {_model(d['draft'])}",
+        f"settings    {_settings(d['settings'])}",
+    ]
+    if not d["valid"]:
+        lines.append(f"rounds      {d['rounds']}  (no figures: the trace is not valid)")
+    else:
+        lines += _figures(d)
     for warning in d["warnings"]:
         lines.append(f"warning     {warning}")
     lines.append("valid       " + ("yes" if d["valid"] else "NO (see the problems below)"))

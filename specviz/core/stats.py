@@ -9,14 +9,18 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .session import Session
 from .trace import DRAFTED, JUDGED, Round, SessionHeader, cost_ratio
 
 
-def predicted_speedup(alpha: float, k: float, c: float) -> float:
-    """Expected walltime improvement for acceptance alpha, K drafts, cost ratio c."""
+def predicted_speedup(alpha: float, k: float, c: float) -> float | None:
+    """Expected walltime improvement for acceptance alpha, K drafts, cost ratio c; None for
+    figures no session has (from a trace that does not validate)."""
+    if not (0 <= alpha <= 1 and 0 <= k <= 1e6 and 0 <= c < math.inf):
+        return None
     if alpha >= 1.0:
         return (k + 1) / (k * c + 1)  # the limit alpha -> 1
     return (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + 1))

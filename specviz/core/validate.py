@@ -1,36 +1,41 @@
-"""Do a trace's numbers agree with each other? Semantic checks of a loaded Session.
+"""Do a trace's numbers agree with each other and with the format's tables? Semantic checks
+of a loaded Session.
 
 specviz.core.tracefile checks structure (every field present and of the right type); this
-module checks meaning: the verification rule of Leviathan et al. (arXiv:2211.17002,
-Algorithm 1) as specviz.core.sampling.verify applies it, and the bookkeeping around it.
-Each problem names the line of the trace file as specviz writes it (the header is line 1,
-round i is line i + 2) and the field ("tokens[2].accept_prob").
+module checks meaning: the verification rule of Leviathan et al. (arXiv:2211.17192,
+Algorithm 1) as specviz.core.sampling.verify applies it, the bookkeeping around it, and what
+README.md's tables say each field holds (validate_tokens: one token object). Each problem
+names the line of the trace file (the header is line 1; a round, the line it was read from)
+and the field ("tokens[2].accept_prob"). Work and memory are bounded by the file, whatever
+its numbers say.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from functools import partial
-from operator import is_not, itemgetter
+from dataclasses import dataclass, field
 
 from .session import Session
-from .trace import Round, SessionHeader, TokenEvent, TraceError
+from .trace import (
+    DRAFTED,
+    FINISH_REASONS,
+    MAX_K,
+    Round,
+    SessionHeader,
+    Settings,
+    TraceError,
+)
+from .validate_tokens import check_token, expected_accept_prob
 
-# accept_prob is min(1, p/q) computed in float64 from the stored p and q; a relative error
-# above this means it was not. Probabilities are float32 sums, so [0, 1] gets the same slack.
-REL_TOL = 1e-6
-PROB_TOL = 1e-5
-JUDGED = ("accepted", "rejected")
-DRAFTED = ("accepted", "rejected", "discarded")
-_PROBABILITIES = ("p", "q", "accept_prob", "alpha", "residual", "p_rest", "q_rest")
+__all__ = ["Problem", "check_session", "expected_accept_prob", "iter_problems"]
 
 
 @dataclass(frozen=True)
 class Problem:
     """One contradiction in a trace: where it is and what is wrong."""
 
-    line: int  # 1-based line of the trace file: header 1, round i at i + 2
+    line: int  # 1-based line of the trace file: header 1, round i at i + 2 as specviz writes
     field: str  # "context_len", "tokens[2].u", "settings.k"
     message: str
 
@@ -38,27 +43,14 @@ class Problem:
         return f"line {self.line}: field '{self.field}': {self.message}"
 
 
-def expected_accept_prob(p: float, q: float) -> float:
-    """min(1, p/q); for q = 0 the ratio is infinite: 1 if p > 0 else 0 (as verify() does)."""
-    if q > 0:
-        return min(1.0, p / q)
-    return 1.0 if p > 0 else 0.0
+@dataclass
+class _SoFar:
+    """What the rounds before the one being checked add up to."""
 
-
-def _in_unit(value: float | None, slack: float = PROB_TOL) -> bool:
-    return value is None or -slack <= value <= 1 + slack  # False for NaN
-
-
-def _column_in_unit(entries: tuple[tuple, ...], *columns: int) -> bool:
-    """All non-null values of these columns in [0, 1] (and none NaN), in C-level passes:
-    a round holds (K+1) * top-N entries."""
-    for column in columns:
-        values = list(filter(partial(is_not, None), map(itemgetter(column), entries)))
-        if values and not (
-            min(values) >= -PROB_TOL and max(values) <= 1 + PROB_TOL and sum(values) == sum(values)
-        ):
-            return False
-    return True
+    context: int  # tokens the models had read: the prompt and every emitted token
+    emitted: int = 0  # tokens generated
+    emitted_ids: set[int] = field(default_factory=set)  # at most the vocabulary
+    settings: dict[Settings, str | None] = field(default_factory=dict)  # checked: the fault
 
 
 def check_session(
@@ -85,7 +77,7 @@ def iter_problems(
 ) -> Iterator[Problem]:
     header = session.header
     yield from check_header(header)
-    context = len(header.prompt_ids)
+    so_far = _SoFar(context=len(header.prompt_ids))
     last = len(session.rounds) - 1
     step = max(len(session.rounds) // 100, 1)
     for index, rnd in enumerate(session.rounds):
@@ -97,10 +89,20 @@ def iter_problems(
             except TraceError as e:
                 yield Problem(e.line, e.field_name or "", e.reason)
         line = session.line_number(index)
-        yield from check_round(rnd, header, line, expected_context=context, last=index == last)
-        context += rnd.n_emitted  # the true count, so one bad value is reported once
+        yield from check_round(rnd, header, line, so_far, last=index == last)
     if progress is not None:
         progress(1.0)
+
+
+def vocabulary(header: SessionHeader) -> int:
+    """How many token ids there are: both models' logits are cut to the smaller one."""
+    return min(header.target.vocab_size, header.draft.vocab_size)
+
+
+def _time_fault(value: float | None) -> str | None:
+    if value is None or 0 <= value < math.inf:
+        return None
+    return f"{value} is not a time (finite ms >= 0)"
 
 
 def check_header(header: SessionHeader) -> Iterator[Problem]:
@@ -108,58 +110,100 @@ def check_header(header: SessionHeader) -> Iterator[Problem]:
         header.settings.validate()
     except ValueError as e:
         yield Problem(1, "settings", str(e))
-    if not header.prompt_ids:
+    for name in ("target", "draft"):
+        if getattr(header, name).vocab_size < 1:
+            yield Problem(1, f"{name}.vocab_size", "a vocabulary holds at least one token")
+    vocab = vocabulary(header)
+    ids = header.prompt_ids
+    if not ids:
         yield Problem(1, "prompt_ids", "empty: a session starts from at least one token")
-    if header.prompt_text and len(header.prompt_text) != len(header.prompt_ids):
+    elif not (min(ids) >= 0 and max(ids) < vocab):
+        j = next(j for j, i in enumerate(ids) if not 0 <= i < vocab)
+        yield Problem(1, f"prompt_ids[{j}]", f"{ids[j]} is not a token id (0 to {vocab - 1})")
+    if header.prompt_text and len(header.prompt_text) != len(ids):
         yield Problem(
-            1,
-            "prompt_text",
-            f"{len(header.prompt_text)} texts for {len(header.prompt_ids)} prompt_ids",
+            1, "prompt_text", f"{len(header.prompt_text)} texts for {len(ids)} prompt_ids"
         )
     for name in ("baseline_ms_per_token", "draft_ms_per_token"):
         value = getattr(header, name)
-        if value is not None and not value > 0:
-            yield Problem(1, name, f"{value} is not a positive time")
+        if value is not None and not 0 < value < math.inf:
+            yield Problem(1, name, f"{value} is not a positive, finite time")
 
 
 def check_round(
-    rnd: Round,
-    header: SessionHeader,
-    line: int,
-    expected_context: int | None = None,
-    last: bool = True,
+    rnd: Round, header: SessionHeader, line: int, so_far: _SoFar | None = None, last: bool = True
 ) -> Iterator[Problem]:
-    """The problems of one round, read from `line`; expected_context is the running token
-    count before it."""
-    if expected_context is not None and rnd.context_len != expected_context:
+    """The problems of one round, read from `line`; so_far: what the rounds before it hold
+    (updated here), None to check the round on its own."""
+    settings = rnd.settings or header.settings
+    yield from _round_settings(rnd, header, line, so_far)
+    yield from _round_numbers(rnd, settings, line, so_far)
+    yield from _check_order(rnd, line)
+    yield from _finish(rnd, settings, line, so_far, last)
+    vocab = vocabulary(header)
+    for j, event in enumerate(rnd.tokens):
+        for name, message in check_token(event, vocab, settings.top_n):
+            yield Problem(line, f"tokens[{j}].{name}", message)
+    if so_far is not None:
+        emitted = [t.id for t in rnd.tokens if t.emitted]
+        so_far.context += len(emitted)  # the true count, so one bad value is reported once
+        so_far.emitted += len(emitted)
+        so_far.emitted_ids.update(emitted)
+
+
+def _round_settings(
+    rnd: Round, header: SessionHeader, line: int, so_far: _SoFar | None
+) -> Iterator[Problem]:
+    """The settings a round ran with are valid and keep the session's seed."""
+    if rnd.settings is None:
+        return
+    known = {} if so_far is None else so_far.settings  # rounds share a few settings records
+    if rnd.settings not in known:
+        fault = None
+        try:
+            rnd.settings.validate()
+        except ValueError as e:
+            fault = f"settings: {e}"
+        if fault is None and rnd.settings.seed != header.settings.seed:
+            fault = f"settings.seed: {rnd.settings.seed}, but the session's seed is "
+            fault += f"{header.settings.seed} (the seed never changes within a session)"
+        known[rnd.settings] = fault
+    fault = known[rnd.settings]
+    if fault is not None:
+        name, message = fault.split(": ", 1)
+        yield Problem(line, name, message)
+
+
+def _round_numbers(
+    rnd: Round, settings: Settings, line: int, so_far: _SoFar | None
+) -> Iterator[Problem]:
+    """Context length, times and counts agree with the tokens and the settings."""
+    if so_far is not None and rnd.context_len != so_far.context:
         yield Problem(
             line,
             "context_len",
-            f"{rnd.context_len}, but the prompt and the earlier rounds hold {expected_context} "
+            f"{rnd.context_len}, but the prompt and the earlier rounds hold {so_far.context} "
             "tokens",
         )
-    for name in ("draft_ms", "verify_ms"):
-        value = getattr(rnd, name)
-        if not value >= 0:
-            yield Problem(line, name, f"{value} is not a time (ms >= 0)")
+    for name in ("draft_ms", "verify_ms", "events_ms"):
+        fault = _time_fault(getattr(rnd, name))
+        if fault is not None:
+            yield Problem(line, name, fault)
     drafted = sum(1 for t in rnd.tokens if t.status in DRAFTED)
     if rnd.n_drafted != drafted:
         yield Problem(line, "n_drafted", f"{rnd.n_drafted}, but the round lists {drafted} drafts")
-    k = (rnd.settings or header.settings).k
-    if rnd.n_drafted > k:
-        yield Problem(line, "n_drafted", f"{rnd.n_drafted} drafts, more than K = {k}")
+    # The round's K: the policy's choice (schema 1.1), else the settings' K.
+    if rnd.k is None and drafted > settings.k:
+        yield Problem(line, "n_drafted", f"{drafted} drafts, more than K = {settings.k}")
+    if rnd.k is not None and not drafted <= rnd.k <= MAX_K:
+        yield Problem(
+            line, "k", f"{rnd.k}, but the round drafted {drafted} tokens (K is at most {MAX_K})"
+        )
     accepted = sum(1 for t in rnd.tokens if t.status == "accepted")
     if rnd.n_accepted != accepted:
         yield Problem(
             line, "n_accepted", f"{rnd.n_accepted}, but {accepted} tokens have status 'accepted'"
         )
-    if rnd.finish_reason is not None and not last:
-        yield Problem(
-            line, "finish_reason", f"{rnd.finish_reason!r} on a round that is not the last"
-        )
-    yield from _check_order(rnd, line)
-    for j, event in enumerate(rnd.tokens):
-        yield from check_event(event, line, f"tokens[{j}]")
 
 
 def _check_order(rnd: Round, line: int) -> Iterator[Problem]:
@@ -193,56 +237,57 @@ def _check_order(rnd: Round, line: int) -> Iterator[Problem]:
         yield Problem(line, "tokens", f"the round does not end with a '{ending}' token")
 
 
-def check_event(event: TokenEvent, line: int, where: str) -> Iterator[Problem]:
-    for name in _PROBABILITIES:
-        value = getattr(event, name)
-        if not _in_unit(value):
-            yield Problem(line, f"{where}.{name}", f"{value} is not a probability in [0, 1]")
-    if event.u is not None and not 0 <= event.u <= 1:
-        yield Problem(line, f"{where}.u", f"{event.u} is not a uniform draw in [0, 1)")
-    if event.top and not _column_in_unit(event.top, 1, 2):
-        j = next(j for j, e in enumerate(event.top) if not (_in_unit(e[1]) and _in_unit(e[2])))
-        p, q = event.top[j][1:]
-        yield Problem(line, f"{where}.top[{j}]", f"[p, q] = [{p}, {q}] not in [0, 1]")
-    if event.residual_top and not _column_in_unit(event.residual_top, 1):
-        j = next(j for j, e in enumerate(event.residual_top) if not _in_unit(e[1]))
-        r = event.residual_top[j][1]
-        yield Problem(line, f"{where}.residual_top[{j}]", f"{r} is not in [0, 1]")
-    if event.residual_text and len(event.residual_text) != len(event.residual_top):
+def _finish(
+    rnd: Round, settings: Settings, line: int, so_far: _SoFar | None, last: bool
+) -> Iterator[Problem]:
+    """finish_reason: known, on the last round only, and true: "eos" ends on an end-of-text
+    token, max_new_tokens bounds what was emitted."""
+    reason = rnd.finish_reason
+    if reason is not None and reason not in FINISH_REASONS:
         yield Problem(
             line,
-            f"{where}.residual_text",
-            f"{len(event.residual_text)} texts for {len(event.residual_top)} entries",
+            "finish_reason",
+            f"unknown finish reason {reason!r} (one of {', '.join(FINISH_REASONS)})",
         )
-    if event.top_text and len(event.top_text) != len(event.top):
-        yield Problem(
-            line, f"{where}.top_text", f"{len(event.top_text)} texts for {len(event.top)} entries"
-        )
-    if event.status not in JUDGED:
+    elif reason is not None and not last:
+        yield Problem(line, "finish_reason", f"{reason!r} on a round that is not the last")
+    if reason == "eos":
+        yield from _eos(rnd, line, so_far)
+    if so_far is None:
         return
-    missing = [n for n in ("p", "q", "accept_prob", "u") if getattr(event, n) is None]
-    if missing:
-        yield Problem(line, f"{where}.{missing[0]}", f"missing on a '{event.status}' token")
+    emitted = rnd.n_emitted
+    # Before a round the session had not finished; the round then drafts at most
+    # max_new_tokens - 1 - (tokens so far) and emits one more (at least one).
+    room = max(1, settings.max_new_tokens - so_far.emitted)
+    if emitted > room:
+        yield Problem(
+            line,
+            "tokens",
+            f"{emitted} tokens emitted after {so_far.emitted}, more than max_new_tokens = "
+            f"{settings.max_new_tokens} allows",
+        )
+    elif so_far.emitted + emitted >= settings.max_new_tokens and reason is None:
+        yield Problem(
+            line,
+            "finish_reason",
+            f"missing: {so_far.emitted + emitted} tokens reach max_new_tokens = "
+            f"{settings.max_new_tokens}, which ends the session",
+        )
+
+
+def _eos(rnd: Round, line: int, so_far: _SoFar | None) -> Iterator[Problem]:
+    """A round that ended on an end-of-text token: its last token is one it emitted (the
+    resampled or bonus token, or an accepted draft after which nothing was drafted), and no
+    token emitted before it was that token (the session would have ended there)."""
+    last = rnd.tokens[-1] if rnd.tokens else None
+    if last is None or not last.emitted:
+        yield Problem(line, "finish_reason", "'eos', but the round's last token is not emitted")
         return
-    expected = expected_accept_prob(event.p, event.q)
-    if not abs(event.accept_prob - expected) <= REL_TOL * abs(expected) + 1e-12:
+    earlier = [t.id for t in rnd.tokens[:-1] if t.emitted]
+    if last.id in earlier or (so_far is not None and last.id in so_far.emitted_ids):
         yield Problem(
             line,
-            f"{where}.accept_prob",
-            f"{event.accept_prob!r}, but min(1, p/q) = min(1, {event.p!r}/{event.q!r}) "
-            f"= {expected!r}",
-        )
-    elif event.status == "accepted" and not event.u < event.accept_prob:
-        yield Problem(
-            line,
-            f"{where}.u",
-            f"{event.u!r} >= accept_prob {event.accept_prob!r}, so the token was rejected, "
-            "but its status is 'accepted'",
-        )
-    elif event.status == "rejected" and not event.u >= event.accept_prob:
-        yield Problem(
-            line,
-            f"{where}.u",
-            f"{event.u!r} < accept_prob {event.accept_prob!r}, so the token was accepted, "
-            "but its status is 'rejected'",
+            "finish_reason",
+            f"'eos', but its end-of-text token {last.id} was emitted earlier (which would "
+            "have ended the session there)",
         )
