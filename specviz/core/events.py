@@ -7,6 +7,7 @@ position kind and one host transfer per tensor; the GUI only displays them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -14,10 +15,49 @@ from .sampling import Verdict, acceptance_mass
 from .trace import TokenEvent
 
 
-def _top(dist: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Indices [..., n] of the n largest entries of dist [..., V], largest first."""
+def _largest(dist: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Values and indices [..., n] of the n largest entries of dist [..., V], largest first."""
     n = min(n, dist.shape[-1])
     return torch.topk(dist, n, dim=-1)
+
+
+@dataclass
+class _TopLists:
+    """The top-N lists of a round's K + 1 positions (empty when not recorded)."""
+
+    tops: list  # [(id, p, q), ...] per position; q None at the bonus position
+    texts: list  # the texts of their ids
+    p_rest: list  # target mass outside each list
+    q_rest: list  # draft mass outside each list (None at the bonus position)
+    residual_top: tuple = ()  # (id, r) of the residual a resampled token was drawn from
+    residual_text: tuple = ()
+
+
+def _top_lists(
+    p: torch.Tensor, q: torch.Tensor, verdict: Verdict, text: Callable[[int], str], top_n: int
+) -> _TopLists:
+    """Drafted positions by max(p, q), the bonus position by p, the residual by r."""
+    k = q.shape[0]
+    lists = _TopLists([()] * (k + 1), [()] * (k + 1), [None] * (k + 1), [None] * (k + 1))
+    if top_n <= 0:
+        return lists
+    if k:
+        p_k = p[:k]  # [K, V]
+        _, idx = _largest(torch.maximum(p_k, q), top_n)  # [K, N] by max(p, q)
+        tp, tq = p_k.gather(1, idx), q.gather(1, idx)  # [K, N]
+        lists.p_rest = [max(0.0, 1 - s) for s in tp.sum(1).tolist()] + [None]
+        lists.q_rest = [max(0.0, 1 - s) for s in tq.sum(1).tolist()] + [None]
+        for i, (row_i, row_p, row_q) in enumerate(zip(idx.tolist(), tp.tolist(), tq.tolist())):
+            lists.tops[i] = tuple(zip(row_i, row_p, row_q))
+    bonus_p, bonus_i = _largest(p[k], top_n)  # [N]
+    lists.tops[k] = tuple((i, v, None) for i, v in zip(bonus_i.tolist(), bonus_p.tolist()))
+    lists.p_rest[k] = max(0.0, 1 - float(bonus_p.sum()))
+    if verdict.next_status == "resampled":
+        r_val, r_idx = _largest(verdict.next_dist, top_n)
+        lists.residual_top = tuple(zip(r_idx.tolist(), r_val.tolist()))
+        lists.residual_text = tuple(text(i) for i, _ in lists.residual_top)
+    lists.texts = [tuple(text(entry[0]) for entry in top) for top in lists.tops]
+    return lists
 
 
 def round_events(
@@ -34,45 +74,34 @@ def round_events(
 
     p: [K+1, V] target, q: [K, V] draft, both warped. top_n = 0 skips the top-N lists.
     """
-    k, n_acc = len(drafted), verdict.n_accepted
+    k = len(drafted)
     rows = torch.arange(k, device=p.device)
     ids = torch.tensor(drafted, dtype=torch.long, device=p.device)
-    p_k = p[:k]  # [K, V]
-    alpha = acceptance_mass(p_k, q).tolist()  # [K]: sum_x min(p, q) per position
-    p_x = p_k[rows, ids].tolist()  # [K]
+    alpha = acceptance_mass(p[:k], q).tolist()  # [K]: sum_x min(p, q) per position
+    p_x = p[:k][rows, ids].tolist()  # [K]
     q_x = q[rows, ids].tolist()  # [K]
-    next_id = verdict.next_token
-    next_p = float(p[n_acc, next_id])
-    next_q = float(q[n_acc, next_id]) if n_acc < k else None
+    lists = _top_lists(p, q, verdict, text, top_n)
+    events = _drafted_events(drafted, verdict, n_emit, text, p_x, q_x, alpha, lists)
+    if n_emit == verdict.n_accepted + 1:
+        events.append(_own_token(p, q, verdict, text, alpha, lists))
+    return tuple(events)
 
-    tops: list = [()] * (k + 1)
-    texts: list = [()] * (k + 1)
-    p_rest: list = [None] * (k + 1)
-    q_rest: list = [None] * (k + 1)
-    residual_top: tuple = ()
-    residual_text: tuple = ()
-    if top_n > 0:
-        if k:
-            _, idx = _top(torch.maximum(p_k, q), top_n)  # [K, N] by max(p, q)
-            tp, tq = p_k.gather(1, idx), q.gather(1, idx)  # [K, N]
-            p_rest = [max(0.0, 1 - s) for s in tp.sum(1).tolist()] + [None]
-            q_rest = [max(0.0, 1 - s) for s in tq.sum(1).tolist()] + [None]
-            for i, (row_i, row_p, row_q) in enumerate(zip(idx.tolist(), tp.tolist(), tq.tolist())):
-                tops[i] = tuple(zip(row_i, row_p, row_q))
-        bonus_p, bonus_i = _top(p[k], top_n)  # [N]
-        tops[k] = tuple((i, v, None) for i, v in zip(bonus_i.tolist(), bonus_p.tolist()))
-        p_rest[k] = max(0.0, 1 - float(bonus_p.sum()))
-        if verdict.next_status == "resampled":
-            r_val, r_idx = _top(verdict.next_dist, top_n)
-            residual_top = tuple(zip(r_idx.tolist(), r_val.tolist()))
-            residual_text = tuple(text(i) for i, _ in residual_top)
-        for i in range(k + 1):
-            texts[i] = tuple(text(entry[0]) for entry in tops[i])
 
+def _drafted_events(
+    drafted: list[int],
+    verdict: Verdict,
+    n_emit: int,
+    text: Callable[[int], str],
+    p_x: list[float],
+    q_x: list[float],
+    alpha: list[float],
+    lists: _TopLists,
+) -> list[TokenEvent]:
+    """The judged drafts (accepted, then the rejected one), then the discarded ones."""
     events: list[TokenEvent] = []
     for i, token in enumerate(drafted):
         if i < verdict.n_judged:
-            status = "accepted" if i < n_acc else "rejected"
+            status = "accepted" if i < verdict.n_accepted else "rejected"
             if status == "accepted" and i >= n_emit:
                 break  # after an accepted EOS: never emitted
             events.append(
@@ -85,44 +114,52 @@ def round_events(
                     accept_prob=verdict.accept_probs[i],
                     u=verdict.u[i],
                     alpha=alpha[i],
-                    top=tops[i],
-                    top_text=texts[i],
-                    p_rest=p_rest[i],
-                    q_rest=q_rest[i],
+                    top=lists.tops[i],
+                    top_text=lists.texts[i],
+                    p_rest=lists.p_rest[i],
+                    q_rest=lists.q_rest[i],
                 )
             )
         else:
             # Drafted after the first rejection: never judged; only its draft side exists.
-            drafted_top = tuple((e[0], None, e[2]) for e in tops[i])
             events.append(
                 TokenEvent(
                     id=token,
                     text=text(token),
                     status="discarded",
                     q=q_x[i],
-                    top=drafted_top,
-                    top_text=texts[i],
-                    q_rest=q_rest[i],
+                    top=tuple((e[0], None, e[2]) for e in lists.tops[i]),
+                    top_text=lists.texts[i],
+                    q_rest=lists.q_rest[i],
                 )
             )
-    if n_emit == n_acc + 1:
-        resampled = verdict.next_status == "resampled"
-        pos = n_acc
-        events.append(
-            TokenEvent(
-                id=next_id,
-                text=text(next_id),
-                status=verdict.next_status,
-                p=next_p,
-                q=next_q,
-                alpha=alpha[pos] if resampled else None,
-                residual=float(verdict.next_dist[next_id]) if resampled else None,
-                top=tops[pos],
-                top_text=texts[pos],
-                p_rest=p_rest[pos],
-                q_rest=q_rest[pos],
-                residual_top=residual_top,
-                residual_text=residual_text,
-            )
-        )
-    return tuple(events)
+    return events
+
+
+def _own_token(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    verdict: Verdict,
+    text: Callable[[int], str],
+    alpha: list[float],
+    lists: _TopLists,
+) -> TokenEvent:
+    """The round's own token at the position where the drafts stopped being accepted:
+    resampled from the residual after a rejection, or the bonus token after all K."""
+    pos, token = verdict.n_accepted, verdict.next_token
+    resampled = verdict.next_status == "resampled"
+    return TokenEvent(
+        id=token,
+        text=text(token),
+        status=verdict.next_status,
+        p=float(p[pos, token]),
+        q=float(q[pos, token]) if pos < q.shape[0] else None,
+        alpha=alpha[pos] if resampled else None,
+        residual=float(verdict.next_dist[token]) if resampled else None,
+        top=lists.tops[pos],
+        top_text=lists.texts[pos],
+        p_rest=lists.p_rest[pos],
+        q_rest=lists.q_rest[pos],
+        residual_top=lists.residual_top,
+        residual_text=lists.residual_text,
+    )
