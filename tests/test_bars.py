@@ -100,3 +100,12 @@ def test_residual_bars_use_stored_residual_texts():
     resampled = dataclasses.replace(r0.tokens[4], residual_text=("A", "\n", "x"))
     rnd = dataclasses.replace(r0, tokens=(*r0.tokens[:4], resampled))
     assert position_bars(rnd, 1).residual_labels == ("A", "\n", "x", REST_LABEL)
+
+
+def test_bars_of_a_trace_that_does_not_validate_are_still_drawn():
+    """A null in a residual list (which validate names) draws as 0, never a TypeError in
+    the window, which parses a position's lists only when it shows them."""
+    r0 = sample_rounds()[0]
+    resampled = dataclasses.replace(r0.tokens[4], residual_top=((0, None), (3, 0.4)))
+    rnd = dataclasses.replace(r0, tokens=(*r0.tokens[:4], resampled))
+    assert position_bars(rnd, 1).residual[:2] == (0.0, 0.4)

@@ -125,7 +125,7 @@ def _residual(
     stored = list(emitted.residual_top)
     keep = stored if n is None else stored[: max(0, n)]
     res_ids: list[int | None] = [e[0] for e in keep]
-    values = [float(e[1]) for e in keep]
+    values = [e[1] or 0.0 for e in keep]  # null only in a trace that does not validate
     if emitted.id not in res_ids and emitted.residual is not None:
         res_ids.append(emitted.id)
         values.append(emitted.residual)
@@ -139,7 +139,7 @@ def _residual(
 
 @dataclass
 class _Columns:
-    """The bars of a position as they are built: parallel lists, the rest bar last."""
+    """The bars of a position as they are built: parallel lists, without the rest bar."""
 
     ids: list[int | None]
     labels: list[str]
