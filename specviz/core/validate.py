@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .session import Session
 from .trace import (
-    DRAFTED,
+    EMITTED,
     FINISH_REASONS,
     MAX_K,
     Round,
@@ -29,6 +29,7 @@ from .trace import (
 from .validate_tokens import check_token, expected_accept_prob
 
 __all__ = ["Problem", "check_session", "expected_accept_prob", "iter_problems"]
+_EMITTED = frozenset(EMITTED)
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ class _SoFar:
     context: int  # tokens the models had read: the prompt and every emitted token
     emitted: int = 0  # tokens generated
     emitted_ids: set[int] = field(default_factory=set)  # at most the vocabulary
-    settings: dict[Settings, str | None] = field(default_factory=dict)  # checked: the fault
+    # the settings records checked, by id(): the record and its fault
+    settings: dict[int, tuple[Settings, str | None]] = field(default_factory=dict)
 
 
 def check_session(
@@ -136,16 +138,17 @@ def check_round(
     """The problems of one round, read from `line`; so_far: what the rounds before it hold
     (updated here), None to check the round on its own."""
     settings = rnd.settings or header.settings
+    statuses = [t.status for t in rnd.tokens]
+    emitted = [t.id for t in rnd.tokens if t.status in _EMITTED]
     yield from _round_settings(rnd, header, line, so_far)
-    yield from _round_numbers(rnd, settings, line, so_far)
+    yield from _round_numbers(rnd, statuses, settings, line, so_far)
     yield from _check_order(rnd, line)
-    yield from _finish(rnd, settings, line, so_far, last)
+    yield from _finish(rnd, len(emitted), settings, line, so_far, last)
     vocab = vocabulary(header)
     for j, event in enumerate(rnd.tokens):
         for name, message in check_token(event, vocab, settings.top_n):
             yield Problem(line, f"tokens[{j}].{name}", message)
     if so_far is not None:
-        emitted = [t.id for t in rnd.tokens if t.emitted]
         so_far.context += len(emitted)  # the true count, so one bad value is reported once
         so_far.emitted += len(emitted)
         so_far.emitted_ids.update(emitted)
@@ -155,27 +158,31 @@ def _round_settings(
     rnd: Round, header: SessionHeader, line: int, so_far: _SoFar | None
 ) -> Iterator[Problem]:
     """The settings a round ran with are valid and keep the session's seed."""
-    if rnd.settings is None:
+    settings = rnd.settings
+    if settings is None:
         return
-    known = {} if so_far is None else so_far.settings  # rounds share a few settings records
-    if rnd.settings not in known:
+    # Rounds share a few settings records (the reader makes one per distinct settings):
+    # each is checked once, found by identity (it is kept alive with the fault).
+    known = {} if so_far is None else so_far.settings
+    found = known.get(id(settings))
+    if found is None or found[0] is not settings:
         fault = None
         try:
-            rnd.settings.validate()
+            settings.validate()
         except ValueError as e:
             fault = f"settings: {e}"
-        if fault is None and rnd.settings.seed != header.settings.seed:
-            fault = f"settings.seed: {rnd.settings.seed}, but the session's seed is "
+        if fault is None and settings.seed != header.settings.seed:
+            fault = f"settings.seed: {settings.seed}, but the session's seed is "
             fault += f"{header.settings.seed} (the seed never changes within a session)"
-        known[rnd.settings] = fault
-    fault = known[rnd.settings]
+        found = known[id(settings)] = (settings, fault)
+    fault = found[1]
     if fault is not None:
         name, message = fault.split(": ", 1)
         yield Problem(line, name, message)
 
 
 def _round_numbers(
-    rnd: Round, settings: Settings, line: int, so_far: _SoFar | None
+    rnd: Round, statuses: list[str], settings: Settings, line: int, so_far: _SoFar | None
 ) -> Iterator[Problem]:
     """Context length, times and counts agree with the tokens and the settings."""
     if so_far is not None and rnd.context_len != so_far.context:
@@ -189,7 +196,7 @@ def _round_numbers(
         fault = _time_fault(getattr(rnd, name))
         if fault is not None:
             yield Problem(line, name, fault)
-    drafted = sum(1 for t in rnd.tokens if t.status in DRAFTED)
+    drafted = len(statuses) - statuses.count("resampled") - statuses.count("bonus")
     if rnd.n_drafted != drafted:
         yield Problem(line, "n_drafted", f"{rnd.n_drafted}, but the round lists {drafted} drafts")
     # The round's K: the policy's choice (schema 1.1), else the settings' K.
@@ -199,7 +206,7 @@ def _round_numbers(
         yield Problem(
             line, "k", f"{rnd.k}, but the round drafted {drafted} tokens (K is at most {MAX_K})"
         )
-    accepted = sum(1 for t in rnd.tokens if t.status == "accepted")
+    accepted = statuses.count("accepted")
     if rnd.n_accepted != accepted:
         yield Problem(
             line, "n_accepted", f"{rnd.n_accepted}, but {accepted} tokens have status 'accepted'"
@@ -238,7 +245,7 @@ def _check_order(rnd: Round, line: int) -> Iterator[Problem]:
 
 
 def _finish(
-    rnd: Round, settings: Settings, line: int, so_far: _SoFar | None, last: bool
+    rnd: Round, emitted: int, settings: Settings, line: int, so_far: _SoFar | None, last: bool
 ) -> Iterator[Problem]:
     """finish_reason: known, on the last round only, and true: "eos" ends on an end-of-text
     token, max_new_tokens bounds what was emitted."""
@@ -255,7 +262,6 @@ def _finish(
         yield from _eos(rnd, line, so_far)
     if so_far is None:
         return
-    emitted = rnd.n_emitted
     # Before a round the session had not finished; the round then drafts at most
     # max_new_tokens - 1 - (tokens so far) and emits one more (at least one).
     room = max(1, settings.max_new_tokens - so_far.emitted)
