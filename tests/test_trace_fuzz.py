@@ -99,8 +99,9 @@ def _json_line(rng: random.Random, line: str) -> str:
         )
     elif kind == 2:
         _delete(obj, path)
-    elif kind == 3:
+    elif kind == 3:  # escaped, as a surrogate can only be written
         _set(obj, path, rng.choice(TEXTS))
+        return json.dumps(obj, separators=(",", ":"))
     else:  # a number nudged: off by one, negated, scaled
         for _ in range(20):
             path = rng.choice(paths)
@@ -188,6 +189,7 @@ def inspect_in_process(path: Path, capsys, as_json: bool) -> tuple[int, int]:
     finally:
         tracemalloc.stop()
     out, err = capsys.readouterr()
+    (out + err).encode("utf-8")  # text a terminal can take (no lone surrogate)
     assert "Traceback" not in err
     if code == 2:
         assert err.startswith("specviz: error: "), err[:300]
@@ -226,15 +228,17 @@ def _limit_memory() -> None:
 
 
 def test_inspect_as_a_process_survives_mutated_traces(seeds, tmp_path):
-    """Twice in a real process, under a 1 GiB limit: a huge count and a 400-digit number."""
+    """In a real process (its stdout encodes text), under a 1 GiB limit: a huge count, a
+    400-digit number, a lone surrogate."""
     root = Path(__file__).resolve().parents[1]
-    for n, (old, new) in enumerate(
-        [
-            (b'"n_accepted":', b'"n_accepted":1000000000'),
-            (b'"p":', b'"p":1' + b"0" * 400 + b',"x":'),
-        ]
-    ):
+    changes = [
+        (b'"n_accepted":', b'"n_accepted":1000000000'),
+        (b'"p":', b'"p":1' + b"0" * 400 + b',"x":'),
+        (b'"prompt":"', b'"prompt":"\\ud800'),
+    ]
+    for n, (old, new) in enumerate(changes):
         data = seeds[1].replace(old, new, 1)
+        assert data != seeds[1]
         path = tmp_path / f"process-{n}.jsonl"
         path.write_bytes(data)
         done = subprocess.run(

@@ -193,3 +193,18 @@ def test_the_tables_are_checked(tmp_path, capsys, case):
     assert (line, field) in found, found
     code, err = inspect(capsys, path)
     assert code == 2 and f"line {line}: field '{field}'" in err
+
+
+@pytest.mark.parametrize("line", [0, 1])
+def test_a_lone_surrogate_is_not_text(tmp_path, line):
+    """A \\ud800 escape reads into a str no terminal, file or widget can take."""
+    objs = trace_objects(3)
+    if line == 0:
+        objs[0]["prompt"] = "\ud800 and more"
+    else:
+        objs[1]["tokens"][0]["text"] = "\udfff"
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(obj) for obj in objs) + "\n", encoding="utf-8")
+    with pytest.raises(TraceError, match="lone UTF-16 surrogate") as info:
+        load(path)
+    assert info.value.line == line + 1

@@ -317,11 +317,23 @@ def _json_int(digits: str) -> int | float:
     return int(digits) if len(digits) <= 19 else float(digits)
 
 
+# A \uD800-\uDFFF escape: half of a UTF-16 pair, which json reads into a str that no
+# terminal, file or Qt widget can take when it stands alone (orjson refuses it).
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
 def line_json(text: str, number: int, hint: str = "") -> Any:
     """A line's JSON value as json reads it (NaN included, integers as orjson reads them);
-    TraceError naming the line and the fault if it is not JSON."""
+    TraceError naming the line and the fault if it is not JSON, or holds a string that is
+    not text (a lone surrogate escape)."""
     try:
-        return json.loads(text, parse_int=_json_int)
+        value = json.loads(text, parse_int=_json_int)
+        if _SURROGATE.search(text):
+            json.dumps(value, ensure_ascii=False).encode("utf-8")  # fails on a lone one
+        return value
+    except UnicodeEncodeError as e:
+        reason = f"not text: a lone UTF-16 surrogate \\u{ord(e.object[e.start]):x} in a string"
+        raise TraceError(reason, number) from None
     except (ValueError, RecursionError) as e:
         detail = f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError) else e
         raise TraceError(f"not valid JSON ({detail}){hint}", number) from None
