@@ -38,7 +38,10 @@ _KINDS = {int: "an integer", float: "a number", str: "a string", list: "a list",
 
 
 def type_error(value: Any, kind: type, line: int, name: str) -> TraceError:
-    shown = repr(value) if type(value) in (int, float, bool) else repr(value)[:61]
+    try:
+        shown = repr(value)
+    except ValueError:  # an int of more digits than Python converts to text
+        shown = "a value too large to show"
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
     return TraceError(f"expected {_KINDS.get(kind, kind.__name__)}, got {shown}", line, name)
 
