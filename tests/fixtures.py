@@ -93,7 +93,7 @@ Q2 = (0.2, 0.2, 0.2, 0.2, 0.1, 0.1)
 N = 3  # top-N stored per position
 
 
-def _top(p, q, n=N):
+def _sample_top(p, q, n=N):
     key = [max(a or 0, b or 0) for a, b in zip(p or [0] * 6, q or [0] * 6)]
     ids = sorted(range(6), key=lambda i: -key[i])[:n]
     entries = tuple((i, None if p is None else p[i], None if q is None else q[i]) for i in ids)
@@ -104,7 +104,7 @@ def _top(p, q, n=N):
 
 
 def _event(token, status, p, q, **kw):
-    top, texts, p_rest, q_rest = _top(p, q)
+    top, texts, p_rest, q_rest = _sample_top(p, q)
     return TokenEvent(
         id=token, text=SAMPLE_TEXTS[token], status=status,
         p=None if p is None else p[token], q=None if q is None else q[token],
