@@ -1,6 +1,6 @@
 """How long a huge trace takes to load, and how much memory it holds.
 
-Writes a synthetic, consistent trace (tests/test_trace_synth.py: K drafts and the top-N
+Writes a synthetic, consistent trace (tests/fixtures.py: K drafts and the top-N
 [id, p, q] lists of every position, full-precision floats, as the app records them), then
 measures, each in a fresh process:
 
