@@ -30,12 +30,14 @@ def main() -> int:
     import pyqtgraph as pg
     from PySide6.QtWidgets import QApplication, QGraphicsItem
 
+    from specviz.gui import refguard
+
+    refguard.install()
     app = QApplication.instance() or QApplication([])
     pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
     from gui_redraw import record
 
     from specviz.core.models import load_pair
-    from specviz.core.session import Session
     from specviz.gui.distribution_view import MAIN_LABEL_ROOM
     from specviz.gui.main_window import MainWindow
     from specviz.gui.plots import fix_axis_width
@@ -45,7 +47,8 @@ def main() -> int:
     window.resize(1400, 900)
     window.show()
     app.processEvents()
-    window._begin_session(Session(session.header))
+    window.controller.engine.session_started.emit(session.header)  # as the worker says it
+    app.processEvents()
     plots = list(window.plots.plots.values())
     main_axis = window.distribution.main.getPlotItem().getAxis("left")
     views = [*plots, *(w.getPlotItem() for w in (window.distribution.main,
@@ -74,7 +77,7 @@ def main() -> int:
             for j in range(10):
                 rnd = dataclasses.replace(next(rounds), finish_reason=None)
                 start = time.perf_counter()
-                window._show_round(rnd)  # not running: a full redraw, as Step does
+                window.controller.engine.round_ready.emit(rnd)  # a full redraw, as Step does
                 app.processEvents()
                 if j >= 2:
                     costs[on].append(1000 * (time.perf_counter() - start))

@@ -10,7 +10,7 @@ window open against headless. Not a test: never part of the test run.
    (Run until max new tokens, the worker on its thread, autosave on), interleaved,
    medians; both timed from the first round to the last (session start and calibration
    excluded). The window runs twice: asking for the next round before drawing the last one
-   (MainWindow.prefetch, the default) and after it, as before.
+   (SessionController.prefetch, the default) and after it, as before.
 
     QT_QPA_PLATFORM=offscreen python benchmarks/gui_redraw.py --rounds 2000
 """
@@ -54,23 +54,35 @@ def record(pair, n_rounds: int, seed: int) -> Session:
 
 
 def redraw_costs(app, session: Session, mode: str) -> list[float]:
+    """Rounds handed to a window's controller as the worker hands them; "step" mode times
+    rounds 5-15 and the last 20 (the others arrive in batches, drawn once), "run" mode all."""
     from specviz.gui.main_window import MainWindow
+    from specviz.gui.session_controller import State
 
     window = MainWindow(None, autosave=False)
     window.show()
     app.processEvents()
-    window._begin_session(Session(session.header))
-    window.running = mode == "run"
+    controller = window.controller
+    controller.engine.session_started.emit(session.header)  # as the worker says it
+    app.processEvents()
+    if mode == "run":
+        controller.state = State.RUNNING  # the worker is not asked: rounds come from here
     costs = []
     last = len(session.rounds)
-    for i, rnd in enumerate(session.rounds):
-        rnd = dataclasses.replace(rnd, finish_reason=None)
-        timed = mode == "run" or 5 <= i < 15 or i >= last - 20
-        if not timed:  # "step" mode: only the measured rounds pay for a full redraw
-            window._show_round(rnd, redraw=False)
+    timed = [mode == "run" or 5 <= i < 15 or i >= last - 20 for i in range(last)]
+    rounds = [dataclasses.replace(rnd, finish_reason=None) for rnd in session.rounds]
+    i = 0
+    while i < last:
+        if not timed[i]:  # untimed rounds: one batch, drawn once
+            j = i
+            while j < last and not timed[j]:
+                j += 1
+            controller.add_rounds(rounds[i:j])
+            app.processEvents()
+            i = j
             continue
         start = time.perf_counter()
-        window._show_round(rnd)
+        controller.engine.round_ready.emit(rounds[i])
         app.processEvents()
         costs.append(1000 * (time.perf_counter() - start))
         if mode == "run":
@@ -78,8 +90,8 @@ def redraw_costs(app, session: Session, mode: str) -> list[float]:
             start = time.perf_counter()
             app.processEvents()
             costs[-1] += 1000 * (time.perf_counter() - start)
-    window._refresh_timer.stop()
-    window.running = False
+        i += 1
+    controller.state = State.PAUSED
     window.close_now()
     app.processEvents()
     return costs
@@ -96,17 +108,19 @@ def window_tokens_per_s(
     from specviz.gui.main_window import MainWindow
 
     window = MainWindow(specs)  # as a user runs it: autosave on
-    window.prefetch = prefetch
+    window.controller.prefetch = prefetch
     loop = QEventLoop()
-    window.engine.loaded.connect(lambda *_: loop.quit())
-    window.engine.error.connect(lambda title, message: (print(title, message), loop.quit()))
+    window.controller.engine.loaded.connect(lambda *_: loop.quit())
+    window.controller.engine.error.connect(
+        lambda title, message: (print(title, message), loop.quit())
+    )
     loop.exec()  # the models load
     window.controls.prompt_edit.setPlainText(prompt)
     window.controls.k_spin.setValue(settings.k)
     window.controls.max_tokens_spin.setValue(settings.max_new_tokens)
     window.controls.seed_spin.setValue(settings.seed)
     arrivals: list[tuple[float, int]] = []
-    window.engine.round_ready.connect(
+    window.controller.engine.round_ready.connect(
         lambda rnd: arrivals.append((time.perf_counter(), rnd.n_emitted))
     )
     done = QTimer()
@@ -118,7 +132,6 @@ def window_tokens_per_s(
     done.stop()
     (start, _), (end, _) = arrivals[0], arrivals[-1]
     tokens = sum(n for _, n in arrivals[1:])
-    window.exported = True
     window.close_now()
     app.processEvents()
     return tokens / (end - start)
@@ -145,7 +158,10 @@ def main(argv=None) -> int:
     from PySide6.QtWidgets import QApplication
     from transformers.utils import logging as hf_logging
 
+    from specviz.gui import refguard
+
     hf_logging.disable_progress_bar()
+    refguard.install()
     app = QApplication.instance() or QApplication([])
     spec = f"builtin:{args.pair}"
     pair = load_pair(spec, spec)

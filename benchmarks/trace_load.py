@@ -79,6 +79,8 @@ os.environ["QT_QPA_PLATFORM"] = "offscreen"
 os.environ["SPECVIZ_NO_DIALOGS"] = "1"
 sys.path.insert(0, sys.argv[2])
 from PySide6.QtWidgets import QApplication
+from specviz.gui import refguard
+refguard.install()
 app = QApplication([])
 from specviz.gui.main_window import MainWindow
 window = MainWindow(autosave=False)
@@ -86,9 +88,9 @@ window.resize(1400, 900)
 window.show()
 app.processEvents()
 start = time.perf_counter()
-assert window.open_trace(sys.argv[1])
+assert window.files.open_trace(sys.argv[1])
 opened = time.perf_counter()
-while window.drawing:
+while window.controller.drawing:
     app.processEvents()
 drawn = time.perf_counter()
 print(json.dumps({

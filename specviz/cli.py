@@ -91,15 +91,33 @@ def main(argv: list[str] | None = None) -> int:
         problem = problem or _window_ignores(args)
         if problem:
             return fail(problem)
-        from .gui.app import main as gui_main
-
-        return gui_main(args)
+        return _open_window(args)
     module = importlib.import_module(f"specviz.commands.{args.command}")
     try:
-        return module.run(args)
+        result = module.run(args)
     except KeyboardInterrupt:  # Ctrl-C while models load: no traceback (run saves its rounds)
         print("specviz: interrupted", file=sys.stderr)
         return 130
+    if not isinstance(result, int):  # `lab --gui`: the command prepared, a window opens
+        from .gui.app import open_lab
+
+        return open_lab(result)
+    return result
+
+
+def _open_window(args: argparse.Namespace) -> int:
+    """The main window: the pair from the arguments or the built-in default."""
+    from .commands.common import UsageError, fail, model_specs
+
+    try:
+        specs = model_specs(args)
+    except UsageError as e:
+        return fail(str(e))
+    except ImportError:
+        specs = None  # no built-in pairs in this installation
+    from .gui.app import main as gui_main
+
+    return gui_main(specs, args.device, args.dtype, args.trace)
 
 
 # Model options that the window's loader does not take yet (it takes --device and --dtype):

@@ -30,6 +30,9 @@ def pytest_configure(config):
     import torch
     from transformers.utils import logging as hf_logging
 
+    from specviz.gui import refguard
+
     hf_logging.disable_progress_bar()
+    refguard.install()  # as the entry points do, before the tests' Qt calls
     # Small models: one thread avoids oversubscription when the two cores are busy.
     torch.set_num_threads(1)

@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -195,22 +196,21 @@ def format_text(result, label, title: str) -> str:
     return "\n".join(lines)
 
 
-def _open_window(args, p, q, labels, title, position) -> int:
-    from PySide6.QtWidgets import QApplication
+@dataclass(frozen=True)
+class LabRequest:
+    """What `lab --gui` hands back to the entry point, which opens the lab window on it."""
 
-    from ..gui.lab_window import LabWindow
-
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    window = LabWindow()
-    if position is not None:
-        window.set_position(position, title)
-    elif args.p or args.q:
-        window.set_distributions(p, q, labels, title)
-    window.show()
-    return app.exec()
+    p: np.ndarray
+    q: np.ndarray
+    labels: list[str] | None
+    title: str
+    position: object | None  # core.lab.PositionDistributions at a model position
+    given: bool  # p and q came from --p / --q (else the window starts on the seeds')
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int | LabRequest:
+    """The exit code; with --gui, a LabRequest for the entry point to open (commands never
+    open windows)."""
     from ..core.lab import MAX_SAMPLES, MIN_SAMPLES, monte_carlo
 
     try:
@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as e:
         return fail(str(e))
     if args.gui:
-        return _open_window(args, p, q, labels, title, position)
+        return LabRequest(p, q, labels, title, position, bool(args.p or args.q))
     try:
         result = monte_carlo(p, q, args.samples, args.rule, args.seed)
     except KeyboardInterrupt:

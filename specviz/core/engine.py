@@ -273,7 +273,7 @@ class SpeculativeEngine:
         emitted = [*drafted[: verdict.n_accepted], verdict.next_token]
         finish = None
         eos = self.pair.eos_token_id
-        if eos is not None and eos in emitted:
+        if eos is not None and eos in emitted and not self.settings.ignore_eos:
             emitted = emitted[: emitted.index(eos) + 1]
             finish = "eos"
         # The target keeps ids[:-1] of the new sequence; the drafter at most that.

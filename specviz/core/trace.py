@@ -91,6 +91,7 @@ class Settings:
     seed: int = 0
     max_new_tokens: int = 64
     top_n: int = 20  # tokens kept per position in the trace, for the bars of a replay
+    ignore_eos: bool = False  # end-of-text does not end the session (long explorations)
 
     def validate(self) -> None:
         """Raise ValueError with a message a user can act on."""

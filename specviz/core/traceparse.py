@@ -31,10 +31,15 @@ from .trace import (
 
 _STATUSES = frozenset(STATUSES)
 _NUMBER_TYPES = {float, int, type(None)}
-_SETTINGS_KINDS = {
-    name: float if isinstance(default, float) else int for name, default in vars(Settings()).items()
+_SETTINGS_KINDS = {name: type(default) for name, default in vars(Settings()).items()}
+_KINDS = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+    dict: "an object",
 }
-_KINDS = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "an object"}
 
 
 def type_error(value: Any, kind: type, line: int, name: str) -> TraceError:

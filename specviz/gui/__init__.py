@@ -1,9 +1,6 @@
-"""The specviz window (PySide6 + pyqtgraph). Nothing under specviz.core imports this.
+"""The specviz window (PySide6 + pyqtgraph). Nothing under specviz.core or
+specviz.commands imports this.
 
-Importing it first guards against the PySide6 build pinned here, which leaks references
-to None and True on every void Qt call (see refguard).
+The entry points (app.main, app.open_lab) call refguard.install() first: the PySide6
+build pinned here leaks references to None and True on every void Qt call.
 """
-
-from . import refguard
-
-refguard.install()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 
 from PySide6.QtGui import QAction, QKeySequence
@@ -15,21 +14,14 @@ from .plots import PLOTS, TITLES
 class Actions:
     step: QAction
     run: QAction
+    continue_: QAction
     reset: QAction
     new: QAction
     open: QAction
     export_trace: QAction
     export_csv: QAction
     quit: QAction
-    lab: QAction | None
-
-
-def lab_available() -> bool:
-    """The losslessness lab window exists (written separately; hidden until it does)."""
-    try:
-        return importlib.util.find_spec("specviz.gui.lab_window") is not None
-    except (ImportError, ValueError):
-        return False
+    lab: QAction
 
 
 def build_actions(window) -> Actions:
@@ -37,32 +29,43 @@ def build_actions(window) -> Actions:
 
     def action(text: str, slot, shortcut=None, tip: str = "") -> QAction:
         a = QAction(text, window)
-        if shortcut is not None:
+        if isinstance(shortcut, tuple):
+            # An F-key first: it works from anywhere, a text field included; the letter key
+            # only where no text field has the focus (there it types, as it should).
+            a.setShortcuts([QKeySequence(k) for k in shortcut])
+        elif shortcut is not None:
             a.setShortcut(QKeySequence(shortcut))
-        a.setToolTip(f"{tip} ({a.shortcut().toString()})" if shortcut is not None else tip)
+        keys = " or ".join(k.toString() for k in a.shortcuts())
+        a.setToolTip(f"{tip} ({keys})" if keys else tip)
         a.setStatusTip(tip)
         a.triggered.connect(slot)
         return a
 
     acts = Actions(
-        step=action("Step", window.step, "Space", "Run one draft-and-verify round"),
-        run=action("Run", window.toggle_run, "R", "Run rounds until paused, EOS or max tokens"),
+        step=action("Step", window.step, ("F10", "Space"), "Run one draft-and-verify round"),
+        run=action(
+            "Run", window.toggle_run, ("F5", "R"), "Run rounds until paused, EOS or max tokens"
+        ),
+        continue_=action(
+            "Continue", window.continue_session, "F6",
+            "Go on after the session ended (more tokens, or past end-of-text)",
+        ),
         reset=action(
-            "Reset", window.reset, None, "Start over (a replay rewinds to its first round)"
+            "Reset", window.reset, "Shift+F5", "Start over (a replay rewinds to its first round)"
         ),
         new=action(
             "New session", window.new_session, QKeySequence.StandardKey.New, "Leave a replay"
         ),
         open=action(
-            "Open trace\u2026", window.open_trace_dialog, QKeySequence.StandardKey.Open,
+            "Open trace\u2026", window.files.open_trace_dialog, QKeySequence.StandardKey.Open,
             "Replay a saved trace without models",
         ),
         export_trace=action(
-            "Export trace\u2026", window.export_trace_dialog, QKeySequence.StandardKey.Save,
+            "Export trace\u2026", window.files.export_trace_dialog, QKeySequence.StandardKey.Save,
             "Save the whole session as a JSON Lines trace",
         ),
         export_csv=action(
-            "Export statistics as CSV\u2026", window.export_csv_dialog, None,
+            "Export statistics as CSV\u2026", window.files.export_csv_dialog, None,
             "Per-round statistics, one row per round",
         ),
         quit=action("Quit", window.close, QKeySequence.StandardKey.Quit, "Close specviz"),
@@ -75,24 +78,23 @@ def build_actions(window) -> Actions:
     for a in (acts.new, acts.open, acts.export_trace, acts.export_csv):
         file_menu.addAction(a)
     plot_menu = QMenu("Export plot", window)
-    for name in PLOTS:
+    for name in (*PLOTS, "distribution"):
         for suffix in ("png", "svg"):
             plot_menu.addAction(
-                f"{TITLES[name]} as {suffix.upper()}\u2026",
-                lambda n=name, s=suffix: window.export_plot_dialog(n, s),
+                f"{TITLES.get(name, 'Distribution panel')} as {suffix.upper()}\u2026",
+                lambda n=name, s=suffix: window.files.export_plot_dialog(n, s),
             )
     file_menu.addMenu(plot_menu)
     file_menu.addSeparator()
     file_menu.addAction(acts.quit)
 
     session_menu = bar.addMenu("&Session")
-    for a in (acts.step, acts.run, acts.reset):
+    for a in (acts.step, acts.run, acts.continue_, acts.reset):
         session_menu.addAction(a)
 
-    if lab_available():
-        tools = bar.addMenu("&Tools")
-        acts.lab = action("Losslessness lab\u2026", window.open_lab, None, "Verify the rule")
-        tools.addAction(acts.lab)
+    tools = bar.addMenu("&Tools")
+    acts.lab = action("Losslessness lab\u2026", window.open_lab, None, "Verify the rule")
+    tools.addAction(acts.lab)
 
     toolbar = QToolBar("Session", window)
     toolbar.setObjectName("session-toolbar")

@@ -7,7 +7,6 @@ stderr instead of showing them; SPECVIZ_CACHE is where the autosave lives.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import traceback
@@ -16,17 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from . import dialogs
-
-
-def _specs(args: argparse.Namespace) -> tuple[str, str] | None:
-    """(target, draft) from the arguments, or the built-in default; None if there is none."""
-    from ..commands.common import model_specs
-
-    try:
-        return model_specs(args)
-    except ImportError:
-        return None  # no built-in pairs in this installation
+from . import dialogs, refguard
 
 
 def _excepthook(window_ref: list) -> callable:
@@ -43,28 +32,29 @@ def _excepthook(window_ref: list) -> callable:
     return hook
 
 
-def main(args: argparse.Namespace | None = None) -> int:
-    from ..commands.common import UsageError, fail
-
-    args = args or argparse.Namespace()
-    for name, default in (("target", None), ("draft", None), ("pair", None), ("trace", None),
-                          ("device", "cpu"), ("dtype", "float32")):  # fmt: skip
-        if not hasattr(args, name):
-            setattr(args, name, default)
-    try:
-        specs = _specs(args)
-    except UsageError as e:
-        return fail(str(e))
-    if os.environ.get("SPECVIZ_NO_DIALOGS"):
-        dialogs.AUTO_ANSWER = False
-        dialogs.ECHO = True
-
+def _application() -> QApplication:
+    refguard.install()  # before the first few thousand Qt calls
     pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("specviz")
+    return app
+
+
+def main(
+    specs: tuple[str, str] | None,
+    device: str = "cpu",
+    dtype: str = "float32",
+    trace: str | None = None,
+) -> int:
+    """Open the window on a model pair (None: this installation has no built-in pair) and,
+    if given, a trace to replay; return when it closes."""
+    if os.environ.get("SPECVIZ_NO_DIALOGS"):
+        dialogs.AUTO_ANSWER = False
+        dialogs.ECHO = True
+    app = _application()
     from .main_window import MainWindow
 
-    window = MainWindow(specs, device=args.device, dtype=args.dtype)
+    window = MainWindow(specs, device=device, dtype=dtype)
     screen = app.primaryScreen()
     if screen is not None:  # as large as the screen allows, up to 1600 x 1000
         room = screen.availableGeometry()
@@ -80,10 +70,10 @@ def main(args: argparse.Namespace | None = None) -> int:
             "This installation has no built-in model pair. Choose a target and a draft "
             "(hub id or folder) in the Models box and press Load, or open a trace (Ctrl+O).",
         )
-    if args.trace:
-        window.open_trace(args.trace)
+    if trace:
+        window.files.open_trace(trace)
     else:
-        window.offer_restore()
+        window.files.offer_restore()
     quit_after = os.environ.get("SPECVIZ_QUIT_AFTER_MS")
     if quit_after:
         QTimer.singleShot(int(quit_after), window.close_now)
@@ -93,3 +83,22 @@ def main(args: argparse.Namespace | None = None) -> int:
     finally:
         window.shutdown()
         sys.excepthook = previous_hook
+
+
+def open_lab(request) -> int:
+    """`specviz lab --gui`: the lab window on what the command prepared (`request` has p, q,
+    labels, title and position: a model position, numbers given, or neither for the seeds'
+    example); return when it closes."""
+    app = _application()
+    from .lab_window import LabWindow
+
+    window = LabWindow()
+    if request.position is not None:
+        window.set_position(request.position, request.title)
+    elif request.given:
+        window.set_distributions(request.p, request.q, request.labels, request.title)
+    window.show()
+    quit_after = os.environ.get("SPECVIZ_QUIT_AFTER_MS")
+    if quit_after:
+        QTimer.singleShot(int(quit_after), window.close)
+    return app.exec()

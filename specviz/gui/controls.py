@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
@@ -30,6 +31,7 @@ from ..core.trace import Settings
 CUSTOM = "Custom: hub id or folder"
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "bfloat16", "float16")
+MAX_K = 32  # as Settings.validate allows
 
 
 def builtin_pairs() -> list[str]:
@@ -46,16 +48,6 @@ def builtin_pairs() -> list[str]:
         names.remove(default)
         names.insert(0, default)
     return names
-
-
-def default_specs() -> tuple[str, str] | None:
-    """The built-in default pair as (target, draft) specs, or None if there is none."""
-    try:
-        from ..core.builtin import DEFAULT_PAIR
-    except ImportError:
-        return None
-    name = DEFAULT_PAIR if DEFAULT_PAIR.startswith("builtin:") else f"builtin:{DEFAULT_PAIR}"
-    return name, name
 
 
 class Controls(QWidget):
@@ -203,7 +195,7 @@ class Controls(QWidget):
     def _sampling_box(self) -> QGroupBox:
         box = QGroupBox("Sampling")
         d = Settings()
-        self.k_spin = _spin(1, 16, d.k, "drafted tokens per round")
+        self.k_spin = _spin(1, MAX_K, d.k, "drafted tokens per round")
         self.temperature_spin = QDoubleSpinBox()
         self.temperature_spin.setRange(0.0, 5.0)
         self.temperature_spin.setSingleStep(0.1)
@@ -221,6 +213,12 @@ class Controls(QWidget):
         self.seed_spin = _spin(0, 2**31 - 1, d.seed, "random seed (applies to the next session)")
         self.max_tokens_spin = _spin(1, 100_000, d.max_new_tokens, "stop after this many tokens")
         self.top_n_spin = _spin(1, 1000, d.top_n, "tokens stored per position (bars, replay)")
+        self.ignore_eos_check = QCheckBox("Ignore end-of-text")
+        self.ignore_eos_check.setChecked(d.ignore_eos)
+        self.ignore_eos_check.setToolTip(
+            "Go on past the end-of-text token (as min_new_tokens / a suppressed EOS in "
+            "generate): the session ends only at max new tokens or the context length"
+        )
         form = QFormLayout(box)
         form.addRow("K (drafts / round)", self.k_spin)
         form.addRow("Temperature", self.temperature_spin)
@@ -229,6 +227,7 @@ class Controls(QWidget):
         form.addRow("Seed", self.seed_spin)
         form.addRow("Max new tokens", self.max_tokens_spin)
         form.addRow("Top-N stored", self.top_n_spin)
+        form.addRow(self.ignore_eos_check)
         note = QLabel(
             "Changes apply from the next round; the seed and the prompt start a new session."
         )
@@ -237,6 +236,7 @@ class Controls(QWidget):
         form.addRow(note)
         for spin in self._spins():
             spin.valueChanged.connect(self._emit_settings)
+        self.ignore_eos_check.toggled.connect(self._emit_settings)
         return box
 
     def _spins(self):
@@ -259,6 +259,7 @@ class Controls(QWidget):
             seed=self.seed_spin.value(),
             max_new_tokens=self.max_tokens_spin.value(),
             top_n=self.top_n_spin.value(),
+            ignore_eos=self.ignore_eos_check.isChecked(),
         )
 
     def set_settings(self, s: Settings) -> None:
@@ -268,6 +269,18 @@ class Controls(QWidget):
             spin.blockSignals(True)
             spin.setValue(value)
             spin.blockSignals(False)
+        self.ignore_eos_check.blockSignals(True)
+        self.ignore_eos_check.setChecked(s.ignore_eos)
+        self.ignore_eos_check.blockSignals(False)
+
+    def show_session(self, header) -> None:
+        """Show the prompt and settings a session (live or replayed) started with, without
+        emitting anything."""
+        self.set_settings(header.settings)
+        if self.prompt() != header.prompt:
+            self.prompt_edit.blockSignals(True)
+            self.set_prompt(header.prompt)
+            self.prompt_edit.blockSignals(False)
 
     def _emit_settings(self) -> None:
         self.settings_changed.emit(self.settings())

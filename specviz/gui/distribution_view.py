@@ -56,25 +56,6 @@ def _brush(colour: str, alpha: int = 255):
     return pg.mkBrush(c)
 
 
-def legend_html() -> str:
-    """The bars' legend, in the bars' colours."""
-
-    def swatch(colour: str, text: str, outline: bool = False) -> str:
-        mark = "\u25a1" if outline else "\u25a0"
-        return f"<span style='color:{colour}; font-size:14pt'>{mark}</span>&nbsp;{text}"
-
-    return " &nbsp; ".join(
-        (
-            swatch(palette.P, "p (target, outline)", outline=True),
-            swatch(palette.Q, "q (draft)"),
-            swatch(palette.MIN_PQ, "min(p, q): accepted mass"),
-            swatch(palette.EXCESS, "max(0, p \u2212 q): residual mass"),
-            swatch(palette.DRAFTED_BAND, "drafted"),
-            swatch(palette.EMITTED_BAND, "emitted"),
-        )
-    )
-
-
 def _plot(title: str) -> pg.PlotWidget:
     widget = pg.PlotWidget()
     item = widget.getPlotItem()
@@ -119,7 +100,7 @@ class DistributionView(QWidget):
         self._build_residual()
         self._build_gauge()
 
-        self.legend = QLabel(legend_html())
+        self.legend = QLabel(palette.bar_legend_html())
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setWordWrap(True)
         top = QHBoxLayout()

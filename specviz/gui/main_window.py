@@ -1,42 +1,36 @@
 """The main window: controls on the left, the token stream above, the distribution panel
 and the plots below; menus, toolbar, status bar. GUI thread only.
 
-Data flows one way: controls -> worker (its thread) -> Round -> `_on_round` ->
-Session.append -> views. A replay feeds stored rounds through the same `_show_round`.
+The window composes views and forwards actions; the session's life (models, rounds,
+statistics, autosave, replay, state) is the SessionController's. Data flows one way:
+controls -> controller -> worker -> Round -> controller -> `rounds_added` -> views.
 """
 
 from __future__ import annotations
 
 import traceback
-from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QLayout, QMainWindow, QScrollArea, QSplitter
 
-from ..core.bars import positions
-from ..core.session import Session
-from ..core.stats import RunningStats
-from ..core.trace import Round, SessionHeader
+from ..core.bars import DRAFTED, positions
+from ..core.trace import SessionHeader
 from . import dialogs
 from .actions import build_actions
 from .controls import Controls
 from .distribution_view import DistributionView
-from .files import FilesMixin
+from .files import Files, local_trace
+from .lab_link import LabLink
 from .plots import Plots
-from .replay import ReplayMixin
+from .session_controller import SessionController, State
 from .status import StatusBar
 from .stream_panel import StreamPanel
-from .worker import EngineThread, Loaded
 
 REFRESH_MS = 250  # while running, plots and bars are redrawn at most this often
 
 
-class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
+class MainWindow(QMainWindow):
     """The specviz window. Public methods are what the actions (and tests) call."""
-
-    # While running, ask for round n + 1 before drawing round n (benchmarks/gui_redraw.py
-    # measures it against asking after the drawing).
-    prefetch = True
 
     def __init__(self, specs: tuple[str, str] | None = None, device: str = "cpu",
                  dtype: str = "float32", autosave: bool = True):  # fmt: skip
@@ -44,25 +38,14 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
         self.setWindowTitle("specviz \u2014 speculative decoding, round by round")
         self.resize(1500, 950)
         self.setAcceptDrops(True)
-        self.session: Session | None = None  # what the views show
-        self.stats: RunningStats | None = None
-        self.replay_source: Session | None = None  # a loaded trace (replay mode)
-        self.models: Loaded | None = None
-        self.running = False
-        self.inflight: str | None = None  # "load", "start", "step": what the worker is doing
-        self.pending_step = False  # step once the session has started
-        self.needs_restart = False  # the engine lost its session (a failed round)
-        self.exported = True  # nothing unsaved
-        self.state = ""
-        self._closing = False
-        self._force_close = False
-        self.last_stats = None
-        self.init_replay()
+        self.controller = SessionController(autosave, self)
+        self.controller.confirm_discard = self._confirm_discard
+        self._follow = True  # select each new round as it arrives
+        self._ask_on_close = True
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setSingleShot(True)
         self._refresh_timer.setInterval(REFRESH_MS)
         self._refresh_timer.timeout.connect(self._refresh)
-        self.follow = True  # select each new round as it arrives
 
         self.controls = Controls()
         self.stream = StreamPanel()
@@ -71,20 +54,28 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
         self._compose()
         self.status = StatusBar(self)
         self.setStatusBar(self.status)
+        exporters = {name: self.plots for name in self.plots.plots}
+        exporters["distribution"] = self.distribution
+        self.files = Files(self, self.controller, self.status, exporters)
+        self.lab = LabLink(self.controller, self.distribution)
         self.actions_ = build_actions(self)
 
-        self.engine = EngineThread(self)
-        self.engine.loaded.connect(self._on_loaded)
-        self.engine.session_started.connect(self._on_session_started)
-        self.engine.round_ready.connect(self._on_round)
-        self.engine.error.connect(self._on_error)
-        self.engine.busy.connect(self.status.set_busy)
+        c = self.controller
+        c.state_changed.connect(self._on_state)
+        c.session_reset.connect(self._on_session_reset)
+        c.rounds_added.connect(self._on_rounds_added)
+        c.pair_changed.connect(self.status.set_pair)
+        c.models_changed.connect(self._on_models)
+        c.busy.connect(self.status.set_busy)
+        c.message.connect(self.status.showMessage)
+        c.error.connect(lambda title, text: dialogs.error(self, title, text))
         self.controls.load_requested.connect(self.load_models)
-        self.controls.settings_changed.connect(self._on_settings)
+        self.controls.settings_changed.connect(c.apply_settings)
         self.stream.view.position_selected.connect(self.select_position)
         self.stream.round_chosen.connect(self.select_round)
-        self.init_files(autosave)
-        self._set_state("no models")
+        self.stream.banner.continue_requested.connect(self.continue_session)
+        self.stream.banner.new_requested.connect(self.new_session)
+        self._on_state(c.state)
         if specs is not None:
             self.controls.set_specs(*specs)
             self.controls.set_device(device, dtype)
@@ -94,21 +85,25 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
         scroll = QScrollArea()
         scroll.setWidget(self.controls)
         scroll.setWidgetResizable(True)
-        scroll.setMinimumWidth(300)
-        scroll.setMaximumWidth(360)
+        scroll.setMinimumWidth(260)
+        scroll.setMaximumWidth(340)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         dock = QDockWidget("Setup", self)
         dock.setObjectName("setup-dock")
         dock.setWidget(scroll)
         dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
-        left = QSplitter(Qt.Orientation.Vertical)
+        self.left_splitter = left = QSplitter(Qt.Orientation.Vertical)
         left.addWidget(self.stream)
         left.addWidget(self.distribution)
+        left.setChildrenCollapsible(False)
+        left.setStretchFactor(0, 2)
+        left.setStretchFactor(1, 3)
         left.setSizes([360, 520])
-        main = QSplitter(Qt.Orientation.Horizontal)
+        self.main_splitter = main = QSplitter(Qt.Orientation.Horizontal)
         main.addWidget(left)
         main.addWidget(self.plots)
+        main.setChildrenCollapsible(False)
         main.setStretchFactor(0, 3)
         main.setStretchFactor(1, 2)
         main.setSizes([760, 470])
@@ -116,42 +111,43 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
         # The window's minimum size is fixed here, not recomputed by the layout whenever a
         # label's text changes (on some platforms each change is a round trip, or a warning).
         self.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
-        self.setMinimumSize(960, 640)
+        self.setMinimumSize(960, 600)
 
     # ------------------------------------------------------------------------------ state
 
-    def _set_state(self, state: str) -> None:
-        self.state = state
-        self.status.set_state(state)
-        replay = state == "replay"
-        self.actions_.run.setChecked(self.running or self._replay_timer.isActive())
-        self.actions_.run.setText("Pause" if self.actions_.run.isChecked() else "Run")
-        busy = self.inflight in ("load", "start")
-        can_step = replay or (self.models is not None and not busy)
-        self.actions_.step.setEnabled(can_step and not self.running)
-        self.actions_.run.setEnabled(can_step)
-        self.controls.load_button.setEnabled(self.inflight != "load")
-
-    def _idle_state(self) -> str:
-        if self.replay_source is not None:
-            return "replay"
-        if self.models is None:
-            return "no models"
-        if self.session is not None and self.session.finished:
-            return "finished"
-        if self.session is not None and self.session.rounds:
-            return "paused"
-        return "ready"
+    @property
+    def state(self) -> State:
+        return self.controller.state
 
     @property
-    def live(self) -> bool:
-        return self.replay_source is None
+    def session(self):
+        return self.controller.session
 
-    def _discard_ok(self, what: str) -> bool:
-        """Ask before dropping a live session whose rounds were not exported."""
-        session = self.replay_source or self.session  # a restored autosave is a replay
-        if self.exported or session is None or not session.rounds:
-            return True
+    def _on_state(self, state: State) -> None:
+        c = self.controller
+        self.status.set_state(state.value)
+        running = state in (State.RUNNING, State.REPLAYING)
+        self.actions_.run.setChecked(running)
+        self.actions_.run.setText("Pause" if running else "Run")
+        self.actions_.step.setEnabled(c.can_step)
+        self.actions_.run.setEnabled(running or c.can_step and state is not State.FINISHED)
+        self.actions_.continue_.setEnabled(state is State.FINISHED)
+        self.controls.load_button.setEnabled(state is not State.LOADING)
+        if state is State.FINISHED:
+            self.stream.banner.show_end(c.finish_reason)
+        else:
+            self.stream.banner.hide()
+        if not running and self._refresh_timer.isActive():
+            self._refresh()  # paused or finished: draw what the throttle held back
+
+    def _on_models(self, info) -> None:
+        """The Models box shows the pair that is loaded (not one that failed to load)."""
+        if info is not None:
+            self.controls.set_specs(info.target_spec, info.draft_spec)
+            self.controls.set_device(info.device)
+
+    def _confirm_discard(self, what: str) -> bool:
+        session = self.controller.replay_source or self.controller.session
         return dialogs.ask(
             self,
             "Discard this session?",
@@ -159,280 +155,146 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
             "and will be discarded (Export trace, Ctrl+S, keeps them). Continue?",
         )
 
-    # ------------------------------------------------------------------------------ models
+    # ------------------------------------------------------------------------------ actions
 
     def load_models(self, target: str, draft: str, device: str = "cpu", dtype: str = "float32"):
-        if not self._discard_ok("Loading other models"):
-            return
-        self.running = False
-        self.inflight = "load"
-        self.status.set_pair(f"{target} + {draft}" if target != draft else target, device)
-        self._set_state("loading")
-        self.engine.request_load.emit(target, draft, device, dtype)
-
-    def _on_loaded(self, info: Loaded) -> None:
-        self.models = info
-        self.inflight = None
-        self._show_models()
-        if self.live:
-            self._clear_views(None)
-            self.session = None
-            self.exported = True
-        self._set_state(self._idle_state())
-
-    def _show_models(self) -> None:
-        info = self.models
-        if info is None:
-            self.status.set_pair("none loaded", self.controls.device())
-            return
-        same = info.target_spec == info.draft_spec
-        name = info.target_spec if same else f"{info.target_spec} + {info.draft_spec}"
-        self.status.set_pair(name, info.device)
-
-    # ------------------------------------------------------------------------------ live
+        self.controller.load_models(target, draft, device, dtype)
 
     def step(self) -> None:
-        """One round (Space): of the live session, or the next stored round of a replay."""
-        if not self.live:
-            self._replay_step()
+        """One round (F10 / Space): of the live session, or the next round of a replay."""
+        if self.controller.state is State.FINISHED:
+            self._point_at_banner()
             return
-        if self.inflight is not None:
-            return  # back-pressure: one request at a time
-        if self.models is None:
-            dialogs.error(
-                self, "No models loaded", "Load a model pair first, or open a trace (Ctrl+O)."
-            )
-            return
-        prompt = self.controls.prompt()
-        session = self.session
-        if (
-            session is None
-            or session.finished
-            or self.needs_restart
-            or prompt != session.header.prompt
-        ):
-            changed = session is not None and prompt != session.header.prompt
-            if session is not None and not self._discard_ok(
-                "A changed prompt starts a new session" if changed else "Starting a new session"
-            ):
-                self.running = False
-                self._set_state(self._idle_state())
-                return
-            self._start_session(prompt)
-            return
-        self.inflight = "step"
-        self.engine.request_step.emit()
-
-    def _start_session(self, prompt: str) -> None:
-        if not prompt.strip():
-            self.running = False
-            dialogs.error(self, "The prompt is empty", "Type some text for the models to continue.")
-            self._set_state(self._idle_state())
-            return
-        self.inflight = "start"
-        self.pending_step = True
-        self.needs_restart = False
-        self._set_state("loading")
-        self.engine.request_start.emit(prompt, self.controls.settings())
-
-    def _on_session_started(self, header: SessionHeader) -> None:
-        self.inflight = None
-        self._begin_session(Session(header))
-        self.exported = True
-        self.autosave_start(header)
-        self._set_state("running" if self.running else "ready")
-        if self.pending_step:
-            self.pending_step = False
-            self.step()
-
-    def _on_round(self, rnd: Round) -> None:
-        """A round from the worker (its thread emitted it; this runs on the GUI thread)."""
-        if self.inflight == "step":
-            self.inflight = None
-        if self.session is None or not self.live or rnd.session_id != self.session.session_id:
-            return  # a round of a session that was reset meanwhile
-        ahead = self.running and self.prefetch and rnd.finish_reason is None
-        if ahead and not self._closing:
-            # Ask for the next round before drawing this one: the worker computes it on the
-            # other core meanwhile. Still one request at a time (back-pressure).
-            self.step()
-        if not self._show_round(rnd):
-            return
-        self.exported = False
-        self.autosave_round(rnd)
-        if rnd.finish_reason is not None:
-            self.running = False
-            self._refresh()
-            self._set_state("finished")
-        elif self.running:
-            self._set_state("running")
-            if not ahead:
-                QTimer.singleShot(0, self._run_next)  # the next round once this one is drawn
-        else:
-            self._refresh()
-            self._set_state("paused")
-
-    def _run_next(self) -> None:
-        if self.running and not self._closing:
-            self.step()
+        self.controller.step(self.controls.prompt(), self.controls.settings())
 
     def toggle_run(self) -> None:
-        """Run / Pause (R)."""
-        if not self.live:
-            if self._replay_timer.isActive():
-                self._replay_timer.stop()
-                self._refresh()
-            elif self.replay_source is not None:
-                self._replay_timer.start()
-            self._set_state("replay")
-            return
-        if self.running:
-            self.running = False  # pause: stop asking; a round in flight still arrives
-            self._refresh()
-            self._set_state("paused" if self.session and self.session.rounds else "ready")
-            return
-        if self.models is None:
-            self._set_state(self._idle_state())
-            return
-        self.running = True
-        self._set_state("running")
-        self.step()
+        """Run / Pause (F5 / R). A finished session stays finished: the banner says why."""
+        c = self.controller
+        if c.state in (State.RUNNING, State.REPLAYING):
+            c.pause()
+        elif c.state is State.FINISHED:
+            self._point_at_banner()
+        else:
+            c.run(self.controls.prompt(), self.controls.settings())
+        self._on_state(c.state)
+
+    def _point_at_banner(self) -> None:
+        self.status.showMessage(
+            "The session has ended: Continue or New session (in the stream)", 5000
+        )
+        self.stream.banner.flash()
+
+    def continue_session(self) -> None:
+        """Go on after the session ended: more tokens (and past end-of-text if it ended
+        there)."""
+        reason = self.controller.finish_reason
+        if reason == "eos":
+            self.controls.ignore_eos_check.setChecked(True)
+        elif reason == "max_new_tokens":
+            spin = self.controls.max_tokens_spin
+            spin.setValue(spin.value() + self.controls.settings().max_new_tokens)
+        self.controller.continue_session(self.controls.settings())
 
     def reset(self) -> None:
-        """Start over: a live session is dropped, a replay rewinds to before its first round."""
-        if not self.live:
-            self.rewind()
-            return
-        if not self._discard_ok("Reset starts over"):
-            return
-        self.running = False
-        self.pending_step = False
-        self.session = None
-        self.exported = True
-        self._clear_views(None)
-        self._set_state(self._idle_state())
+        """Start over: a live session is dropped, a replay rewinds to its first round."""
+        self.controller.reset()
 
     def new_session(self) -> None:
-        """Leave a replay (or reset a live session): the next Step starts from the prompt."""
-        if self.replay_source is not None:
-            if not self._discard_ok("Leaving the restored session"):
-                return
-            self._replay_timer.stop()
-            self.replay_source = None
-            self.session = None
-            self.exported = True
-            self._clear_views(None)
-            self._set_state(self._idle_state())
-        else:
-            self.reset()
+        """Leave a replay (or drop a live session): the next Step starts from the prompt."""
+        self.controller.new_session()
 
-    def _on_settings(self, settings) -> None:
-        if self.live and self.session is not None and not self.session.finished:
-            self.engine.request_settings.emit(settings)  # applies from the next round
-            self.status.showMessage("Settings apply from the next round", 3000)
-
-    def _on_error(self, title: str, message: str) -> None:
-        failed = self.inflight
-        self.inflight = None
-        self.running = False
-        self.pending_step = False
-        if failed == "step":
-            self.needs_restart = True
-        if failed == "load":
-            self._show_models()  # the pair loaded before (if any) is still there
-        self._set_state("error")
-        dialogs.error(self, title, message)
+    def open_lab(self) -> None:
+        self.lab.open()
 
     # ------------------------------------------------------------------------------ views
 
-    def _clear_views(self, header: SessionHeader | None) -> None:
+    def _on_session_reset(self, header: SessionHeader | None) -> None:
+        self._refresh_timer.stop()
+        self._follow = True
         self.stream.clear(header)
         self.distribution.show_position(None)
         self.plots.clear()
         self.status.set_figures(None, 0)
+        if header is not None:
+            self.controls.show_session(header)
 
-    def _begin_session(self, session: Session) -> None:
-        self.session = session
-        self.follow = True
-        self._draw_until = 0
-        self.stats = RunningStats.for_header(session.header)
-        self._clear_views(session.header)
-
-    def _show_round(self, rnd: Round, redraw: bool = True) -> bool:
-        """Append a round to the session and the views; False if it does not belong.
-
-        The stream, slider and status bar show it at once; the plots and the distribution
-        panel (the costly paints) follow at most every REFRESH_MS while running."""
-        if not self._add_rounds((rnd,)):
-            return False
-        if redraw:
-            self.status.set_figures(self.last_stats, len(self.session.rounds))
-            if self.running or self._replay_timer.isActive():
-                if not self._refresh_timer.isActive():
-                    self._refresh_timer.start()
-            else:
-                self._refresh()
-        return True
-
-    def _add_rounds(self, rounds: Sequence[Round]) -> int:
-        """Append rounds to the session, the statistics, the plot series and the stream (in
-        one edit), drawing nothing; how many were added (one that does not belong, of
-        another session or out of order, stops it)."""
-        added = []
-        for rnd in rounds:
-            if not self.session.append(rnd):
-                break
-            self.last_stats = self.stats.add(rnd)
-            self.plots.add(self.last_stats, self.stats, redraw=False)
-            added.append(rnd)
-        if added:
-            self.stream.append_rounds(added)
-        return len(added)
+    def _on_rounds_added(self, added: list) -> None:
+        """New rounds in the session: the stream, slider and status bar show them at once;
+        the plots and the distribution panel (the costly paints) follow at most every
+        REFRESH_MS while running, and once at the end of a long replay's drawing."""
+        c = self.controller
+        for _, stats in added:
+            self.plots.add(stats, c.stats, redraw=False)
+        self.stream.append_rounds([rnd for rnd, _ in added])
+        self.stream.set_total(c.total_rounds)
+        self.status.set_figures(c.last_stats, len(c.session.rounds))
+        if c.drawing:
+            return
+        if c.state in (State.RUNNING, State.REPLAYING):
+            if not self._refresh_timer.isActive():
+                self._refresh_timer.start()
+        else:
+            self._refresh()
 
     def _refresh(self) -> None:
         """Draw the plots and, when following the newest round, select it."""
         self._refresh_timer.stop()
-        if self.session is None:
+        session = self.controller.session
+        if session is None:
             return
         self.plots.redraw()
-        if self.follow and self.session.rounds:
-            self.select_round(len(self.session.rounds) - 1)
+        if self._follow and session.rounds:
+            self.select_round(len(session.rounds) - 1)
 
     def select_round(self, index: int) -> None:
         """Show a round at its most telling position: the rejection if there was one,
         else the last accepted draft (its accept test), else the bonus token."""
-        rnd = self.session.rounds[index]
-        drafted = sum(1 for t in rnd.tokens if t.status in ("accepted", "rejected", "discarded"))
+        rnd = self.controller.session.rounds[index]
+        drafted = sum(1 for t in rnd.tokens if t.status in DRAFTED)
         position = rnd.n_accepted if rnd.n_accepted < drafted else max(drafted - 1, 0)
         self.select_position(index, min(position, positions(rnd) - 1))
 
     def select_position(self, round_index: int, position: int) -> None:
-        rnd = self.session.rounds[round_index]
+        session = self.controller.session
+        rnd = session.rounds[round_index]
         # selecting the newest round follows new ones; an older one stays put
-        self.follow = round_index == len(self.session.rounds) - 1
+        self._follow = round_index == len(session.rounds) - 1
         self.stream.view.select(round_index, position)
         self.stream.show_round(round_index)
         self.distribution.show_position(rnd, position, self.session)
         self.plots.mark_round(round_index)
 
+    # ------------------------------------------------------------------------------ files
+
+    def dragEnterEvent(self, event) -> None:
+        if local_trace(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event) -> None:
+        path = local_trace(event.mimeData())
+        if path:
+            event.acceptProposedAction()
+            self.files.open_trace(path)
+
     # ------------------------------------------------------------------------------ closing
 
     def close_now(self) -> None:
         """Close without asking (SPECVIZ_QUIT_AFTER_MS, scripted runs)."""
-        self._force_close = True
+        self._ask_on_close = False
         self.close()
 
     def closeEvent(self, event) -> None:
+        c = self.controller
         try:
-            if not (self._closing or self._force_close):
-                was_running, self.running = self.running, False  # no new rounds meanwhile
-                if not self._discard_ok("Quitting"):
+            if self._ask_on_close and c.state is not State.CLOSED:
+                was_running = c.state is State.RUNNING
+                c.pause()  # no new rounds while the question is open
+                if not c.discard_ok("Quitting"):
                     event.ignore()
                     if was_running:  # carry on as before
-                        self.running = True
-                        self._set_state("running")
-                        if self.inflight is None:
-                            self.step()
+                        c.run(self.controls.prompt(), self.controls.settings())
                     return
         except Exception:  # an exception leaving a Qt override takes the process down
             traceback.print_exc()
@@ -440,12 +302,7 @@ class MainWindow(ReplayMixin, FilesMixin, QMainWindow):
         super().closeEvent(event)
 
     def shutdown(self) -> None:
-        """Stop at a round boundary and join the worker thread (idempotent)."""
-        if self._closing:
-            return
-        self._closing = True
-        self.running = False
-        self._replay_timer.stop()
-        self.engine.shutdown()
-        self.close_lab()
-        self.autosave_close(clean=True)
+        """Stop at a round boundary, join the worker thread, close the lab (idempotent)."""
+        self._refresh_timer.stop()
+        self.lab.close()
+        self.controller.shutdown()

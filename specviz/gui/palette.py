@@ -45,6 +45,7 @@ FATES: dict[str, Fate] = {
 PROMPT = "#333333"  # the prompt's text
 PROMPT_BACKGROUND = "#f2f2f2"
 BOUNDARY = "#9aa0a6"  # the marker between rounds
+BOUNDARY_MARK = "\u2502"  # │ between rounds
 SELECTED = "#ffd54f"  # the outline / background of the selected position
 
 # Distribution bars
@@ -71,3 +72,37 @@ PLOT_HISTOGRAM = "#1b7a2e"
 
 def fate(status: str) -> Fate:
     return FATES[status]
+
+
+def _swatch(colour: str, text: str, outline: bool = False) -> str:
+    mark = "\u25a1" if outline else "\u25a0"
+    return f"<span style='color:{colour}; font-size:14pt'>{mark}</span>&nbsp;{text}"
+
+
+def fate_legend_html() -> str:
+    """The stream's legend: every fate in its own colours, as the stream draws it."""
+    parts = []
+    for f in FATES.values():
+        style = f"color:{f.foreground}; background:{f.background};"
+        if f.struck:
+            style += " text-decoration: line-through;"
+        parts.append(f"<span style='{style}'>&nbsp;{f.label}&nbsp;</span>")
+    prompt = (
+        f"<span style='color:{PROMPT}; background:{PROMPT_BACKGROUND};'>&nbsp;prompt&nbsp;</span>"
+    )
+    mark = f"<b style='color:{BOUNDARY}'>{BOUNDARY_MARK}</b> round start"
+    return " ".join([prompt, *parts]) + f" &nbsp; {mark} &nbsp; <i>(hover: numbers; click)</i>"
+
+
+def bar_legend_html() -> str:
+    """The distribution panel's legend, in the bars' colours."""
+    return " &nbsp; ".join(
+        (
+            _swatch(P, "p (target, outline)", outline=True),
+            _swatch(Q, "q (draft)"),
+            _swatch(MIN_PQ, "min(p, q): accepted mass"),
+            _swatch(EXCESS, "max(0, p \u2212 q): residual mass"),
+            _swatch(DRAFTED_BAND, "drafted"),
+            _swatch(EMITTED_BAND, "emitted"),
+        )
+    )

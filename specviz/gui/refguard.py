@@ -10,8 +10,9 @@ their counts once by a constant far beyond any session's number of calls (2**40)
 leak harmless. Python 3.12+ makes them immortal, and a build without the leak is left
 alone: `install()` probes first.
 
-Installed when specviz.gui is imported (see __init__.py): every window of the package, the
-lab's included, needs it before its first few thousand Qt calls.
+Installed by the entry points (gui.app.main and open_lab) and by the tests' conftest.py:
+every window of the package, the lab's included, needs it before its first few thousand
+Qt calls.
 """
 
 from __future__ import annotations
@@ -51,7 +52,3 @@ def install() -> bool:
         ctypes.c_ssize_t.from_address(id(singleton)).value += BOOST
     _installed = True
     return True
-
-
-def installed() -> bool:
-    return _installed

@@ -2,41 +2,100 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..core.trace import Round
 from . import palette
-from .token_view import BOUNDARY_MARK, TokenView
-
-
-def legend_html() -> str:
-    """The legend: every fate in its own colours, as the stream draws it."""
-    parts = []
-    for f in palette.FATES.values():
-        style = f"color:{f.foreground}; background:{f.background};"
-        if f.struck:
-            style += " text-decoration: line-through;"
-        parts.append(f"<span style='{style}'>&nbsp;{f.label}&nbsp;</span>")
-    prompt = (
-        f"<span style='color:{palette.PROMPT}; background:{palette.PROMPT_BACKGROUND};'>"
-        "&nbsp;prompt&nbsp;</span>"
-    )
-    mark = f"<b style='color:{palette.BOUNDARY}'>{BOUNDARY_MARK}</b> round start"
-    return " ".join([prompt, *parts]) + f" &nbsp; {mark} &nbsp; <i>(hover: numbers; click)</i>"
+from .token_view import TokenView
 
 
 def round_text(rnd: Round, total: int) -> str:
     s = rnd.settings
     sampling = "" if s is None else f" \u00b7 K {s.k} \u00b7 T {s.temperature:g}"
-    end = f" \u00b7 finished: {rnd.finish_reason}" if rnd.finish_reason else ""
+    reason = html.escape(rnd.finish_reason or "")  # a trace's string: never markup
+    end = f" \u00b7 finished: {reason}" if rnd.finish_reason else ""
     return (
         f"<b>Round {rnd.index + 1} / {total}</b> \u00b7 drafted {rnd.n_drafted} \u00b7 "
         f"accepted {rnd.n_accepted} \u00b7 emitted {rnd.n_emitted} \u00b7 "
         f"draft {rnd.draft_ms:.1f} ms \u00b7 verify {rnd.verify_ms:.1f} ms{sampling}{end}"
     )
+
+
+ENDS = {
+    "max_new_tokens": "it reached the maximum number of new tokens",
+    "eos": "the target emitted end-of-text",
+    "context_length": "the models' context length is full",
+}
+
+
+class EndBanner(QFrame):
+    """Where the eye is when a session ends: why, and what can follow."""
+
+    continue_requested = Signal()
+    new_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("end-banner")
+        self.text = QLabel()
+        self.text.setTextFormat(Qt.TextFormat.PlainText)
+        self.text.setWordWrap(True)
+        self.continue_button = QPushButton("Continue")
+        self.continue_button.clicked.connect(self.continue_requested)
+        self.new_button = QPushButton("New session")
+        self.new_button.setToolTip("Start again from the prompt (Step after this)")
+        self.new_button.clicked.connect(self.new_requested)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 4, 8, 4)
+        row.addWidget(self.text, 1)
+        row.addWidget(self.continue_button)
+        row.addWidget(self.new_button)
+        self._unflash = QTimer(self)  # a child: it dies with the banner
+        self._unflash.setSingleShot(True)
+        self._unflash.setInterval(1200)
+        self._unflash.timeout.connect(lambda: self._style(False))
+        self._style(False)
+        self.hide()
+
+    def _style(self, strong: bool) -> None:
+        border = palette.fate("rejected").foreground if strong else palette.BOUNDARY
+        self.setStyleSheet(
+            f"#end-banner {{ background: {palette.PROMPT_BACKGROUND}; "
+            f"border: 2px solid {border}; border-radius: 4px; }}"
+        )
+
+    def show_end(self, reason: str | None) -> None:
+        """Show why the session ended; Continue where it can go on."""
+        self.text.setText(f"The session has ended: {ENDS.get(reason, reason)}.")
+        can_go_on = reason in ("max_new_tokens", "eos")
+        self.continue_button.setVisible(can_go_on)
+        self.continue_button.setText(
+            "Continue past end-of-text" if reason == "eos" else "Continue with more tokens"
+        )
+        self.continue_button.setToolTip(
+            "Ignore end-of-text from now on and go on"
+            if reason == "eos"
+            else "Raise max new tokens by as many again and go on"
+        )
+        self.show()
+
+    def flash(self) -> None:
+        """Draw the eye to the banner (Step or Run pressed after the end)."""
+        self._style(True)
+        self._unflash.start()
 
 
 class StreamPanel(QWidget):
@@ -46,13 +105,15 @@ class StreamPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.legend = QLabel(legend_html())
+        self.legend = QLabel(palette.fate_legend_html())
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setWordWrap(True)
         self.legend.setToolTip(
             "<br>".join(f"<b>{f.label}</b>: {f.meaning}" for f in palette.FATES.values())
         )
         self.view = TokenView()
+        self.banner = EndBanner()
+        self._total = 0  # rounds in the session (a replay: in the trace)
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setRange(0, 0)
         self.slider.setEnabled(False)
@@ -77,10 +138,12 @@ class StreamPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.legend)
         layout.addWidget(self.view, 1)
+        layout.addWidget(self.banner)
         layout.addLayout(row)
         layout.addWidget(self.round_label)
 
     def clear(self, header=None) -> None:
+        self._total = 0
         self.view.clear_session(header)
         self.slider.blockSignals(True)
         self.slider.setRange(0, 0)
@@ -92,9 +155,6 @@ class StreamPanel(QWidget):
             else "No rounds yet: type a prompt and press Step (Space)."
         )
 
-    def append_round(self, rnd: Round) -> None:
-        self.append_rounds((rnd,))
-
     def append_rounds(self, rounds: Sequence[Round]) -> None:
         self.view.append_rounds(rounds)
         self.slider.blockSignals(True)
@@ -102,12 +162,19 @@ class StreamPanel(QWidget):
         self.slider.blockSignals(False)
         self.slider.setEnabled(True)
 
+    def set_total(self, total: int) -> None:
+        """How many rounds the session has (a replay: its trace), for "Round i / n"."""
+        self._total = total
+        if self.view.round_count and self.slider.isEnabled():
+            self.show_round(self.slider.value())
+
     def show_round(self, index: int) -> None:
         """Move the slider (without emitting) and describe the round."""
         self.slider.blockSignals(True)
         self.slider.setValue(index)
         self.slider.blockSignals(False)
-        self.round_label.setText(round_text(self.view.round(index), self.view.round_count))
+        total = max(self._total, self.view.round_count)
+        self.round_label.setText(round_text(self.view.round(index), total))
 
     @property
     def at_end(self) -> bool:

@@ -17,7 +17,7 @@ from ..core.bars import position_of, tokens_at
 from ..core.trace import Round, SessionHeader
 from . import palette
 
-BOUNDARY_MARK = "\u2502"  # │ between rounds
+BOUNDARY_MARK = palette.BOUNDARY_MARK
 ROUND_TOKEN = -1  # token index of a round's boundary mark
 
 
@@ -124,10 +124,6 @@ class TokenView(QTextEdit):
         cursor = QTextCursor(self.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
         return cursor
-
-    def append_round(self, rnd: Round) -> None:
-        """Add one round at the end: a boundary mark, then its tokens in stream order."""
-        self.append_rounds((rnd,))
 
     def append_rounds(self, rounds: Sequence[Round]) -> None:
         """Add rounds at the end in one edit: Qt lays the document out once per edit, so a

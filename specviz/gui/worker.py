@@ -147,6 +147,18 @@ class Worker(QObject):
         except ValueError as e:
             self.error.emit("Setting not applied", f"{e}.")
 
+    @Slot(object)
+    def continue_session(self, settings: Settings) -> None:
+        """Go on after max new tokens or end-of-text, with the new settings."""
+        if self.engine is None or self.engine.finish_reason not in ("max_new_tokens", "eos"):
+            return
+        try:
+            self.engine.update_settings(settings)
+        except ValueError as e:
+            self.error.emit("Could not continue", f"{e}.")
+            return
+        self.engine.finish_reason = None
+
     @Slot(object, object)
     def compute_position(self, context_ids: list, settings: Settings) -> None:
         """Full-vocabulary p and q (raw and warped) after context_ids, for the lab."""
@@ -178,6 +190,7 @@ class EngineThread(QObject):
     request_start = Signal(str, object)
     request_step = Signal()
     request_settings = Signal(object)
+    request_continue = Signal(object)
     request_position = Signal(object, object)
     # the worker's signals, relayed to the GUI thread
     loaded = Signal(object)
@@ -197,6 +210,7 @@ class EngineThread(QObject):
         self.request_start.connect(self.worker.start_session)
         self.request_step.connect(self.worker.step)
         self.request_settings.connect(self.worker.update_settings)
+        self.request_continue.connect(self.worker.continue_session)
         self.request_position.connect(self.worker.compute_position)
         for name in ("loaded", "session_started", "round_ready", "position_ready", "error", "busy"):
             getattr(self.worker, name).connect(getattr(self, name))  # queued: a thread hop
