@@ -446,3 +446,12 @@ def test_keys_that_drive_the_session_never_type_into_the_prompt(qtbot, window):
     first = window.session.session_id
     step(qtbot, window)
     assert window.session.session_id == first and rounds(window) == 2
+
+
+def test_first_launch_shows_every_fate_within_three_steps(qtbot):
+    """The built-in pair, the first example prompt and the window's own defaults."""
+    window = make_window(qtbot, ("builtin:tiny", "builtin:tiny"))
+    step(qtbot, window, 3)
+    seen = {t.status for r in window.session.rounds for t in r.tokens}
+    assert seen == {"accepted", "rejected", "discarded", "resampled", "bonus"}
+    window.close_now()

@@ -32,6 +32,10 @@ CUSTOM = "Custom: hub id or folder"
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "bfloat16", "float16")
 MAX_K = 32  # as Settings.validate allows
+# The first launch's seed: with the built-in default pair and the first example prompt,
+# the first two rounds show all five fates (tests/test_gui_window.py checks it; seed 0
+# accepted 4 of 4 for thirteen rounds). Retraining the pair may need another one.
+DEMO_SEED = 5
 
 
 def builtin_pairs() -> list[str]:
@@ -210,7 +214,7 @@ class Controls(QWidget):
         self.top_p_spin.setDecimals(2)
         self.top_p_spin.setValue(d.top_p)
         self.top_p_spin.setToolTip("nucleus: keep the smallest set of mass >= top-p (1 = off)")
-        self.seed_spin = _spin(0, 2**31 - 1, d.seed, "random seed (applies to the next session)")
+        self.seed_spin = _spin(0, 2**31 - 1, DEMO_SEED, "random seed (applies to the next session)")
         self.max_tokens_spin = _spin(1, 100_000, d.max_new_tokens, "stop after this many tokens")
         self.top_n_spin = _spin(1, 1000, d.top_n, "tokens stored per position (bars, replay)")
         self.ignore_eos_check = QCheckBox("Ignore end-of-text")
