@@ -28,8 +28,20 @@ def ask(parent: QWidget | None, title: str, text: str) -> bool:
     if AUTO_ANSWER is not None:
         return AUTO_ANSWER
     buttons = QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No
-    answer = QMessageBox.question(parent, title, text, buttons, QMessageBox.StandardButton.No)
-    return answer == QMessageBox.StandardButton.Yes
+    box = message_box(parent, QMessageBox.Icon.Question, title, text, buttons)
+    box.setDefaultButton(QMessageBox.StandardButton.No)
+    return box.exec() == QMessageBox.StandardButton.Yes
+
+
+def message_box(parent: QWidget | None, icon, title: str, text: str, buttons) -> QMessageBox:
+    """A message box that shows its text as plain text: messages quote file names, token
+    texts and errors from a trace, which must never be read as markup (an <img> tag would
+    load a local file) or become links."""
+    box = QMessageBox(icon, title, "", buttons, parent)
+    box.setTextFormat(Qt.TextFormat.PlainText)
+    box.setText(text)
+    box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return box
 
 
 def _message(parent: QWidget | None, icon, kind: str, title: str, text: str) -> None:
@@ -37,7 +49,7 @@ def _message(parent: QWidget | None, icon, kind: str, title: str, text: str) -> 
     if AUTO_ANSWER is not None:
         return
     # Window-modal and non-blocking: the app keeps drawing and the worker keeps running.
-    box = QMessageBox(icon, title, text, QMessageBox.StandardButton.Ok, parent)
+    box = message_box(parent, icon, title, text, QMessageBox.StandardButton.Ok)
     box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     box.setWindowModality(Qt.WindowModality.WindowModal)
     box.open()

@@ -6,6 +6,7 @@ Moving one entry rescales the others of the same distribution so that it still s
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
 import numpy as np
@@ -142,13 +143,20 @@ class DistributionEditor(QWidget):
                 widget.deleteLater()
         self._rows = []
         for i, name in enumerate(self._labels):
-            row: dict[str, QWidget] = {"label": QLabel(f"<b>{name}</b>")}
+            label = QLabel(name)
+            label.setTextFormat(Qt.TextFormat.PlainText)  # a token's text: never markup
+            bold = label.font()
+            bold.setBold(True)
+            label.setFont(bold)
+            row: dict[str, QWidget] = {"label": label}
             self._grid.addWidget(row["label"], i + 1, 0)
             for k, kind in enumerate(KINDS):
                 slider = QSlider(Qt.Orientation.Horizontal)
                 slider.setRange(0, STEPS)
                 slider.setMinimumWidth(110)
-                slider.setToolTip(f"{kind}({name}): drag; the other entries of {kind} rescale")
+                slider.setToolTip(  # rich text, so that the escaped name reads as written
+                    f"<p>{kind}({html.escape(name)}): drag; the other entries of {kind} rescale</p>"
+                )
                 spin = QDoubleSpinBox()
                 spin.setRange(0.0, 1.0)  # no negative entry can be typed
                 spin.setDecimals(3)

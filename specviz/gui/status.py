@@ -3,6 +3,7 @@ Figures come from core.stats.RoundStats. GUI thread only."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
 from ..core.stats import RoundStats
@@ -35,6 +36,9 @@ class StatusBar(QStatusBar):
         self.rounds = QLabel("")
         self.acceptance = QLabel("")
         self.state = QLabel("")
+        for label in (self.busy_label, self.pair, self.device, self.speed, self.rounds,
+                      self.acceptance):  # fmt: skip
+            label.setTextFormat(Qt.TextFormat.PlainText)  # names from a trace: never markup
         # Permanent, so that a message (showMessage) never hides what is in progress.
         self.addPermanentWidget(self.busy_bar)
         self.addPermanentWidget(self.busy_label)
