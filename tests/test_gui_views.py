@@ -163,10 +163,10 @@ def test_distribution_view_rejected_position(qtbot):
     assert ticks[0].startswith("refused \u25b8") and ticks[2].startswith("resampled \u25b8")
     assert ticks[3] == "(everything else)"
     # u against min(1, p/q): the accepted region ends at the line, u sits above it
-    assert view.accept_region.opts["height"] == [pytest.approx(1 / 6)]
-    assert list(view.u_mark.getData()[1]) == [0.8]
-    assert view.alpha_item.opts["height"] == [0.5]
-    assert view.rejection_item.opts["height"] == [pytest.approx(0.5)]
+    assert view.gauge.accept_region.opts["height"] == [pytest.approx(1 / 6)]
+    assert list(view.gauge.u_mark.getData()[1]) == [0.8]
+    assert view.gauge.alpha_item.opts["height"] == [0.5]
+    assert view.gauge.rejection_item.opts["height"] == [pytest.approx(0.5)]
     np.testing.assert_allclose(view.residual_item.opts["width"], bars.residual)
     assert "rejected" in view.summary.text() and "0.167" in view.summary.text()
     assert "1 \u2212 \u03b1 = 0.500" in view.summary.text()
@@ -204,7 +204,7 @@ def test_residual_rows_fit_the_panel(qtbot):
     assert len(view.bars.residual) == 4  # room for all three stored entries and the rest
     view.resize(900, 330)  # a resize redraws with as many rows as fit
     qtbot.waitUntil(lambda: len(view.bars.residual) < 4)
-    assert len(view.bars.residual) - 2 <= view._residual_rows()
+    assert len(view.bars.residual) - 2 <= view.row_limits()[1]
     assert sum(view.bars.residual) == pytest.approx(1.0)
 
 
@@ -215,12 +215,12 @@ def test_distribution_view_other_positions(qtbot):
     view.show_position(r0, 2)  # discarded: q only
     assert view.bars.kind == "discarded"
     assert not np.any(view.p_item.opts["width"]) and not np.any(view.min_item.opts["width"])
-    assert view.u_mark.getData()[0].size == 0
+    assert view.gauge.u_mark.getData()[0].size == 0
     assert "never judged" in view.summary.text()
     view.show_position(r1, 1)  # bonus: p only
     assert "bonus token" in view.summary.text()
     assert not np.any(view.q_item.opts["width"]) and np.any(view.p_item.opts["width"])
-    assert view.residual_note.textItem.toPlainText() == "no resampling at this position"
+    assert view.residual_note.textItem.toPlainText() == "no resampling here"
     view.show_position(None)
     assert view.bars is None and len(view.q_item.opts["width"]) == 0
     assert "Click a token" in summary_html(None)
@@ -249,7 +249,68 @@ def test_plots_follow_running_stats(qtbot, tmp_path):
         plots.export(name, svg)
         assert not QImage(str(png)).isNull()
         assert ET.parse(svg).getroot().tag.endswith("svg")
+    # an export carries its legend; the speedup plot has two axes for two quantities
+    texts = "".join(ET.parse(tmp_path / "speedup.svg").getroot().itertext())
+    for curve in (plots.speedup_measured, plots.speedup_predicted, plots.per_forward):
+        assert curve.legend_name in texts
+    assert "tokens / pass" in texts and "target alone" in texts
+    assert plots.per_forward.getViewBox() is not plots.plots["speedup"].getViewBox()
+    # hover: the values under the pointer
+    assert "running: " + f"{figures[1].acceptance_running:.3f}" in plots.describe("acceptance", 2)
+    assert plots.describe("acceptance", 7) == ""
+    n1 = stats.accepted_lengths[1]
+    assert plots.describe("accepted_length", 1).startswith(f"{n1} of 2 rounds")
     with pytest.raises(ValueError):
         plots.export("speedup", tmp_path / "x.gif")
     plots.clear()
     assert plots.series(plots.acceptance_running)[0].size == 0
+
+
+def test_log_scale_hover_and_zero_mass_rows(qtbot):
+    view = DistributionView()
+    qtbot.addWidget(view)
+    rnd = sample_rounds()[0]
+    view.show_position(rnd, 1)  # the rejected draft
+    linear = list(view.p_item.opts["width"])
+    view.log_check.setChecked(True)  # redraws: bars from 1e-6 to log10(value)
+    p = [view.bars.p[i] or 0.0 for i in view.rows]
+    np.testing.assert_allclose(view.p_item.opts["width"], np.log10(np.maximum(p, 1e-6)) + 6)
+    assert view.main.getPlotItem().getAxis("bottom").logMode and view.bars.p[0] == linear[0]
+    # hover: every number of the row under the pointer, more digits where small
+    text = view.describe_row(view.rows.index(view.bars.drafted_bar))
+    assert "p (target) = 0.100" in text and "q (draft) = 0.600" in text
+    assert "the drafted token (rejected)" in text and view.describe_row(99) == ""
+    # a position whose top-N is mostly zero (temperature 0): only tokens with mass get rows
+    event = rnd.tokens[0]
+    greedy = dataclasses.replace(
+        event, p=1.0, q=1.0, top=((1, 1.0, 1.0), (0, 0.0, 0.0), (2, 0.0, 0.0)),
+        top_text=(" the", "A", " cat"), p_rest=0.0, q_rest=0.0, alpha=1.0,
+    )  # fmt: skip
+    view.log_check.setChecked(False)
+    view.show_position(dataclasses.replace(rnd, tokens=(greedy, *rnd.tokens[1:])), 0)
+    assert view.bars.n_bars == 4 and len(view.rows) == 2  # " the" and everything else
+    ticks = [t for _, t in view.main.getPlotItem().getAxis("left")._tickLevels[0]]
+    assert not any(t.endswith("A") or t.endswith("cat") for t in ticks)
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_rows_follow_the_height_and_stay_put(qtbot, tmp_path):
+    view = DistributionView()
+    qtbot.addWidget(view)
+    view.n_spin.setValue(20)
+    view.resize(600, 380)  # a laptop's share of the window
+    view.show()
+    qtbot.waitExposed(view)
+    rnd = sample_rounds()[0]
+    view.show_position(rnd, 1)
+    first = view.bars
+    view.show_position(rnd, 1)  # the same position again: the same rows
+    assert view.bars == first
+    # the panel exports with its legend, as PNG and SVG
+    view.export("distribution", tmp_path / "d.png")
+    view.export("distribution", tmp_path / "d.svg")
+    assert not QImage(str(tmp_path / "d.png")).isNull()
+    svg = (tmp_path / "d.svg").read_text(encoding="utf-8")
+    assert "accepted mass" in svg and "p (target" in svg  # the legend
+    with pytest.raises(ValueError):
+        view.export("distribution", tmp_path / "d.gif")

@@ -95,8 +95,8 @@ def test_step_draws_every_view(qtbot, window):
     window.stream.view.click(0, 0)
     assert window.distribution.selected == (0, 0)
     assert window.stream.slider.value() == 0 and window.plots.markers[0].value() == 1
-    rows = min(12, window.distribution._residual_rows())  # the residual rows that fit
-    assert window.distribution.bars == position_bars(session.rounds[0], 0, 12, rows)
+    limits = window.distribution.row_limits()  # the rows that fit the panel
+    assert window.distribution.bars == position_bars(session.rounds[0], 0, *limits)
 
 
 def test_space_key_steps(qtbot, window):
@@ -248,7 +248,7 @@ def view_state(window) -> dict:
         "bars": window.distribution.bars,
         "summary": window.distribution.summary.text(),
         "round": window.stream.round_label.text(),
-        "series": [window.plots.series(c)[1].tolist() for c in window.plots._series],
+        "series": [window.plots.series(c)[1].tolist() for c in window.plots.curves],
         "lengths": list(window.plots.length_bars.opts["height"]),
         "status": (window.status.rounds.text(), window.status.acceptance.text()),
     }
@@ -290,8 +290,8 @@ def test_a_malformed_top_list_is_named_in_the_panel(qtbot, tmp_path):
     assert window.distribution.bars is None and "unreadable" in summary
     assert "line 3: field 'tokens[0].top'" in summary
     window.select_position(0, 0)  # the other rounds are unaffected
-    rows = window.distribution._residual_rows()
-    assert window.distribution.bars == position_bars(sample_rounds()[0], 0, None, rows)
+    limits = window.distribution.row_limits()
+    assert window.distribution.bars == position_bars(sample_rounds()[0], 0, *limits)
     window.close_now()
 
 
@@ -314,7 +314,7 @@ def test_a_replay_is_complete_when_it_stops_drawing(qtbot, tmp_path, monkeypatch
     assert window.distribution.selected[0] == len(rounds) - 1  # not None: selected
     # the status bar counted the rounds while they were drawn
     assert session_controller.DRAW_BATCH in shown_rounds and shown_rounds[-1] == len(rounds)
-    assert window.plots.series(next(iter(window.plots._series)))[0].size == len(rounds)
+    assert window.plots.series(window.plots.curves[0])[0].size == len(rounds)
     window.close_now()
 
 
@@ -325,7 +325,7 @@ def test_csv_and_plot_exports(qtbot, window, tmp_path):
         rows = list(csv.DictReader(f))
     assert [int(r["round"]) for r in rows] == [0, 1, 2]
     assert [int(r["accepted"]) for r in rows] == [r.n_accepted for r in window.session.rounds]
-    for name in ("acceptance", "speedup"):
+    for name in ("acceptance", "speedup", "accepted_length", "by_position", "distribution"):
         assert window.files.export_plot(name, tmp_path / f"{name}.png")
         assert window.files.export_plot(name, tmp_path / f"{name}.svg")
         assert (tmp_path / f"{name}.png").stat().st_size > 1000

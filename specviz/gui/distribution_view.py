@@ -9,41 +9,38 @@ updated with setOpts / setData. GUI thread only.
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontMetrics
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtGui import QCursor, QFontMetrics, QPainter
+from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import (
     QApplication,
+    QCheckBox,
     QHBoxLayout,
     QLabel,
     QSpinBox,
+    QToolTip,
     QVBoxLayout,
     QWidget,
 )
 
 from ..core.bars import PositionBars, position_bars
-from ..core.session import Session
 from ..core.trace import Round, TraceError
 from . import palette
+from .accept_gauge import AcceptGauge
+from .distribution_text import drafted_tag, row_text, summary_html, token_label
 from .plots import cache_axes, fit_tick_labels, fix_axis_width
 from .token_view import fmt
 
 THICK = 0.38  # bar thickness (rows are 1 apart)
-LABEL_CHARS = 16
 # The main plot's token axis fits a tagged label such as "refused ▸ " and ten characters
 # of the token; a longer label is cut at the end.
 MAIN_LABEL_ROOM = "never judged \u25b8 " + "0" * 10
-
-
-def token_label(text: str) -> str:
-    """A token as an axis label: whitespace made visible, long ones shortened."""
-    if text.startswith("(") and text.endswith(")"):
-        return text  # "(everything else)"
-    shown = text.replace(" ", "\u2423").replace("\n", "\u21b5").replace("\t", "\u21e5")
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown) or "\u2205"
-    return shown if len(shown) <= LABEL_CHARS else shown[: LABEL_CHARS - 1] + "\u2026"
+RESIDUAL_LABEL_ROOM = "resampled \u25b8 " + "0" * 6
+LOG_FLOOR = 1e-6  # the log scale's left edge: smaller probabilities start there
 
 
 def _values(values: tuple[float | None, ...]) -> np.ndarray:
@@ -69,6 +66,28 @@ def _plot(title: str) -> pg.PlotWidget:
     return widget
 
 
+def rows_that_fit(widget: QWidget) -> int:
+    """How many bar rows a plot widget shows with legible labels: the count follows the
+    widget's height (not its view box's, which moves with the tick labels: clicking the
+    same position twice must draw the same rows)."""
+    if not widget.isVisible():
+        return 1000  # not laid out yet: everything
+    line = QFontMetrics(QApplication.font()).height()
+    room = widget.height() - 3.5 * line  # title and the probability axis
+    return max(3, int(room / (1.15 * line)))
+
+
+def shown_rows(bars: PositionBars) -> list[int]:
+    """The bars worth a row: every token with mass under p or q (at temperature 0 most of a
+    top-N list is zero), the drafted and the emitted token, and everything else."""
+    keep = {bars.drafted_bar, bars.emitted_bar, bars.n_bars - 1}
+    return [
+        i
+        for i in range(bars.n_bars)
+        if i in keep or (bars.p[i] or 0.0) > 0 or (bars.q[i] or 0.0) > 0
+    ]
+
+
 class DistributionView(QWidget):
     """Shows one position of one round; `show_position(rnd, position)` redraws it."""
 
@@ -79,7 +98,6 @@ class DistributionView(QWidget):
         self.bars: PositionBars | None = None
         self._round: Round | None = None
         self._position = 0
-        self._session: Session | None = None
         self.summary = QLabel("Click a token to see its position's distributions.")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
@@ -93,19 +111,33 @@ class DistributionView(QWidget):
         self.n_spin.setToolTip("How many tokens get their own bars; the rest is one bar")
         self.n_spin.valueChanged.connect(self._on_n)
 
-        self.main = _plot("p (target) and q (draft) at this position")
-        self.residual_plot = _plot("residual norm(max(0, p\u2212q))")
-        self.gauge = _plot("accept test: u below the line = accepted")
+        self.log_check = QCheckBox("log scale")
+        self.log_check.setToolTip(
+            "Probabilities on a log axis: a draft's own q of 7.6e-05 next to 0.03 is visible"
+        )
+        self.log_check.toggled.connect(lambda _: self._redraw())
+        self.main = _plot("p and q at this position")
+        self.residual_plot = _plot("residual")
+        self.residual_plot.setToolTip(
+            "norm(max(0, p \u2212 q)): what a token is drawn from after a rejection"
+        )
+        self.gauge = AcceptGauge()
+        self.rows: list[int] = []  # the bars drawn in the main plot, top to bottom
         self._build_main()
         self._build_residual()
-        self._build_gauge()
+        for plot in (self.main, self.residual_plot):
+            plot.scene().sigMouseMoved.connect(lambda pos, plot=plot: self._hover(plot, pos))
 
         self.legend = QLabel(palette.bar_legend_html())
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setWordWrap(True)
         top = QHBoxLayout()
         top.addWidget(self.summary, 1)
-        top.addWidget(self.n_spin, 0, Qt.AlignmentFlag.AlignTop)
+        options = QVBoxLayout()
+        options.addWidget(self.n_spin)
+        options.addWidget(self.log_check)
+        options.addStretch(1)
+        top.addLayout(options)
         side = QVBoxLayout()
         side.addWidget(self.gauge, 1)
         side.addWidget(self.residual_plot, 1)
@@ -149,67 +181,32 @@ class DistributionView(QWidget):
 
     def _build_residual(self) -> None:
         item = self.residual_plot.getPlotItem()
+        fix_axis_width(item.getAxis("left"), RESIDUAL_LABEL_ROOM)
         item.invertY(True)
         item.setLabel("bottom", "probability")
         self.residual_item = pg.BarGraphItem(
             x0=[], y=[], width=[], height=2 * THICK, brushes=[], pen=pg.mkPen(None)
         )
         item.addItem(self.residual_item)
-        self.residual_note = pg.TextItem(anchor=(0.5, 0.5), color=palette.BOUNDARY)
+        self.residual_note = pg.TextItem(anchor=(0, 0.5), color=palette.BOUNDARY)
         item.addItem(self.residual_note)
-
-    def _build_gauge(self) -> None:
-        item = self.gauge.getPlotItem()
-        item.setXRange(-0.6, 1.6, padding=0)
-        item.setYRange(0, 1, padding=0.02)
-        item.getAxis("bottom").setTicks([[(0, "u vs min(1,p/q)"), (1, "\u03b1 | 1\u2212\u03b1")]])
-        item.setLabel("left", "probability")
-        no_pen = pg.mkPen(None)
-        self.accept_region = pg.BarGraphItem(
-            x=[0], y0=[0], height=[0], width=0.8, brush=palette.ACCEPT_REGION, pen=no_pen
-        )
-        self.reject_region = pg.BarGraphItem(
-            x=[0], y0=[0], height=[0], width=0.8, brush=palette.REJECT_REGION, pen=no_pen
-        )
-        self.alpha_item = pg.BarGraphItem(
-            x=[1], y0=[0], height=[0], width=0.8, brush=_brush(palette.MIN_PQ, 200), pen=no_pen
-        )
-        self.rejection_item = pg.BarGraphItem(
-            x=[1], y0=[0], height=[0], width=0.8, brush=_brush(palette.EXCESS, 200), pen=no_pen
-        )
-        self.threshold = pg.PlotDataItem([], [], pen=pg.mkPen(palette.U_MARK, width=3))
-        self.u_mark = pg.ScatterPlotItem(
-            [], [], symbol="d", size=16, brush=palette.SELECTED, pen=pg.mkPen(palette.U_MARK)
-        )
-        for bar in (
-            self.accept_region,
-            self.reject_region,
-            self.alpha_item,
-            self.rejection_item,
-            self.threshold,
-            self.u_mark,
-        ):
-            item.addItem(bar)
-        self.accept_text = pg.TextItem(anchor=(0.5, 1), color=palette.U_MARK)
-        self.alpha_text = pg.TextItem(anchor=(0.5, 0.5), color="#ffffff")
-        for text in (self.accept_text, self.alpha_text):
-            item.addItem(text)
 
     # ------------------------------------------------------------------------------ model
 
-    def show_position(
-        self, rnd: Round | None, position: int = 0, session: Session | None = None
-    ) -> None:
-        """Show a position of a round (None: nothing selected). session: the session the
-        round belongs to, which holds the top-N lists of a trace read from a file."""
-        self._round, self._position, self._session = rnd, position, session
+    def show_position(self, rnd: Round | None, position: int = 0) -> None:
+        """Show a position of a round (None: nothing selected)."""
+        self._round, self._position = rnd, position
         if rnd is None:
             self.show_bars(None)
             return
         try:
-            n = self.n_spin.value()
-            full = rnd if session is None else session.details(rnd.index)
-            bars = position_bars(full, position, n, min(n, self._residual_rows()))
+            limits = self.row_limits()
+            bars = position_bars(rnd, position, *limits)
+            # The summary's height sets the plots': lay it out first, then fit the rows.
+            self.summary.setText(summary_html(bars))
+            self.layout().activate()
+            if self.row_limits() != limits:
+                bars = position_bars(rnd, position, *self.row_limits())
         except TraceError as e:  # a trace's top-N lists are parsed when first shown
             self.show_bars(None)
             reason = html.escape(str(e), quote=False)
@@ -219,21 +216,25 @@ class DistributionView(QWidget):
             return
         self.show_bars(bars)
 
-    def _residual_rows(self) -> int:
-        """How many residual tokens fit the residual plot with legible labels (besides the
-        resampled token and the rest)."""
-        height = self.residual_plot.getPlotItem().getViewBox().height()
-        line = QFontMetrics(QApplication.font()).height()
-        return max(2, int(height / (1.2 * line)) - 2) if height > 0 else 1000
+    def row_limits(self) -> tuple[int, int]:
+        """(tokens, residual tokens) that get their own bars: the top-N asked for, as far as
+        the plots' heights allow (the rest is one bar; the residual also keeps its token)."""
+        n = self.n_spin.value()
+        return (
+            min(n, rows_that_fit(self.main) - 1),
+            min(n, rows_that_fit(self.residual_plot) - 2),
+        )
+
+    def _redraw(self) -> None:
+        if self._round is not None:
+            self.show_position(self._round, self._position)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        if self._round is not None:  # as many residual rows as now fit
-            self.show_position(self._round, self._position, self._session)
+        self._redraw()  # as many rows as now fit
 
     def _on_n(self, n: int) -> None:
-        if self._round is not None:
-            self.show_position(self._round, self._position, self._session)
+        self._redraw()
         self.n_changed.emit(n)
 
     @property
@@ -244,12 +245,45 @@ class DistributionView(QWidget):
         self.bars = bars
         self._draw_main(bars)
         self._draw_residual(bars)
-        self._draw_gauge(bars)
+        self.gauge.draw(bars)
         self.summary.setText(summary_html(bars))
+
+    # ------------------------------------------------------------------------------ hover
+
+    def describe_row(self, row: int) -> str:
+        """The hover text of the main plot's row `row` (0 = top)."""
+        if self.bars is None or not 0 <= row < len(self.rows):
+            return ""
+        return row_text(self.bars, self.rows[row])
+
+    def describe_residual_row(self, row: int) -> str:
+        bars = self.bars
+        if bars is None or not 0 <= row < len(bars.residual):
+            return ""
+        name = bars.residual_labels[row]
+        return f"{name!r}: {fmt(bars.residual[row])} under norm(max(0, p \u2212 q))"
+
+    def _hover(self, plot: pg.PlotWidget, pos) -> None:
+        view = plot.getPlotItem().getViewBox()
+        if not view.sceneBoundingRect().contains(pos):
+            return
+        row = int(round(view.mapSceneToView(pos).y()))
+        main = plot is self.main
+        text = self.describe_row(row) if main else self.describe_residual_row(row)
+        if text:
+            QToolTip.showText(QCursor.pos(), text, plot)
+        else:
+            QToolTip.hideText()
+
+    # ------------------------------------------------------------------------------ drawing
 
     def _draw_main(self, bars: PositionBars | None) -> None:
         item = self.main.getPlotItem()
+        log = self.log_check.isChecked()
+        item.getAxis("bottom").setLogMode(log)
+        item.setLabel("bottom", "probability (log scale)" if log else "probability")
         if bars is None:
+            self.rows = []
             for bar in (self.band, self.p_item):
                 bar.setOpts(x0=[], y=[], width=[], brushes=[])
             for bar in (self.q_item, self.min_item, self.excess_item):
@@ -259,57 +293,75 @@ class DistributionView(QWidget):
             item.setXRange(0, 1, padding=0)
             item.setYRange(0, 1, padding=0)
             return
-        n = bars.n_bars
-        rows = np.arange(n, dtype=float)
-        p, q = _values(bars.p), _values(bars.q)
-        mins, excess = _values(bars.min_pq), _values(bars.excess)
+        self.rows = shown_rows(bars)
+        pick = np.array(self.rows)
+        n = len(self.rows)
+        y = np.arange(n, dtype=float)
+        p, q = _values(bars.p)[pick], _values(bars.q)[pick]
+        mins, excess = _values(bars.min_pq)[pick], _values(bars.excess)[pick]
         # fit the tokens; a larger "everything else" bar is clipped and labelled
         top = max(float(np.max(p[:-1], initial=0)), float(np.max(q[:-1], initial=0)), 0.02) * 1.15
         rest = max(p[-1], q[-1])
-        self.rest_text.setText(f"{rest:.2f} \u25b8" if rest > top else "")
+        if log:  # bars from the floor to log10(value); p - q between log min and log p
+            top = 0.05  # log10(1) = 0: the axis ends at 1
+            edge = np.log10(LOG_FLOOR)
+
+            def at(v):
+                return np.log10(np.maximum(v, LOG_FLOOR))
+
+            x0, p_w, q_w, min_w = edge, at(p) - edge, at(q) - edge, at(mins) - edge
+            ex0, ex_w = at(mins), np.where(excess > 0, at(p) - at(mins), 0.0)
+            masses = np.concatenate([p, q])
+            smallest = float(at(masses[masses > 0]).min()) if (masses > 0).any() else edge
+            left = max(edge, smallest - 0.5)
+        else:
+            x0, p_w, q_w, min_w, ex0, ex_w, left = 0.0, p, q, mins, mins, excess, 0.0
+        self.rest_text.setText(f"{rest:.2f} \u25b8" if rest > top and not log else "")
         self.rest_text.setPos(top, n - 1)
+        zeros = np.full(n, x0)
         # p is drawn as an outline around min + excess; filled where they are unknown
-        p_fill = [_brush(palette.P, 90 if m is None else 0) for m, v in zip(bars.min_pq, bars.p)]
-        self.p_item.setOpts(x0=np.zeros(n), y=rows + 0.2, width=p, brushes=p_fill)
-        self.min_item.setOpts(x0=np.zeros(n), y=rows + 0.2, width=mins)
-        self.excess_item.setOpts(x0=mins, y=rows + 0.2, width=excess)
-        self.q_item.setOpts(x0=np.zeros(n), y=rows - 0.2, width=q)
+        p_fill = [_brush(palette.P, 90 if bars.min_pq[i] is None else 0) for i in self.rows]
+        self.p_item.setOpts(x0=zeros, y=y + 0.2, width=p_w, brushes=p_fill)
+        self.min_item.setOpts(x0=zeros, y=y + 0.2, width=min_w)
+        self.excess_item.setOpts(x0=ex0, y=y + 0.2, width=ex_w)
+        self.q_item.setOpts(x0=zeros, y=y - 0.2, width=q_w)
+        drafted = self.rows.index(bars.drafted_bar) if bars.drafted_bar is not None else None
+        emitted = self.rows.index(bars.emitted_bar) if bars.emitted_bar is not None else None
         bands, brushes = [], []
-        if bars.drafted_bar is not None:
-            bands.append(bars.drafted_bar)
+        if drafted is not None:
+            bands.append(drafted)
             brushes.append(_brush(palette.DRAFTED_BAND))
-        if bars.emitted_bar is not None and bars.emitted_bar != bars.drafted_bar:
-            bands.append(bars.emitted_bar)
+        if emitted is not None and emitted != drafted:
+            bands.append(emitted)
             brushes.append(_brush(palette.EMITTED_BAND))
         self.band.setOpts(
-            x0=np.zeros(len(bands)), y=np.array(bands, float), width=np.full(len(bands), top),
-            brushes=brushes,
+            x0=np.full(len(bands), min(x0, left)), y=np.array(bands, float),
+            width=np.full(len(bands), top - min(x0, left)), brushes=brushes,
         )  # fmt: skip
-        labels = [token_label(t) for t in bars.labels]
-        for index, tag in ((bars.drafted_bar, _drafted_tag(bars)), (bars.emitted_bar, "")):
-            if index is not None and tag:
-                labels[index] = f"{tag} {labels[index]}"
-        if bars.emitted_bar is not None and bars.emitted_bar != bars.drafted_bar:
-            labels[bars.emitted_bar] = (
-                f"{bars.emitted_event.status} \u25b8 {labels[bars.emitted_bar]}"
-            )
+        labels = [token_label(bars.labels[i]) for i in self.rows]
+        tag = drafted_tag(bars)
+        if drafted is not None and tag:
+            labels[drafted] = f"{tag} {labels[drafted]}"
+        if emitted is not None and emitted != drafted:
+            labels[emitted] = f"{bars.emitted_event.status} \u25b8 {labels[emitted]}"
         # The axis has a fixed width: a label wider than it would be hidden, so it is cut
         # at the end (the tag stays).
         axis = item.getAxis("left")
         axis.setTicks([list(zip(range(n), fit_tick_labels(axis, labels)))])
         item.setYRange(-0.6, n - 0.4, padding=0)
-        item.setXRange(0, top, padding=0)
+        item.setXRange(left, top, padding=0)
 
     def _draw_residual(self, bars: PositionBars | None) -> None:
         item = self.residual_plot.getPlotItem()
         if bars is None or not bars.residual:
             self.residual_item.setOpts(x0=[], y=[], width=[], brushes=[])
             item.getAxis("left").setTicks([[]])
+            item.getAxis("bottom").setTicks(None)
             item.setXRange(0, 1, padding=0)
             item.setYRange(0, 1, padding=0)
-            note = "" if bars is None else "no resampling at this position"
+            note = "" if bars is None else "no resampling here"
             self.residual_note.setText(note)
-            self.residual_note.setPos(0.5, 0.5)
+            self.residual_note.setPos(0.02, 0.5)
             return
         self.residual_note.setText("")
         n = len(bars.residual)
@@ -326,103 +378,37 @@ class DistributionView(QWidget):
         labels = [token_label(t) for t in bars.residual_labels]
         if bars.residual_bar is not None:
             labels[bars.residual_bar] = f"resampled \u25b8 {labels[bars.residual_bar]}"
-        item.getAxis("left").setTicks([list(enumerate(labels))])
+        axis = item.getAxis("left")
+        axis.setTicks([list(enumerate(fit_tick_labels(axis, labels)))])
         item.setYRange(-0.6, n - 0.4, padding=0)
-        item.setXRange(0, max(float(values.max()), 0.05) * 1.1, padding=0)
+        right = max(float(values.max()), 0.05) * 1.1
+        item.setXRange(0, right, padding=0)
+        # three ticks: the panel is narrow, and five labels would run into each other
+        ticks = [0.0, float(f"{right / 2:.1g}"), float(f"{right * 0.95:.1g}")]
+        item.getAxis("bottom").setTicks([[(t, f"{t:g}") for t in ticks if t <= right]])
 
-    def _draw_gauge(self, bars: PositionBars | None) -> None:
-        a = None if bars is None else bars.accept_prob
-        u = None if bars is None else bars.u
-        self.accept_region.setOpts(height=[a or 0.0])
-        self.reject_region.setOpts(y0=[a or 0.0], height=[0.0 if a is None else 1.0 - a])
-        if a is None:
-            self.threshold.setData([], [])
-            note = {"bonus": "bonus token:\nnothing drafted", "discarded": "never judged"}
-            self.accept_text.setText("" if bars is None else note.get(bars.kind, ""))
-            self.accept_text.setPos(0, 0.45)
-        else:
-            self.threshold.setData([-0.45, 0.45], [a, a])
-            self.accept_text.setText("")
-        if u is None:
-            self.u_mark.setData([], [])
-        else:
-            self.u_mark.setData([0.0], [u])
-        alpha = None if bars is None else bars.alpha
-        rejection = None if bars is None else bars.rejection_mass
-        # the figures go in the tick labels, where the marks never cover them
-        test = "u vs min(1,p/q)"
-        if a is not None and u is not None:
-            relation = "<" if bars.accepted else "\u2265"
-            test = f"u {u:.3f} {relation} {a:.3f}"
-        split = (
-            "\u03b1 | 1\u2212\u03b1" if alpha is None else f"\u03b1 {alpha:.2f} | {rejection:.2f}"
-        )
-        self.gauge.getPlotItem().getAxis("bottom").setTicks([[(0, test), (1, split)]])
-        self.alpha_item.setOpts(height=[alpha or 0.0])
-        self.rejection_item.setOpts(y0=[alpha or 0.0], height=[rejection or 0.0])
-        if alpha is None:
-            self.alpha_text.setText("")
-        else:
-            self.alpha_text.setText(f"\u03b1\n{alpha:.2f}")
-            self.alpha_text.setPos(1, alpha / 2)
+    # ------------------------------------------------------------------------------ export
 
-
-def _drafted_tag(bars: PositionBars) -> str:
-    event = bars.drafted_event
-    if event is None:
-        return ""
-    return {
-        "accepted": "kept \u25b8",
-        "rejected": "refused \u25b8",
-        "discarded": "never judged \u25b8",
-    }[event.status]
-
-
-def summary_html(bars: PositionBars | None) -> str:
-    """One paragraph that reads the position's verdict out loud, numbers from core."""
-    if bars is None:
-        return "Click a token in the stream to see the distributions at its position."
-    drafted, emitted = bars.drafted_event, bars.emitted_event
-    head = f"<b>Round {bars.round_index + 1}, position {bars.position + 1}</b>. "
-    parts = []
-    if drafted is not None:
-        colour = palette.fate(drafted.status).foreground
-        parts.append(
-            f"The draft proposed <b style='color:{colour}'>{_quote(drafted.text)}</b> "
-            f"with q = {fmt(drafted.q)}"
-        )
-        if bars.accepted is not None:
-            relation = "&lt;" if bars.accepted else "&ge;"
-            verdict = "accepted" if bars.accepted else "rejected"
-            parts.append(
-                f"the target gives it p = {fmt(drafted.p)}, so it is kept with probability "
-                f"min(1, p/q) = {fmt(bars.accept_prob)}; the draw u = {fmt(bars.u)} "
-                f"{relation} {fmt(bars.accept_prob)}: <b style='color:{colour}'>{verdict}</b>"
-            )
-        else:
-            parts.append("it came after the first rejection, so it was never judged")
-    if emitted is not None and emitted.status == "resampled":
-        colour = palette.fate("resampled").foreground
-        parts.append(
-            f"in its place <b style='color:{colour}'>{_quote(emitted.text)}</b> was drawn "
-            f"from norm(max(0, p \u2212 q)) (probability {fmt(emitted.residual)})"
-        )
-    if emitted is not None and emitted.status == "bonus":
-        colour = palette.fate("bonus").foreground
-        parts.append(
-            f"all drafts were accepted, so the target's own p gave a bonus token "
-            f"<b style='color:{colour}'>{_quote(emitted.text)}</b> (p = {fmt(emitted.p)})"
-        )
-    text = head + "; ".join(parts) + "."
-    if bars.alpha is not None:
-        text += (
-            f"<br>\u03b1 = \u03a3 min(p, q) = <b>{fmt(bars.alpha)}</b>: the chance that a "
-            f"token drafted here is accepted; 1 \u2212 \u03b1 = {fmt(bars.rejection_mass)} "
-            "is the residual's mass."
-        )
-    return text
-
-
-def _quote(text: str) -> str:
-    shown = repr(text)
-    return shown.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    def export(self, name: str, path: str | Path) -> None:
+        """Write the panel (summary, legend, bars, gauge, residual) to PNG or SVG."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix == ".png":
+            image = self.grab().toImage()
+            if not image.save(str(path)):
+                raise OSError(f"could not write {path}")
+            return
+        if suffix != ".svg":
+            raise ValueError(f"unknown format '{path.suffix}': use .png or .svg")
+        generator = QSvgGenerator()
+        generator.setFileName(str(path))
+        generator.setSize(self.size())
+        generator.setViewBox(self.rect())
+        generator.setTitle("specviz: the distributions at one position")
+        painter = QPainter(generator)
+        try:
+            self.render(painter, QPoint())
+        finally:
+            painter.end()
+        if not path.exists():
+            raise OSError(f"could not write {path}")

@@ -17,20 +17,29 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph import exporters
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QApplication, QGraphicsItem, QVBoxLayout, QWidget
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QCursor, QFontMetrics
+from PySide6.QtWidgets import (
+    QApplication,
+    QFrame,
+    QGraphicsItem,
+    QScrollArea,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..core.stats import RoundStats, RunningStats
 from . import palette
 
 PLOTS = ("acceptance", "speedup", "accepted_length", "by_position")
 TITLES = {
-    "acceptance": "Acceptance rate: accepted / judged drafts",
-    "speedup": "Speedup over the target alone",
+    "acceptance": "Acceptance rate (accepted / judged)",
+    "speedup": "Speedup; tokens per target pass",
     "accepted_length": "Accepted drafts per round",
     "by_position": "Acceptance by draft position",
 }
+MIN_HEIGHT = 760  # below this the plots scroll (legible at 1280 x 720)
 
 
 @contextmanager
@@ -125,10 +134,11 @@ def _curve(plot: pg.PlotItem, name: str, colour: str, style=None, width: float =
     return curve
 
 
-def _legend(layout: pg.GraphicsLayout, row: int, curves: list[tuple[object, str]]):
-    """A two-column legend in its own layout row under a plot: it never hides data."""
+def _legend(layout: pg.GraphicsLayout, curves: list[tuple[object, str]]):
+    """A two-column legend in the row under a plot (its panel's): it never hides data, and
+    a panel's export includes it."""
     legend = pg.LegendItem(colCount=2, labelTextSize="8pt", verSpacing=-8, horSpacing=6)
-    layout.addItem(legend, row=row, col=0)
+    layout.addItem(legend, row=1, col=0)
     for curve, name in curves:
         legend.addItem(curve, name)
     return legend
@@ -141,13 +151,22 @@ class Plots(QWidget):
         super().__init__(parent)
         dash, dot = Qt.PenStyle.DashLine, Qt.PenStyle.DotLine
         self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setMinimumHeight(MIN_HEIGHT)
+        scroll = QScrollArea()
+        scroll.setWidget(self.graphics)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.graphics)
+        layout.addWidget(scroll)
         self.plots: dict[str, pg.PlotItem] = {}
-        rows = {"acceptance": 0, "speedup": 2, "accepted_length": 4, "by_position": 5}
-        for name in PLOTS:
-            plot = self.graphics.addPlot(row=rows[name], col=0, title=TITLES[name])
+        # each plot with its legend: what an export writes
+        self.panels: dict[str, pg.GraphicsLayout] = {}
+        for row, name in enumerate(PLOTS):
+            panel = self.graphics.addLayout(row=row, col=0)
+            plot = panel.addPlot(row=0, col=0)
+            plot.setTitle(TITLES[name], size="9pt")
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.setMenuEnabled(True)
             for side in ("left", "bottom"):
@@ -155,6 +174,8 @@ class Plots(QWidget):
             fix_axis_width(plot.getAxis("left"), "00000")  # 0.75, 1.25, 2000 (rounds)
             cache_axes(plot)
             self.plots[name] = plot
+            self.panels[name] = panel
+        self.graphics.scene().sigMouseMoved.connect(self._hover)
 
         acc = self.plots["acceptance"]
         acc.setLabel("bottom", "round")
@@ -166,27 +187,42 @@ class Plots(QWidget):
         )  # fmt: skip
         self.acceptance_round.setOpacity(0.45)
         self.acceptance_running = _curve(acc, "running", palette.PLOT_ACCEPTANCE, 0, 3)
-        self.alpha_running = _curve(acc, "\u03b1 = mean \u03a3 min(p, q)", palette.PLOT_ALPHA, dash)
-        self.efficiency = _curve(
-            acc, "draft efficiency (of all drafted)", palette.PLOT_EFFICIENCY, dot
-        )
+        self.alpha_running = _curve(acc, "\u03b1 (mean \u03a3 min(p, q))", palette.PLOT_ALPHA, dash)
+        self.efficiency = _curve(acc, "draft efficiency", palette.PLOT_EFFICIENCY, dot)
 
         speed = self.plots["speedup"]
         speed.setLabel("bottom", "round")
-        speed.setLabel("left", "\u00d7 target-only  /  tokens")
+        speed.setLabel("left", "\u00d7 target alone")
         speed.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=pg.mkPen("#bbbbbb", style=dash)))
-        self.speedup_measured = _curve(speed, "measured speedup", palette.PLOT_MEASURED, 0, 3)
-        self.speedup_predicted = _curve(
-            speed, "predicted (Leviathan)", palette.PLOT_PREDICTED, dash
+        self.speedup_measured = _curve(speed, "measured", palette.PLOT_MEASURED, 0, 3)
+        self.speedup_predicted = _curve(speed, "predicted", palette.PLOT_PREDICTED, dash)
+        # Tokens per target pass is another quantity: its own axis, on the right.
+        self.per_forward_view = pg.ViewBox(enableMenu=False)
+        self.per_forward_view.setParentItem(speed)  # drawn and exported with the plot
+        self.per_forward_view.setXLink(speed)
+        self.per_forward_view.setMouseEnabled(x=False, y=False)
+        right = speed.getAxis("right")
+        speed.showAxis("right")
+        right.linkToView(self.per_forward_view)
+        right.setLabel("tokens / pass", color=palette.PLOT_PER_FORWARD)
+        right.enableAutoSIPrefix(False)
+        fix_axis_width(right, "000")
+        right.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        self.per_forward = pg.PlotDataItem(
+            [], [], pen=pg.mkPen(palette.PLOT_PER_FORWARD, width=2), connect="finite"
         )
-        self.per_forward = _curve(speed, "tokens / target pass", palette.PLOT_PER_FORWARD)
+        self.per_forward.legend_name = "tokens / pass (right)"
+        self.per_forward.setDownsampling(auto=True, method="peak")
+        self.per_forward.setClipToView(True)
+        self.per_forward_view.addItem(self.per_forward)
+        speed.vb.sigResized.connect(lambda: self.per_forward_view.setGeometry(speed.vb.geometry()))
 
-        for row, curves in (
-            (1, (self.acceptance_round, self.acceptance_running, self.alpha_running,
-                 self.efficiency)),
-            (3, (self.speedup_measured, self.speedup_predicted, self.per_forward)),
+        for name, curves in (
+            ("acceptance", (self.acceptance_round, self.acceptance_running, self.alpha_running,
+                            self.efficiency)),
+            ("speedup", (self.speedup_measured, self.speedup_predicted, self.per_forward)),
         ):  # fmt: skip
-            _legend(self.graphics.ci, row, [(c, c.legend_name) for c in curves])
+            _legend(self.panels[name], [(c, c.legend_name) for c in curves])
 
         lengths = self.plots["accepted_length"]
         lengths.setLabel("bottom", "accepted drafts in the round")
@@ -214,18 +250,16 @@ class Plots(QWidget):
             self.plots[name].setDownsampling(auto=True, mode="peak")
             self.plots[name].setClipToView(True)
 
-        self._series = {
-            curve: Series()
-            for curve in (
-                self.acceptance_round,
-                self.acceptance_running,
-                self.alpha_running,
-                self.efficiency,
-                self.speedup_measured,
-                self.speedup_predicted,
-                self.per_forward,
-            )
-        }
+        self.curves = (  # in the order of RoundStats' figures in add()
+            self.acceptance_round,
+            self.acceptance_running,
+            self.alpha_running,
+            self.efficiency,
+            self.speedup_measured,
+            self.speedup_predicted,
+            self.per_forward,
+        )
+        self._series = {curve: Series() for curve in self.curves}
         self._x_span = 10  # the round axes grow in steps: an axis repaints only when it moves
         self._bar_counts = (-1, -1)  # (accepted lengths, positions) the bar axes were set for
         self.rounds = 0
@@ -300,6 +334,46 @@ class Plots(QWidget):
             if index is not None:
                 line.setValue(index + 1)
 
+    def describe(self, name: str, x: float) -> str:
+        """The values under the pointer at x on a plot (its hover text); "" if none."""
+        i = int(round(x))
+        if name in ("acceptance", "speedup"):
+            curves = self.curves[:4] if name == "acceptance" else self.curves[4:]
+            n = self._series[curves[0]].n
+            if not 1 <= i <= n:
+                return ""
+            parts = []
+            for curve in curves:
+                value = self._series[curve].y[i - 1]
+                shown = "n/a" if np.isnan(value) else f"{value:.3f}"
+                parts.append(f"{curve.legend_name}: {shown}")
+            return f"round {i}\n" + "\n".join(parts)
+        running = self._running
+        if running is None:
+            return ""
+        if name == "accepted_length":
+            lengths = running.accepted_lengths
+            if not 0 <= i < len(lengths):
+                return ""
+            return f"{lengths[i]} of {running.rounds} rounds accepted {i} drafts"
+        by_pos = running.acceptance_by_position
+        if not 1 <= i <= len(by_pos) or by_pos[i - 1] is None:
+            return ""
+        return (
+            f"draft position {i}: {by_pos[i - 1]:.3f} accepted "
+            f"({running.by_position_accepted[i - 1]} of {running.by_position_judged[i - 1]})"
+        )
+
+    def _hover(self, pos: QPointF) -> None:
+        for name, plot in self.plots.items():
+            if plot.vb.sceneBoundingRect().contains(pos):
+                text = self.describe(name, plot.vb.mapSceneToView(pos).x())
+                if text:
+                    QToolTip.showText(QCursor.pos(), text, self.graphics)
+                else:
+                    QToolTip.hideText()
+                return
+
     def series(self, curve) -> tuple[np.ndarray, np.ndarray]:
         s = self._series[curve]
         return s.x.copy(), s.y.copy()
@@ -307,7 +381,7 @@ class Plots(QWidget):
     def export(self, name: str, path: str | Path) -> None:
         """Write one plot to PNG or SVG, by the file's extension."""
         path = Path(path)
-        item = self.plots[name]
+        item = self.panels[name]  # the plot and its legend
         suffix = path.suffix.lower()
         if suffix == ".svg":
             with _svg_closed_paths():
