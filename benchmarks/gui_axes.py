@@ -1,9 +1,10 @@
-"""A Step's full redraw with and without two axis treatments, interleaved in one window:
-fixed axis widths against widths fitted to the labels, and a pixmap cache for the axes
-against none (both specviz's defaults). Blocks of 10 rounds alternate; the first 2 rounds of each
+"""A Step's full redraw with and without three treatments, interleaved in one window:
+fixed axis widths against widths fitted to the labels, a pixmap cache for the axes against
+none, and no markers on the per-round acceptance past 200 rounds against markers (run last,
+past round 200 with --rounds 600), all specviz's defaults. Blocks of 10 rounds alternate; the
 block are not counted (the switch itself relays out). Not a test.
 
-    QT_QPA_PLATFORM=offscreen python benchmarks/gui_axes.py --rounds 120
+    QT_QPA_PLATFORM=offscreen python benchmarks/gui_axes.py --rounds 600
 """
 
 from __future__ import annotations
@@ -67,7 +68,12 @@ def main() -> int:
             for side in ("left", "bottom"):
                 view.getAxis(side).setCacheMode(mode.DeviceCoordinateCache if on else mode.NoCache)
 
-    experiments = {"fixed widths": widths, "axis pixmap cache": cache}
+    from specviz.gui import plots as plots_module
+
+    def markers(on: bool) -> None:  # past SYMBOL_ROUNDS the per-round curve has no markers
+        plots_module.SYMBOL_ROUNDS = 200 if on else 10**9
+
+    experiments = {"fixed widths": widths, "axis pixmap cache": cache, "no markers": markers}
     rounds = iter(session.rounds)
     for name, switch in experiments.items():
         costs: dict[bool, list[float]] = {True: [], False: []}

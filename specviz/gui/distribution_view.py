@@ -202,9 +202,12 @@ class DistributionView(QWidget):
         try:
             limits = self.row_limits()
             bars = position_bars(rnd, position, *limits)
-            # The summary's height sets the plots': lay it out first, then fit the rows.
+            # The summary's height sets the plots': when it changes, lay it out first, then
+            # fit the rows (a layout pass costs about 5 ms: only then).
+            before = self.summary.heightForWidth(self.summary.width())
             self.summary.setText(summary_html(bars))
-            self.layout().activate()
+            if self.summary.heightForWidth(self.summary.width()) != before:
+                self.layout().activate()
             if self.row_limits() != limits:
                 bars = position_bars(rnd, position, *self.row_limits())
         except TraceError as e:  # a trace's top-N lists are parsed when first shown

@@ -39,6 +39,7 @@ TITLES = {
     "accepted_length": "Accepted drafts per round",
     "by_position": "Acceptance by draft position",
 }
+SYMBOL_ROUNDS = 200  # the per-round acceptance has a marker per point up to this many rounds
 MIN_HEIGHT = 760  # below this the plots scroll (legible at 1280 x 720)
 
 
@@ -303,9 +304,14 @@ class Plots(QWidget):
             self.redraw()
 
     def redraw(self) -> None:
+        last = next(iter(self._series.values())).n
+        # A marker per round is drawn for every point in view: past a few hundred rounds
+        # they merge into the line anyway, and their cost would grow with the session.
+        symbol = "o" if last <= SYMBOL_ROUNDS else None
+        if self.acceptance_round.opts["symbol"] != symbol:
+            self.acceptance_round.setSymbol(symbol)
         for curve, series in self._series.items():
             curve.setData(series.x, series.y, connect="finite")
-        last = next(iter(self._series.values())).n
         if last > self._x_span or last < self._x_span // 3:
             self._x_span = max(10, 10 * math.ceil(last * 1.5 / 10))
             for name in ("acceptance", "speedup"):
