@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 from PySide6.QtCore import QObject, Qt, Signal, Slot  # noqa: E402
 
 from specviz.core import lab  # noqa: E402
+from specviz.gui.lab_plots import show_token
 from specviz.gui.lab_window import LabWindow  # noqa: E402
 from specviz.gui.lab_worker import LabRequest, start_worker  # noqa: E402
 
@@ -284,3 +285,23 @@ def test_lab_gui_command_starts_and_quits():
     )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_stored_position_says_what_it_lacks(window):
+    """From a replay: the lab's tabs and guide say what applies (issue 15, the lab)."""
+    rng = np.random.default_rng(3)
+    p, q = rng.dirichlet(np.ones(30)), rng.dirichlet(np.ones(30))
+    labels = [f"t{i}" for i in range(30)]
+    window.set_stored_position(p, q, labels, "round 2, position 1 (stored top-N)")
+    caption = window.warped_caption.text()
+    assert "No position yet" not in caption and "nothing raw" in caption
+    assert "Drag q(A)" not in window.guide.text()  # p and q are not editable here
+    assert show_token(window.position_bars.labels[-1]) == "(rest)"  # short enough to be drawn
+    window.back_button.click()
+    assert "Drag q(A)" in window.guide.text()
+
+
+def test_progress_text_fits(window):
+    bar = window.monte_carlo.progress
+    text = "1,000,000 / 1,000,000 (cancelled)"
+    assert bar.minimumWidth() > bar.fontMetrics().horizontalAdvance(text)

@@ -50,7 +50,7 @@ class LabLink:
         if any(v is None for v in bars.p) or any(v is None for v in bars.q):
             self._say("this position stores only one of p and q: pick a judged token")
             return
-        self.lab.set_distributions(
+        self.lab.set_stored_position(
             list(bars.p), list(bars.q), list(bars.labels), f"{title} (stored top-N)"
         )
 

@@ -75,6 +75,10 @@ class MonteCarloPanel(QGroupBox):
         self.progress.setRange(0, 1000)
         self.progress.setTextVisible(True)
         self.progress.setFormat("")
+        # room for its longest text ("1,000,000 / 1,000,000 (cancelled)"), never clipped
+        self.progress.setMinimumWidth(
+            self.progress.fontMetrics().horizontalAdvance("0,000,000 / 0,000,000 (cancelled)") + 24
+        )
         controls = QHBoxLayout()
         for text, widget in (("Rule", self.rule), ("N", self.samples), ("seed", self.seed)):
             controls.addWidget(QLabel(text))

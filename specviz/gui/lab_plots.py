@@ -11,6 +11,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFont
 
+from ..core.bars import REST_LABEL
 from . import palette
 
 # The lab's own shades, next to the shared palette: the residual and the un-warped
@@ -44,6 +45,8 @@ GROUP_WIDTH = 0.84  # of the unit spacing between token groups
 
 def show_token(text: str, limit: int = 9) -> str:
     """A token's text as a short axis label: spaces and line breaks made visible."""
+    if text == REST_LABEL:
+        return "(rest)"  # short enough to be drawn between its neighbours
     shown = text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥") or "∅"
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 

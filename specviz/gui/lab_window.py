@@ -58,6 +58,15 @@ GUIDE = (
     "acceptance path should have kept; resampling from p after a rejection counts the "
     "overlap min(p, q) twice. Both emit a distribution that is not p."
 )
+GUIDE_FIXED = GUIDE.replace(
+    "1. Drag q(A) from 0.2 towards p(A) = 0.5: α rises and the residual shrinks.<br>",
+    "1. These p and q come from a position and cannot be dragged here (“Back to the "
+    "seeds' example” has the sliders).<br>",
+)
+STORED = (
+    "{title}: a trace keeps the top-N of the warped p and q only, so there is nothing raw "
+    "to compare with. On a live session, “Use the selected position” computes both."
+)
 SEED_TITLE = "teaching example (the seeds' four tokens to start with; edit p and q freely)"
 WARPED_EMPTY = (
     "No position yet. Select a token in the main window and choose “Use the selected "
@@ -232,7 +241,15 @@ class LabWindow(QMainWindow):
         self.heading.setText(f"<b>Losslessness lab</b> — {html.escape(self.title)}.<br>{INTRO}")
         self.monte_carlo.set_distributions(a.p, a.q, lay)
 
+    def set_stored_position(self, p, q, labels: Sequence[str], title: str) -> None:
+        """A replayed position: its stored (warped) top-N; there are no raw distributions."""
+        self.position = None
+        self.set_distributions(p, q, labels, title)
+        self.warped_bars.set_values((), [None] * len(WARPED_SERIES))
+        self.warped_caption.setText(html.escape(STORED.format(title=title)))
+
     def _editable(self, editable: bool) -> None:
+        self.guide.setText(GUIDE if editable else GUIDE_FIXED)
         self.editor.setVisible(editable)
         self.editor_note.setVisible(not editable)
         self.back_button.setVisible(not editable)
