@@ -455,3 +455,32 @@ def test_first_launch_shows_every_fate_within_three_steps(qtbot):
     seen = {t.status for r in window.session.rounds for t in r.tokens}
     assert seen == {"accepted", "rejected", "discarded", "resampled", "bonus"}
     window.close_now()
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_nothing_is_cut_at_1280_by_720(qtbot, tmp_path):
+    """Geometry, not pixels: every panel inside the window, every plot's scene inside its
+    view, every title narrower than its plot."""
+    path = tmp_path / "t.jsonl"
+    save(Session(sample_header(), sample_rounds()), path)
+    window = make_window(qtbot)
+    window.resize(1280, 720)
+    assert window.files.open_trace(path)
+    qtbot.waitUntil(lambda: not window.controller.drawing, timeout=TIMEOUT)
+    window.select_position(0, 1)  # a rejection: every panel has something to show
+    qtbot.wait(50)
+    right = window.centralWidget().mapTo(window, window.centralWidget().rect().topRight()).x()
+    assert right <= window.width()
+    for widget in (window.stream, window.distribution, window.plots):
+        corner = widget.mapTo(window, widget.rect().bottomRight())
+        assert corner.x() <= window.width() and corner.y() <= window.height(), widget
+    view = window.plots.graphics
+    assert view.scene().itemsBoundingRect().width() <= view.viewport().width() + 1
+    d = window.distribution
+    for plot in (d.main, d.residual_plot, d.gauge):
+        title = plot.getPlotItem().titleLabel
+        assert title.item.boundingRect().width() <= plot.width(), title.text
+    for plot in window.plots.plots.values():
+        title = plot.titleLabel
+        assert title.item.boundingRect().width() <= view.viewport().width(), title.text
+    window.close_now()

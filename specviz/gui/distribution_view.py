@@ -188,8 +188,6 @@ class DistributionView(QWidget):
             x0=[], y=[], width=[], height=2 * THICK, brushes=[], pen=pg.mkPen(None)
         )
         item.addItem(self.residual_item)
-        self.residual_note = pg.TextItem(anchor=(0, 0.5), color=palette.BOUNDARY)
-        item.addItem(self.residual_note)
 
     # ------------------------------------------------------------------------------ model
 
@@ -284,7 +282,7 @@ class DistributionView(QWidget):
         item = self.main.getPlotItem()
         log = self.log_check.isChecked()
         item.getAxis("bottom").setLogMode(log)
-        item.setLabel("bottom", "probability (log scale)" if log else "probability")
+        item.setLabel("bottom", "probability (log)" if log else "probability")
         if bars is None:
             self.rows = []
             for bar in (self.band, self.p_item):
@@ -359,14 +357,13 @@ class DistributionView(QWidget):
         if bars is None or not bars.residual:
             self.residual_item.setOpts(x0=[], y=[], width=[], brushes=[])
             item.getAxis("left").setTicks([[]])
-            item.getAxis("bottom").setTicks(None)
+            item.getAxis("bottom").setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "1")]])
             item.setXRange(0, 1, padding=0)
             item.setYRange(0, 1, padding=0)
-            note = "" if bars is None else "no resampling here"
-            self.residual_note.setText(note)
-            self.residual_note.setPos(0.02, 0.5)
+            title = "residual" if bars is None else "residual: no resampling here"
+            item.setTitle(title, size="9pt")
             return
-        self.residual_note.setText("")
+        item.setTitle("residual", size="9pt")
         n = len(bars.residual)
         values = np.array(bars.residual, dtype=float)
         brushes = [

@@ -103,6 +103,7 @@ class MainWindow(QMainWindow):
         self.main_splitter = main = QSplitter(Qt.Orientation.Horizontal)
         main.addWidget(left)
         main.addWidget(self.plots)
+        self.plots.setMinimumWidth(340)  # the plots' titles and legends fit from here
         main.setChildrenCollapsible(False)
         main.setStretchFactor(0, 3)
         main.setStretchFactor(1, 2)

@@ -129,6 +129,7 @@ class StreamPanel(QWidget):
         self.next_button.clicked.connect(lambda: self.slider.setValue(self.slider.value() + 1))
         self.round_label = QLabel("No rounds yet: type a prompt and press Step (Space).")
         self.round_label.setTextFormat(Qt.TextFormat.RichText)
+        self.round_label.setWordWrap(True)  # a long line must not widen the window
         row = QHBoxLayout()
         row.addWidget(QLabel("Round"))
         row.addWidget(self.prev_button)
