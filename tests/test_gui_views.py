@@ -220,7 +220,7 @@ def test_distribution_view_other_positions(qtbot):
     view.show_position(r1, 1)  # bonus: p only
     assert "bonus token" in view.summary.text()
     assert not np.any(view.q_item.opts["width"]) and np.any(view.p_item.opts["width"])
-    assert "no resampling here" in view.residual_plot.getPlotItem().titleLabel.text
+    assert view.residual_plot.getPlotItem().titleLabel.text == "residual: none"
     view.show_position(None)
     assert view.bars is None and len(view.q_item.opts["width"]) == 0
     assert "Click a token" in summary_html(None)

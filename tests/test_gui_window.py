@@ -477,9 +477,11 @@ def test_nothing_is_cut_at_1280_by_720(qtbot, tmp_path):
     view = window.plots.graphics
     assert view.scene().itemsBoundingRect().width() <= view.viewport().width() + 1
     d = window.distribution
+    d.show_position(window.session.rounds[1], 0)  # no resampling: the longest title
     for plot in (d.main, d.residual_plot, d.gauge):
         title = plot.getPlotItem().titleLabel
-        assert title.item.boundingRect().width() <= plot.width(), title.text
+        text = title.item.sceneBoundingRect()
+        assert text.left() >= 0 and text.right() <= plot.width(), title.text
     for plot in window.plots.plots.values():
         title = plot.titleLabel
         assert title.item.boundingRect().width() <= view.viewport().width(), title.text

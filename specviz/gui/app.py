@@ -56,9 +56,9 @@ def main(
 
     window = MainWindow(specs, device=device, dtype=dtype)
     screen = app.primaryScreen()
-    if screen is not None:  # as large as the screen allows, up to 1600 x 1000
+    if screen is not None:  # as large as the screen allows, up to 1920 x 1200
         room = screen.availableGeometry()
-        window.resize(min(1600, room.width()), min(1000, room.height()))
+        window.resize(min(1920, room.width()), min(1200, room.height()))
         window.move(room.topLeft())
     previous_hook = sys.excepthook
     sys.excepthook = _excepthook([window])

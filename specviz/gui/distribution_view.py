@@ -360,7 +360,7 @@ class DistributionView(QWidget):
             item.getAxis("bottom").setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "1")]])
             item.setXRange(0, 1, padding=0)
             item.setYRange(0, 1, padding=0)
-            title = "residual" if bars is None else "residual: no resampling here"
+            title = "residual" if bars is None else "residual: none"
             item.setTitle(title, size="9pt")
             return
         item.setTitle("residual", size="9pt")
