@@ -11,12 +11,14 @@ from ..core.stats import RoundStats
 TIMES = "{:.2f}\u00d7"
 STATE_COLOURS = {
     "loading": "#8a6d00",
+    "starting": "#8a6d00",
     "ready": "#1b7a2e",
     "running": "#1f5fbf",
     "paused": "#555555",
     "finished": "#1b7a2e",
     "error": "#c62828",
     "replay": "#8e44ad",
+    "replaying": "#8e44ad",
     "no models": "#c62828",
 }
 
