@@ -57,7 +57,7 @@ def redraw_costs(app, session: Session, mode: str) -> list[float]:
     """Rounds handed to a window's controller as the worker hands them; "step" mode times
     rounds 5-15 and the last 20 (the others arrive in batches, drawn once), "run" mode all."""
     from specviz.gui.main_window import MainWindow
-    from specviz.gui.session_controller import State
+    from specviz.gui.session_state import State
 
     window = MainWindow(None, autosave=False)
     window.show()

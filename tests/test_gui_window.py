@@ -486,3 +486,18 @@ def test_nothing_is_cut_at_1280_by_720(qtbot, tmp_path):
         title = plot.titleLabel
         assert title.item.boundingRect().width() <= view.viewport().width(), title.text
     window.close_now()
+
+
+def test_run_after_a_failed_round_starts_again(qtbot, window):
+    step(qtbot, window)
+    first = window.session.session_id
+    window.controller.engine.worker.engine = None  # as a failed round leaves it (idle thread)
+    window.controller.engine.error.emit("A round failed", "RuntimeError: boom")
+    assert window.state == "error" and dialogs.shown[-1][1] == "A round failed"
+    window.toggle_run()  # Run, not only Step, starts a new session from the prompt
+    qtbot.waitUntil(
+        lambda: window.session is not None and window.session.session_id != first,
+        timeout=TIMEOUT,
+    )
+    qtbot.waitUntil(lambda: rounds(window) >= 1, timeout=TIMEOUT)
+    window.toggle_run()

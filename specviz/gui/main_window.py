@@ -22,7 +22,8 @@ from .distribution_view import DistributionView
 from .files import Files, local_trace
 from .lab_link import LabLink
 from .plots import Plots
-from .session_controller import SessionController, State
+from .session_controller import SessionController
+from .session_state import State
 from .status import StatusBar
 from .stream_panel import StreamPanel
 

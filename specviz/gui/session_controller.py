@@ -17,38 +17,18 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from enum import Enum
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..core.session import Session
 from ..core.stats import RoundStats, RunningStats
 from ..core.trace import Round, SessionHeader, Settings
+from .session_state import State
 from .worker import EngineThread, Loaded
 
 REPLAY_INTERVAL_MS = 80  # pace of Run in a replay
 SLICE_S = 0.05  # drawing a long trace: at most this long between two event-loop turns
 DRAW_BATCH = 200  # rounds handed to the views in one signal while drawing a long trace
-
-
-class State(str, Enum):
-    """Where the session is; the one source of what the actions may do."""
-
-    NO_MODELS = "no models"
-    LOADING = "loading"  # a model pair is loading on the worker
-    STARTING = "starting"  # reading the prompt, measuring step costs (then one Step)
-    READY = "ready"  # models loaded, no rounds yet
-    PAUSED = "paused"  # rounds so far; Step or Run goes on
-    RUNNING = "running"  # asking for the next round whenever the last one arrived
-    FINISHED = "finished"  # max new tokens, end-of-text or context length: see finish_reason
-    ERROR = "error"  # the engine lost its session: the next Step starts a new one
-    REPLAY = "replay"  # a loaded trace, no models needed
-    REPLAYING = "replaying"  # Run in a replay
-    CLOSED = "closed"
-
-    @property
-    def live(self) -> bool:
-        return self not in (State.REPLAY, State.REPLAYING)
 
 
 class SessionController(QObject):
@@ -195,6 +175,10 @@ class SessionController(QObject):
         if not self.state.live:
             self._replay_step()
             return
+        self._step(prompt, settings, restart=self.state is State.ERROR)
+
+    def _step(self, prompt: str, settings: Settings, restart: bool) -> None:
+        """A live Step; restart: the engine lost its session (a round or a start failed)."""
         if self._request is not None or self.state in (State.FINISHED, State.CLOSED):
             return  # back-pressure: one request at a time
         if self.models is None:
@@ -205,7 +189,7 @@ class SessionController(QObject):
         session = self.session
         # White space added around the prompt (a stray Space) keeps the session.
         changed = session is not None and prompt.strip() != session.header.prompt.strip()
-        if session is None or changed or self.state is State.ERROR:
+        if session is None or changed or restart:
             what = "A changed prompt starts a new session" if changed else "Starting again"
             if not self.discard_ok(what):
                 self._set_state(self._idle_state())
@@ -277,9 +261,10 @@ class SessionController(QObject):
             return
         if self.state in (State.LOADING, State.STARTING):
             return
+        restart = self.state is State.ERROR
         self._set_state(State.RUNNING)
         if self._request is None:
-            self.step(prompt, settings)
+            self._step(prompt, settings, restart)
 
     def pause(self) -> None:
         """Stop asking for rounds (one in flight still arrives)."""
