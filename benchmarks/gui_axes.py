@@ -1,10 +1,11 @@
-"""A Step's full redraw with and without three treatments, interleaved in one window:
+"""A Step's full redraw with and without four treatments, interleaved in one window:
 fixed axis widths against widths fitted to the labels, a pixmap cache for the axes against
-none, and no markers on the per-round acceptance past 200 rounds against markers (run last,
-past round 200 with --rounds 600), all specviz's defaults. Blocks of 10 rounds alternate; the
-block are not counted (the switch itself relays out). Not a test.
+none, no markers on the per-round acceptance past 200 rounds against markers, and curves
+downsampled to a point per pixel against five (the last two run late in the session, past
+round 400 with --rounds 800), all specviz's defaults. Blocks of 10 rounds alternate; the
+first 2 rounds of each block are not counted (the switch itself relays out). Not a test.
 
-    QT_QPA_PLATFORM=offscreen python benchmarks/gui_axes.py --rounds 600
+    QT_QPA_PLATFORM=offscreen python benchmarks/gui_axes.py --rounds 800
 """
 
 from __future__ import annotations
@@ -73,7 +74,16 @@ def main() -> int:
     def markers(on: bool) -> None:  # past SYMBOL_ROUNDS the per-round curve has no markers
         plots_module.SYMBOL_ROUNDS = 200 if on else 10**9
 
-    experiments = {"fixed widths": widths, "axis pixmap cache": cache, "no markers": markers}
+    def pixel(on: bool) -> None:  # curves downsampled to a point per pixel, not five
+        for curve in window.plots.curves:
+            curve.opts["autoDownsampleFactor"] = 1.0 if on else 5.0
+
+    experiments = {
+        "fixed widths": widths,
+        "axis pixmap cache": cache,
+        "no markers": markers,
+        "point per pixel": pixel,
+    }
     rounds = iter(session.rounds)
     for name, switch in experiments.items():
         costs: dict[bool, list[float]] = {True: [], False: []}
