@@ -33,7 +33,7 @@ def test_lab_editor_rows_show_token_names_as_written(qtbot):
     qtbot.addWidget(editor)
     editor.set_values(np.array([0.5, 0.5]), np.array([0.2, 0.8]), [HOSTILE, "b"])
     assert editor.labels[0] == HOSTILE
-    label = editor._rows[0]["label"]
+    label = editor.row_label(0)
     assert label.textFormat() == Qt.TextFormat.PlainText and label.text() == HOSTILE
     tip = editor.slider("p", 0).toolTip()
     doc = QTextDocument()

@@ -42,7 +42,7 @@ def window(qtbot):
 
 def run_to_end(qtbot, window, n: int, rule: str = "correct"):
     mc = window.monte_carlo
-    mc.set_rule(rule)
+    mc.rule.setCurrentIndex(lab.RULES.index(rule))
     mc.samples.setValue(n)
     # Wait on the panel's GUI-thread signals: pytest-qt's blocker must not be woken from
     # the worker's thread (its timer would be stopped from there).
@@ -133,7 +133,7 @@ def test_monte_carlo_lands_on_p_live(window, qtbot):
 
 @pytest.mark.parametrize("rule", ["naive-reject", "resample-from-p"])
 def test_wrong_rule_is_labelled_and_misses(window, qtbot, rule):
-    window.monte_carlo.set_rule(rule)
+    window.monte_carlo.rule.setCurrentIndex(lab.RULES.index(rule))
     assert "WRONG RULE" in window.monte_carlo.rule_note.text()
     assert window.monte_carlo.rule.currentText().startswith("WRONG")
     result = run_to_end(qtbot, window, 200_000, rule)

@@ -123,6 +123,7 @@ class DistributionView(QWidget):
         )
         self.gauge = AcceptGauge()
         self.rows: list[int] = []  # the bars drawn in the main plot, top to bottom
+        self.token_labels: list[str] = []  # their labels on the token axis, as drawn
         self._build_main()
         self._build_residual()
         for plot in (self.main, self.residual_plot):
@@ -284,7 +285,7 @@ class DistributionView(QWidget):
         item.getAxis("bottom").setLogMode(log)
         item.setLabel("bottom", "probability (log)" if log else "probability")
         if bars is None:
-            self.rows = []
+            self.rows, self.token_labels = [], []
             for bar in (self.band, self.p_item):
                 bar.setOpts(x0=[], y=[], width=[], brushes=[])
             for bar in (self.q_item, self.min_item, self.excess_item):
@@ -348,7 +349,8 @@ class DistributionView(QWidget):
         # The axis has a fixed width: a label wider than it would be hidden, so it is cut
         # at the end (the tag stays).
         axis = item.getAxis("left")
-        axis.setTicks([list(zip(range(n), fit_tick_labels(axis, labels)))])
+        self.token_labels = fit_tick_labels(axis, labels)
+        axis.setTicks([list(enumerate(self.token_labels))])
         item.setYRange(-0.6, n - 0.4, padding=0)
         item.setXRange(left, top, padding=0)
 

@@ -195,6 +195,9 @@ class DistributionEditor(QWidget):
         except ValueError:
             pass  # reported through `refused`; the widgets show the unchanged values
 
+    def row_label(self, index: int) -> QLabel:
+        return self._rows[index]["label"]
+
     def slider(self, kind: str, index: int) -> QSlider:
         return self._rows[index][f"{kind}_slider"]
 

@@ -120,9 +120,6 @@ class MonteCarloPanel(QGroupBox):
         self.result = None
         self._draw(None)
 
-    def set_rule(self, rule: str) -> None:
-        self.rule.setCurrentIndex(RULES.index(rule))
-
     def run(self) -> None:
         """Start a run with the current controls (a running one is cancelled first)."""
         self.cancel()

@@ -78,7 +78,3 @@ class StatusBar(QStatusBar):
             f"\u03b1 {f(stats.alpha_running, '{:.2f}')} \u00b7 "
             f"speedup {f(stats.speedup_measured, TIMES)}"
         )
-
-    @property
-    def state_text(self) -> str:
-        return self.state.toolTip().removeprefix("state: ")

@@ -177,11 +177,6 @@ class StreamPanel(QWidget):
         total = max(self._total, self.view.round_count)
         self.round_label.setText(round_text(self.view.round(index), total))
 
-    @property
-    def at_end(self) -> bool:
-        """The slider is on the newest round (new rounds are then followed)."""
-        return self.slider.value() >= self.slider.maximum()
-
     def _slider_moved(self, index: int) -> None:
         if 0 <= index < self.view.round_count:
             self.round_chosen.emit(index)
