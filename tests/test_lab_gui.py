@@ -305,3 +305,10 @@ def test_progress_text_fits(window):
     bar = window.monte_carlo.progress
     text = "1,000,000 / 1,000,000 (cancelled)"
     assert bar.minimumWidth() > bar.fontMetrics().horizontalAdvance(text)
+
+
+def test_bars_tell_their_values_on_hover(window):
+    bars = window.position_bars  # the seeds' example: A-D
+    text = bars.describe(0)
+    assert text.startswith("'A'") and "p (target): 0.5" in text and "q (draft): 0.2" in text
+    assert bars.describe(99) == ""

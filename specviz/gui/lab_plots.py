@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtGui import QFont
+from PySide6.QtGui import QCursor, QFont
+from PySide6.QtWidgets import QToolTip
 
 from ..core.bars import REST_LABEL
 from . import palette
@@ -92,6 +93,7 @@ class GroupedBars(pg.PlotWidget):
             )
             self.addItem(bar)
             self.bars.append(bar)
+        self.scene().sigMouseMoved.connect(self._hover)
 
     def set_values(self, labels: Sequence[str], values: Sequence[np.ndarray | None]) -> None:
         """Heights per series (None hides a series), one per label."""
@@ -111,6 +113,27 @@ class GroupedBars(pg.PlotWidget):
             self.setXRange(-0.6, max(n, 1) - 0.4, padding=0)
         # Head-room for the legend above the tallest bar.
         self.setYRange(0, max(top, 0.05) * 1.3, padding=0)
+
+    def describe(self, group: int) -> str:
+        """The hover text of one token's group: every series' value, with more digits."""
+        if not 0 <= group < len(self.labels):
+            return ""
+        lines = [repr(self.labels[group])]
+        for name, bar in zip(self.series, self.bars):
+            heights = bar.opts["height"]
+            if group < len(heights):
+                lines.append(f"{name}: {float(heights[group]):.4g}")
+        return "\n".join(lines)
+
+    def _hover(self, pos) -> None:
+        view = self.getPlotItem().getViewBox()
+        if not view.sceneBoundingRect().contains(pos):
+            return
+        text = self.describe(int(round(view.mapSceneToView(pos).x())))
+        if text:
+            QToolTip.showText(QCursor.pos(), text, self)
+        else:
+            QToolTip.hideText()
 
     def heights(self, series: int) -> np.ndarray:
         """The current heights of one series (for tests and readers)."""
