@@ -113,8 +113,6 @@ def _open_window(args: argparse.Namespace) -> int:
         specs = model_specs(args)
     except UsageError as e:
         return fail(str(e))
-    except ImportError:
-        specs = None  # no built-in pairs in this installation
     from .gui.app import main as gui_main
 
     return gui_main(specs, args.device, args.dtype, args.trace)

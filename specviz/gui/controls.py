@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
 from ..core.prompts import example_prompts
 from ..core.trace import Settings
 
@@ -39,19 +40,9 @@ DEMO_SEED = 5
 
 
 def builtin_pairs() -> list[str]:
-    """Names of the built-in pairs, default first (empty if none are available)."""
-    try:
-        from ..core import builtin
-    except ImportError:
-        return []
-    pairs = getattr(builtin, "BUILTIN_PAIRS", {})
-    names = [getattr(p, "name", p) for p in pairs]
-    names = [str(n).removeprefix("builtin:") for n in names]
-    default = str(getattr(builtin, "DEFAULT_PAIR", "")).removeprefix("builtin:")
-    if default in names:
-        names.remove(default)
-        names.insert(0, default)
-    return names
+    """Names of the built-in pairs, the default first."""
+    names = [name for name in BUILTIN_PAIRS if name != DEFAULT_PAIR]
+    return [DEFAULT_PAIR, *names] if DEFAULT_PAIR in BUILTIN_PAIRS else names
 
 
 class Controls(QWidget):
