@@ -133,7 +133,8 @@ class MainWindow(QMainWindow):
         self.actions_.run.setText("Pause" if running else "Run")
         self.actions_.step.setEnabled(c.can_step)
         self.actions_.run.setEnabled(running or c.can_step and state is not State.FINISHED)
-        self.actions_.continue_.setEnabled(state is State.FINISHED)
+        can_go_on = state is State.FINISHED and c.finish_reason in ("max_new_tokens", "eos")
+        self.actions_.continue_.setEnabled(can_go_on)
         self.controls.load_button.setEnabled(state is not State.LOADING)
         if state is State.FINISHED:
             self.stream.banner.show_end(c.finish_reason)
