@@ -22,6 +22,7 @@ class Actions:
     export_csv: QAction
     quit: QAction
     lab: QAction
+    tune: QAction
 
 
 def build_actions(window) -> Actions:
@@ -70,6 +71,7 @@ def build_actions(window) -> Actions:
         ),
         quit=action("Quit", window.close, QKeySequence.StandardKey.Quit, "Close specviz"),
         lab=None,
+        tune=None,
     )  # fmt: skip
     acts.run.setCheckable(True)
 
@@ -95,6 +97,10 @@ def build_actions(window) -> Actions:
     tools = bar.addMenu("&Tools")
     acts.lab = action("Losslessness lab\u2026", window.open_lab, None, "Verify the rule")
     tools.addAction(acts.lab)
+    acts.tune = action(
+        "Tune K\u2026", window.open_tune, None, "The K advisor from this session; a K sweep"
+    )
+    tools.addAction(acts.tune)
 
     toolbar = QToolBar("Session", window)
     toolbar.setObjectName("session-toolbar")

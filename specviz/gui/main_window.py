@@ -26,6 +26,7 @@ from .session_controller import SessionController
 from .session_state import State
 from .status import StatusBar
 from .stream_panel import StreamPanel
+from .tune_link import TuneLink
 
 REFRESH_MS = 250  # while running, plots and bars are redrawn at most this often
 
@@ -59,6 +60,7 @@ class MainWindow(QMainWindow):
         exporters["distribution"] = self.distribution
         self.files = Files(self, self.controller, self.status, exporters)
         self.lab = LabLink(self.controller, self.distribution)
+        self.tune = TuneLink(self.controller, self.controls)
         self.actions_ = build_actions(self)
 
         c = self.controller
@@ -209,6 +211,9 @@ class MainWindow(QMainWindow):
     def open_lab(self) -> None:
         self.lab.open()
 
+    def open_tune(self) -> None:
+        self.tune.open()
+
     # ------------------------------------------------------------------------------ views
 
     def _on_session_reset(self, header: SessionHeader | None) -> None:
@@ -308,4 +313,5 @@ class MainWindow(QMainWindow):
         """Stop at a round boundary, join the worker thread, close the lab (idempotent)."""
         self._refresh_timer.stop()
         self.lab.close()
+        self.tune.close()
         self.controller.shutdown()

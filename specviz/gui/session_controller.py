@@ -408,6 +408,10 @@ class SessionController(QObject):
             self.autosaver = None
             self.message.emit(f"Autosave is off: {e}", 10000)
 
+    def remeasure(self) -> None:
+        """Fresh cost-model probes after the next round (the Tune panel asks)."""
+        self.engine.request_remeasure.emit()
+
     def request_position(self, round_index: int, position: int) -> bool:
         """Ask the worker for full p and q at a position of the live session (the lab)."""
         if not self.state.live or self.models is None or self.session is None:

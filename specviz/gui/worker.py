@@ -159,6 +159,12 @@ class Worker(QObject):
             return
         self.engine.finish_reason = None
 
+    @Slot()
+    def remeasure(self) -> None:
+        """A full cost-model probe after the next round (the Tune panel's Re-measure)."""
+        if self.engine is not None:
+            self.engine.prober.request_full()
+
     @Slot(object, object)
     def compute_position(self, context_ids: list, settings: Settings) -> None:
         """Full-vocabulary p and q (raw and warped) after context_ids, for the lab."""
@@ -191,6 +197,7 @@ class EngineThread(QObject):
     request_step = Signal()
     request_settings = Signal(object)
     request_continue = Signal(object)
+    request_remeasure = Signal()
     request_position = Signal(object, object)
     # the worker's signals, relayed to the GUI thread
     loaded = Signal(object)
@@ -211,6 +218,7 @@ class EngineThread(QObject):
         self.request_step.connect(self.worker.step)
         self.request_settings.connect(self.worker.update_settings)
         self.request_continue.connect(self.worker.continue_session)
+        self.request_remeasure.connect(self.worker.remeasure)
         self.request_position.connect(self.worker.compute_position)
         for name in ("loaded", "session_started", "round_ready", "position_ready", "error", "busy"):
             getattr(self.worker, name).connect(getattr(self, name))  # queued: a thread hop
