@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from . import sampling
+from .bars import REST_LABEL  # noqa: F401 (the last bar of a long distribution; re-exported)
 from .lab_rules import MAX_SAMPLES, MIN_SAMPLES, RULE_LABELS, RULES  # noqa: F401 (re-exported)
 from .sampling import SamplingConfig, acceptance_mass, residual_distribution, warp
 
@@ -29,7 +30,6 @@ SEED_Q = (0.2, 0.4, 0.3, 0.1)
 SEED_P = (0.5, 0.1, 0.1, 0.3)
 
 
-REST_LABEL = "(everything else)"  # the last bar of a long distribution
 LEVEL = 0.001  # a chi-square p-value below this says the emitted tokens do not follow p
 MIN_EXPECTED = 5.0  # chi-square cells expected fewer times than this are merged into one
 
