@@ -4,7 +4,6 @@ export -> open round trip, replay, CSV / plot exports, drag-and-drop, autosave r
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 
 import pytest
@@ -15,12 +14,12 @@ from specviz.core.autosave import Autosaver
 from specviz.core.bars import position_bars
 from specviz.core.session import Session
 from specviz.core.trace import dumps
-from specviz.core.tracefile import save
+from specviz.core.tracefile import save, session_lines
 from specviz.gui import dialogs, session_controller
 from specviz.gui.main_window import MainWindow
 from specviz.gui.token_view import status_of
 from specviz.gui.worker import Loaded
-from tests.fixtures import sample_header, sample_rounds
+from tests.fixtures import all_details, sample_header, sample_rounds, sample_session
 
 TIMEOUT = 60_000
 
@@ -218,7 +217,7 @@ def test_export_open_round_trip_and_replay(qtbot, window, tmp_path):
     replay = make_window(qtbot)  # no models at all
     assert replay.files.open_trace(path)
     assert replay.state == "replay" and replay.controller.models is None
-    assert replay.session.rounds == window.session.rounds  # identical records
+    assert all_details(replay.session) == window.session.rounds  # identical records
     assert replay.session.header == window.session.header
     replay.stream.view.click(1, 0)
     assert view_state(replay) == live_state  # identical view state
@@ -230,7 +229,10 @@ def test_export_open_round_trip_and_replay(qtbot, window, tmp_path):
     replay.toggle_run()
     qtbot.waitUntil(lambda: len(replay.session.rounds) == 4, timeout=TIMEOUT)
     qtbot.waitUntil(lambda: replay.state == "replay", timeout=TIMEOUT)
-    assert replay.session.rounds == window.session.rounds
+    assert all_details(replay.session) == window.session.rounds
+    again = tmp_path / "again.jsonl"
+    assert replay.files.export_trace(again)  # the replayed rounds' lines, as they were read
+    assert again.read_bytes() == path.read_bytes()
     replay.new_session()
     assert replay.state == "no models" and replay.session is None
     replay.close_now()
@@ -255,12 +257,9 @@ def view_state(window) -> dict:
 
 
 def test_long_trace_is_drawn_in_slices(qtbot, tmp_path):
-    r0, r1 = sample_rounds()
-    rounds = [
-        dataclasses.replace(r0 if i % 2 == 0 else r1, index=i, context_len=3 + 2 * i)
-        for i in range(1500)
-    ]
-    save(Session(sample_header(), rounds), tmp_path / "long.jsonl")
+    session = sample_session(1500)
+    rounds = session.rounds
+    save(session, tmp_path / "long.jsonl")
     window = make_window(qtbot)
     messages = []
     original = window.status.set_busy
@@ -268,7 +267,7 @@ def test_long_trace_is_drawn_in_slices(qtbot, tmp_path):
     assert window.files.open_trace(tmp_path / "long.jsonl")
     assert window.controller.drawing  # the window is back in the event loop before the end
     qtbot.waitUntil(lambda: not window.controller.drawing, timeout=TIMEOUT)
-    assert window.session.rounds == rounds and window.stream.view.round_count == 1500
+    assert all_details(window.session) == rounds and window.stream.view.round_count == 1500
     assert any(m.startswith("drawing round") for m in messages)
     assert window.plots.rounds == 1500 and window.distribution.selected[0] == 1499
     window.close_now()
@@ -300,12 +299,8 @@ def test_a_replay_is_complete_when_it_stops_drawing(qtbot, tmp_path, monkeypatch
     and select the last round before `drawing` turns False."""
     monkeypatch.setattr(session_controller, "SLICE_S", 0.0)
     shown_rounds = []
-    r0, r1 = sample_rounds()
-    rounds = [
-        dataclasses.replace(r0 if i % 2 == 0 else r1, index=i, context_len=3 + 2 * i)
-        for i in range(3 * session_controller.DRAW_BATCH + 7)
-    ]
-    save(Session(sample_header(), rounds), tmp_path / "long.jsonl")
+    rounds = sample_session(3 * session_controller.DRAW_BATCH + 7).rounds
+    save(sample_session(len(rounds)), tmp_path / "long.jsonl")
     window = make_window(qtbot)
     original = window.status.set_figures
     window.status.set_figures = lambda stats, n: (shown_rounds.append(n), original(stats, n))
@@ -341,6 +336,18 @@ def test_bad_traces_show_an_error(qtbot, tmp_path):
         "text.jsonl": b"hello world\n",
         "schema.jsonl": json.dumps({"type": "session", "schema": "specviz.trace/9"}).encode(),
     }
+    # numbers out of any range (issue 14): a message, never a traceback or an abort
+    for name, field, value in (
+        ("p.jsonl", "p", 10**400),
+        ("drafted.jsonl", "n_drafted", 10**400),
+        ("accepted.jsonl", "n_accepted", -1),
+        ("huge.jsonl", "n_accepted", 100_000_000),
+    ):
+        objs = [
+            json.loads(line) for line in session_lines(Session(sample_header(), sample_rounds()))
+        ]
+        (objs[1]["tokens"][0] if field == "p" else objs[1])[field] = value
+        cases[name] = "\n".join(json.dumps(obj) for obj in objs).encode()
     for name, content in cases.items():
         (tmp_path / name).write_bytes(content)
         assert not window.files.open_trace(tmp_path / name), name
@@ -384,7 +391,7 @@ def test_autosave_is_offered_back(qtbot, window, tmp_path):
     window.controller.autosaver = None  # as if the app had crashed here: the file stays
     restored = make_window(qtbot)
     assert restored.files.offer_restore()
-    assert restored.state == "replay" and restored.session.rounds == rounds
+    assert restored.state == "replay" and all_details(restored.session) == rounds
     assert not restored.controller.exported  # leaving it asks before throwing it away
     restored.new_session()
     assert dialogs.shown[-1][1] == "Discard this session?"
@@ -428,7 +435,7 @@ def test_continue_after_max_new_tokens_goes_on_in_the_same_session(qtbot, window
     path = tmp_path / "continued.jsonl"
     assert window.files.export_trace(path)
     replay = make_window(qtbot)
-    assert replay.files.open_trace(path)  # a valid trace: no finish_reason mid-session
+    assert replay.files.open_trace(path), dialogs.shown[-1]  # valid: no finish mid-session
     replay.close_now()
 
 

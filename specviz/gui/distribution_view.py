@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.bars import PositionBars, position_bars
+from ..core.session import Session
 from ..core.trace import Round, TraceError
 from . import palette
 from .accept_gauge import AcceptGauge
@@ -98,6 +99,7 @@ class DistributionView(QWidget):
         self.bars: PositionBars | None = None
         self._round: Round | None = None
         self._position = 0
+        self._session: Session | None = None
         self.summary = QLabel("Click a token to see its position's distributions.")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
@@ -192,13 +194,17 @@ class DistributionView(QWidget):
 
     # ------------------------------------------------------------------------------ model
 
-    def show_position(self, rnd: Round | None, position: int = 0) -> None:
-        """Show a position of a round (None: nothing selected)."""
-        self._round, self._position = rnd, position
+    def show_position(
+        self, rnd: Round | None, position: int = 0, session: Session | None = None
+    ) -> None:
+        """Show a position of a round (None: nothing selected). session: the session the
+        round belongs to, which holds the top-N lists of a trace read from a file."""
+        self._round, self._position, self._session = rnd, position, session
         if rnd is None:
             self.show_bars(None)
             return
         try:
+            rnd = rnd if session is None else session.details(rnd.index)
             limits = self.row_limits()
             bars = position_bars(rnd, position, *limits)
             # The summary's height sets the plots': when it changes, lay it out first, then
@@ -229,7 +235,7 @@ class DistributionView(QWidget):
 
     def _redraw(self) -> None:
         if self._round is not None:
-            self.show_position(self._round, self._position)
+            self.show_position(self._round, self._position, self._session)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)

@@ -5,6 +5,7 @@ only."""
 from __future__ import annotations
 
 from ..core.bars import position_bars
+from ..core.trace import TraceError
 from .distribution_view import DistributionView
 from .session_controller import SessionController
 
@@ -46,7 +47,11 @@ class LabLink:
         if self.controller.request_position(round_index, position):
             self._title = title
             return
-        bars = position_bars(session.rounds[round_index], position)
+        try:
+            bars = position_bars(session.details(round_index), position)
+        except TraceError as e:  # a trace's top-N lists are parsed when first shown
+            self._say(f"this position's stored lists: {e}")
+            return
         if any(v is None for v in bars.p) or any(v is None for v in bars.q):
             self._say("this position stores only one of p and q: pick a judged token")
             return

@@ -285,9 +285,15 @@ class SessionController(QObject):
         reason = self.finish_reason
         if self.state is not State.FINISHED or reason not in ("max_new_tokens", "eos"):
             return False
+        # The round that ended the session becomes a round of the continued one: no finish,
+        # and the new limits (a trace allows no finish_reason before the last round, and a
+        # round that reaches its max_new_tokens must carry one).
         last = self.session.rounds[-1]
-        self.session.rounds[-1] = dataclasses.replace(last, finish_reason=None)
-        self._autosave("start", self.session.header, self.session.rounds)
+        limits = last.settings and dataclasses.replace(
+            last.settings, max_new_tokens=settings.max_new_tokens, ignore_eos=settings.ignore_eos
+        )
+        self.session.rounds[-1] = dataclasses.replace(last, finish_reason=None, settings=limits)
+        self._autosave("start", self.session.header, self.session)  # rewritten, as it goes on
         self.engine.request_continue.emit(settings)
         self._set_state(State.PAUSED)
         self._request = "step"
@@ -315,7 +321,7 @@ class SessionController(QObject):
             return self.new_session()
         self._replay_timer.stop()
         self._draw_until = 0
-        self._begin(Session(self.replay_source.header))
+        self._begin(self.replay_source.rewound())
         self._set_state(State.REPLAY)
         return True
 
@@ -353,7 +359,7 @@ class SessionController(QObject):
         self.exported = exported
         t, d = source.header.target, source.header.draft
         self.pair_changed.emit(t.name if t.name == d.name else f"{t.name} + {d.name}", t.device)
-        self._begin(Session(source.header))
+        self._begin(source.rewound())  # its lines: top-N lists, export as read
         self._set_state(State.REPLAY)
         self._draw_until = len(source.rounds)
         self._draw_slice()
