@@ -10,6 +10,7 @@ trace may hold 100k rounds, so list checks use C-level map() passes, not Python 
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from typing import Any
@@ -18,6 +19,7 @@ from .trace import (
     EVENT_LISTS,
     EVENT_NUMBERS,
     HEADER_KEYS,
+    MAX_K,
     SCHEMA_MAJOR,
     STATUSES,
     STOP_REASONS,
@@ -203,7 +205,7 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
     if "events_ms" in obj:
         extras["events_ms"] = _get(obj, "events_ms", float, line, optional=True)
     if "probes" in obj:
-        extras["probes"] = _get(obj, "probes", dict, line, optional=True)
+        extras["probes"] = _probes(_get(obj, "probes", dict, line, optional=True), line)
     if "copied_from" in obj:
         span = _get(obj, "copied_from", list, line, optional=True)
         if span is not None:
@@ -211,6 +213,46 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
                 raise TraceError("expected [start, end] positions", line, "copied_from")
             extras["copied_from"] = tuple(span)
     return extras
+
+
+def _probes(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
+    """A cost-model probe record (core/probes.py): {"context_len": n >= 0, "target_ms":
+    [[n, ms], ...] with distinct n in 1..MAX_K + 1, "draft_ms": ms}, times finite and >= 0.
+    Checked here because the cost model folds it into every summary."""
+    if value is None:
+        return None
+    out = dict(value)
+    context = _get(value, "context_len", int, line, optional=True, prefix="probes.")
+    if context is not None and context < 0:
+        raise TraceError(f"{context}: negative", line, "probes.context_len")
+    out["draft_ms"] = _probe_ms(value.get("draft_ms"), line, "probes.draft_ms")
+    pairs = _get(value, "target_ms", list, line, optional=True, prefix="probes.")
+    if pairs is not None:
+        if len(pairs) > MAX_K + 1:
+            raise TraceError(f"{len(pairs)} entries, more than K + 1", line, "probes.target_ms")
+        seen: set[int] = set()
+        for i, pair in enumerate(pairs):
+            name = f"probes.target_ms[{i}]"
+            if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not int:
+                raise TraceError("expected [n, ms] with n an integer", line, name)
+            if not 1 <= pair[0] <= MAX_K + 1 or pair[0] in seen:
+                raise TraceError(f"n = {pair[0]}: not a new n in 1..{MAX_K + 1}", line, name)
+            seen.add(pair[0])
+        out["target_ms"] = [
+            [n, _probe_ms(ms, line, f"probes.target_ms[{i}]")] for i, (n, ms) in enumerate(pairs)
+        ]
+    return out
+
+
+def _probe_ms(value: Any, line: int, name: str) -> float | None:
+    if value is None:
+        return None
+    if type(value) not in (int, float):
+        raise type_error(value, float, line, name)
+    ms = _float(value, line, name) if type(value) is int else value
+    if not 0 <= ms < math.inf:
+        raise TraceError(f"{ms}: not a time (finite, >= 0)", line, name)
+    return ms
 
 
 def parse_event(obj: Any, line: int, where: str) -> TokenEvent:
