@@ -175,8 +175,13 @@ def test_run_json_summary(capsys, pair_dirs):
         "alpha",
         "speedup_measured",
         "speedup_predicted",
+        "speedup_refined",
+        "speedup_basis",
+        "speedup_impossible",
+        "window",
         "text",
     } <= set(result)
+    assert result["speedup_basis"] == "probes"  # the cost model's, not the header's baseline
 
 
 def test_core_imports_without_qt():

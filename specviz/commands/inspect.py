@@ -14,10 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import speedup_text
 from .common import fail
 
 MAX_PROBLEMS = 200  # enough to see a pattern; a broken 100k-round trace could list millions
 SHOWN_PROBLEMS = 20
+WHATIF_KS = 8  # the smaller K' the what-if estimate is shown for
 
 
 def add_parser(sub) -> None:
@@ -63,6 +65,7 @@ def describe(session, problems: list) -> dict[str, Any]:
         "finish_reason": session.rounds[-1].finish_reason if session.rounds else None,
         **summary(session),
         "accepted_lengths": fold(session).accepted_lengths,
+        "whatif": whatif(session.rounds),
     }
 
 
@@ -112,15 +115,39 @@ def _figures(d: dict[str, Any]) -> list[str]:
         f"per round   {_f(d['mean_accepted'], '{:.2f}')} accepted, "
         f"{_f(d['tokens_per_forward'], '{:.2f}')} tokens per target pass, "
         f"{_f(d['ms_per_token'], '{:.2f}')} ms per token",
-        f"speedup     measured {_f(d['speedup_measured'], '{:.2f}x')}   predicted "
-        f"{_f(d['speedup_predicted'], '{:.2f}x')}   (c = {_f(d['cost_ratio'])}, target alone "
-        f"{_f(d['baseline_ms_per_token'], '{:.2f}')} ms per token)",
+        f"speedup     {speedup_text.measured(d)}",
+        f"            {speedup_text.predicted(d)}",
+        f"            {speedup_text.basis(d)}",
         "acceptance by position (accepted/judged at draft position 1..K):",
         "            " + ("  ".join(f"{i}: {_f(a)}" for i, a in by_position) or "n/a"),
         "accepted per round (how many rounds kept 0, 1, ... drafts):",
         "            " + ("  ".join(f"{i}: {n}" for i, n in lengths) or "n/a"),
     ]
+    if d["whatif"]:
+        lines.append(
+            "what-if     ESTIMATE for a smaller K' (from the first K' judged positions of each "
+            "round): acceptance, tokens per round"
+        )
+        lines.append(
+            "            "
+            + "  ".join(
+                f"K'={w['k']}: {_f(w['acceptance'])}, {_f(w['tokens_per_round'], '{:.2f}')}"
+                for w in d["whatif"]
+            )
+        )
     return lines
+
+
+def whatif(rounds: list) -> list[dict[str, Any]]:
+    """costmodel.whatif_acceptance for K' = 1 .. K - 1 (at most WHATIF_KS of them, spread over
+    that range), K the largest the rounds asked for. Each is labelled an estimate."""
+    from ..core.costmodel import round_k, whatif_acceptance
+
+    k = max((round_k(rnd) for rnd in rounds), default=0)
+    if k < 2:
+        return []
+    ks = sorted({round(1 + i * (k - 2) / max(WHATIF_KS - 1, 1)) for i in range(WHATIF_KS)})
+    return [whatif_acceptance(rounds, kk) for kk in ks if kk < k]
 
 
 def format_report(path: str, d: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..core.terminal import printable
+from . import speedup_text
 from .common import (
     UsageError,
     add_model_args,
@@ -100,10 +101,10 @@ def format_summary(s: dict) -> str:
             f"mean accepted {f(s['mean_accepted'], '{:.2f}')}",
             f"acceptance rate {f(s['acceptance_rate'])} (accepted/judged)   draft efficiency "
             f"{f(s['draft_efficiency'])} (accepted/drafted)   alpha {f(s['alpha'])}",
-            f"speedup measured {f(s['speedup_measured'], '{:.2f}x')}   predicted "
-            f"{f(s['speedup_predicted'], '{:.2f}x')}   (c = {f(s['cost_ratio'])}, target "
-            f"{f(s['baseline_ms_per_token'], '{:.1f}')} ms/token alone, "
-            f"{f(s['ms_per_token'], '{:.1f}')} ms/token speculative)",
+            f"speedup {speedup_text.measured(s)}   "
+            f"({f(s['ms_per_token'], '{:.1f}')} ms/token speculative)",
+            f"        {speedup_text.predicted(s)}",
+            f"        {speedup_text.basis(s)}",
         ]
     )
 

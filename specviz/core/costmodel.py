@@ -19,24 +19,35 @@ schema 1.1), so a replayed trace gives the same figures as the live session. No 
 - refined prediction: with per-position acceptance a_1..a_K (a_i = accepted / judged at
   drafted position i), E = 1 + sum_i prod_{j<=i} a_j tokens per round, and
   speedup = E T_t(1) / (K T_d(1) + T_t(K+1) + o).
-- Leviathan et al. 2023 (eq. 1, core/stats.py): (1 - a^(K+1)) / ((1 - a)(K c + 1)),
-  c = T_d(1) / T_t(1); it assumes T_t(K+1) = T_t(1) and o = 0, so it overestimates.
+- Leviathan et al. 2023 (arXiv:2211.17192, eq. 1; `predicted_speedup`):
+  (1 - a^(K+1)) / ((1 - a)(K c + 1)), c = T_d(1) / T_t(1); it assumes T_t(K+1) = T_t(1) and
+  o = 0, so it overestimates.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .stats import predicted_speedup
 from .trace import Round
 
 ADVISOR_KS = tuple(range(1, 17))  # the K the advisor's curve covers
 SLOW = 3.0  # a round slower than SLOW x the median of its n_drafted counts as that much
 STEADY = 3  # probes of one n before its own median is used rather than the fitted line
+
+
+def predicted_speedup(alpha: float, k: float, c: float) -> float | None:
+    """Leviathan et al.'s expected walltime improvement for acceptance alpha, K drafts, cost
+    ratio c; None for figures no session has (from a trace that does not validate)."""
+    if not (0 <= alpha <= 1 and 0 <= k <= 1e6 and 0 <= c < math.inf):
+        return None
+    if alpha >= 1.0:
+        return (k + 1) / (k * c + 1)  # the limit alpha -> 1
+    return (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + 1))
 
 
 def expected_tokens(accept: Sequence[float]) -> float:

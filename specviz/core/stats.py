@@ -3,27 +3,26 @@
 - acceptance rate: accepted / judged drafted tokens (discarded ones were never judged);
   it estimates alpha = E[sum_x min(p(x), q(x))], which is averaged over judged positions.
 - draft efficiency: accepted / all drafted tokens (vLLM's "draft acceptance rate").
-- measured speedup: target-only ms per token / speculative ms per emitted token.
-- predicted speedup, Leviathan et al. 2023 eq. 1: (1 - a^(K+1)) / ((1 - a)(K c + 1)).
+- measured speedup: target-only ms per token / speculative ms per emitted token. RunningStats
+  divides by the header's baseline (measured once, at session start); `summary` takes the
+  cost model's (core/costmodel.py: the running median of the probes' T_t(1), over a window
+  of rounds) and falls back to the header's only for a trace without probes (schema 1.0).
+- predicted speedup, Leviathan et al. 2023 (arXiv:2211.17192) eq. 1:
+  (1 - a^(K+1)) / ((1 - a)(K c + 1)); `summary` adds the cost model's refined prediction.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+from typing import Any
 
+from .costmodel import figures, figures_json, predicted_speedup, round_k
 from .session import Session
 from .trace import DRAFTED, JUDGED, Round, SessionHeader, cost_ratio
 
-
-def predicted_speedup(alpha: float, k: float, c: float) -> float | None:
-    """Expected walltime improvement for acceptance alpha, K drafts, cost ratio c; None for
-    figures no session has (from a trace that does not validate)."""
-    if not (0 <= alpha <= 1 and 0 <= k <= 1e6 and 0 <= c < math.inf):
-        return None
-    if alpha >= 1.0:
-        return (k + 1) / (k * c + 1)  # the limit alpha -> 1
-    return (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + 1))
+WINDOW = 64  # rounds the summary's cost-model figures come from (as the window's Tune panel)
+BASIS_PROBES = "probes"  # the cost model's running medians (schema 1.1)
+BASIS_HEADER = "header"  # the header's baseline, measured once at session start (schema 1.0)
 
 
 @dataclass(frozen=True)
@@ -157,8 +156,13 @@ def fold(session: Session) -> RunningStats:
     return stats
 
 
-def summary(session: Session) -> dict:
-    """The summary line of a trace and of `specviz run` / `specviz inspect`."""
+def summary(session: Session, window: int = WINDOW) -> dict:
+    """The summary line of a trace and of `specviz run` / `specviz inspect`.
+
+    The speedup figures (baseline_ms_per_token, cost_ratio, speedup_*) come from the cost
+    model over the last `window` rounds when the rounds carry probes, else from the header
+    (speedup_basis says which). speedup_measured is None when it is impossible (above the
+    K + 1 tokens a round can emit); speedup_measured_raw keeps the figure that was computed."""
     s = fold(session)
     return {
         "rounds": s.rounds,
@@ -173,8 +177,57 @@ def summary(session: Session) -> dict:
         "mean_accepted": s.accepted / s.rounds if s.rounds else None,
         "tokens_per_forward": s.emitted / s.rounds if s.rounds else None,
         "ms_per_token": s.ms / s.emitted if s.emitted else None,
-        "baseline_ms_per_token": s.baseline_ms_per_token,
-        "cost_ratio": s.cost_ratio,
-        "speedup_measured": s.speedup_measured,
-        "speedup_predicted": s.speedup_predicted,
+        **speedup_figures(session, s, window),
+    }
+
+
+def speedup_figures(session: Session, s: RunningStats, window: int = WINDOW) -> dict[str, Any]:
+    """The summary's speedup keys: the cost model's figures where the rounds carry probes;
+    for a trace without any (schema 1.0) the header's baseline over the whole session."""
+    rounds = session.rounds
+    if any(rnd.probes for rnd in rounds):
+        fig = figures(rounds, window)
+        costs = fig.costs
+        raw, k = fig.speedup_measured, fig.k
+        first = fig.first_round
+        figs = {
+            "baseline_ms_per_token": costs.t_target(1),
+            "cost_ratio": costs.cost_ratio,
+            "speedup_predicted": fig.speedup_leviathan,
+            "speedup_refined": fig.speedup_refined,
+            "speedup_basis": BASIS_PROBES,
+            "window": {
+                "first_round": first,
+                "last_round": None if first is None else first + fig.rounds - 1,
+                "rounds": fig.rounds,
+                "probes": costs.counts.get(1, 0),  # T_t(1) probes in the running median
+                "context_len": costs.context_len,
+            },
+            "cost_model": figures_json(fig),
+        }
+    else:
+        raw = s.speedup_measured
+        k = max((round_k(rnd) for rnd in rounds), default=None)
+        figs = {
+            "baseline_ms_per_token": s.baseline_ms_per_token,
+            "cost_ratio": s.cost_ratio,
+            "speedup_predicted": s.speedup_predicted,
+            "speedup_refined": None,
+            "speedup_basis": BASIS_HEADER if s.baseline_ms_per_token else None,
+            "window": {
+                "first_round": 0 if rounds else None,
+                "last_round": len(rounds) - 1 if rounds else None,
+                "rounds": len(rounds),
+                "probes": 0,
+                "context_len": None,
+            },
+            "cost_model": None,
+        }
+    impossible = raw is not None and k is not None and raw > k + 1
+    return {
+        "speedup_measured": None if impossible else raw,
+        "speedup_measured_raw": raw,
+        "speedup_impossible": impossible,
+        "max_tokens_per_round": None if k is None else k + 1,
+        **figs,
     }
