@@ -150,6 +150,7 @@ class SpeculativeEngine:
             draft_ms_per_token=draft_ms,
             drafter=self.drafter.describe(),
             policy=self.policy.config.to_json(),
+            eos_token_id=self.pair.eos_token_id,
         )
         return self.header
 

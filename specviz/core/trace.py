@@ -231,6 +231,9 @@ class SessionHeader:
     # "threshold", ...}). None in a 1.0 trace: a model drafter and a constant K.
     drafter: dict[str, Any] | None = None
     policy: dict[str, Any] | None = None
+    # Schema 1.1, optional: the tokenizer's end-of-text id, which ends a session (finish_reason
+    # "eos") unless it ignores end-of-text. None: not recorded (a 1.0 trace) or no such token.
+    eos_token_id: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # unknown fields, kept for writing
 
     @property
@@ -252,7 +255,7 @@ def _optional(cls: type) -> tuple[str, ...]:
 
 
 HEADER_FIELDS = tuple(f.name for f in dataclasses.fields(SessionHeader) if f.name != "extra")
-HEADER_OPTIONAL = _optional(SessionHeader)  # drafter, policy
+HEADER_OPTIONAL = _optional(SessionHeader)  # drafter, policy, eos_token_id
 HEADER_KEYS = frozenset(("type", "schema", *HEADER_FIELDS))  # any other key is kept in extra
 ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(Round) if f.name != "session_id")
 ROUND_OPTIONAL = _optional(Round)

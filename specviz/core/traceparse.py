@@ -179,6 +179,7 @@ def parse_header(obj: dict[str, Any], line: int = 1) -> SessionHeader:
         draft_ms_per_token=_get(obj, "draft_ms_per_token", float, line, optional=True),
         drafter=_kind_object(obj, "drafter", line),
         policy=_kind_object(obj, "policy", line),
+        eos_token_id=_get(obj, "eos_token_id", int, line, optional=True),
         extra={k: v for k, v in obj.items() if k not in HEADER_KEYS},
     )
 

@@ -130,6 +130,8 @@ def check_header(header: SessionHeader) -> Iterator[Problem]:
         value = getattr(header, name)
         if value is not None and not 0 < value < math.inf:
             yield Problem(1, name, f"{value} is not a positive, finite time")
+    if header.eos_token_id is not None and header.eos_token_id < 0:
+        yield Problem(1, "eos_token_id", f"{header.eos_token_id} is not a token id")
 
 
 def check_round(
@@ -144,6 +146,8 @@ def check_round(
     yield from _round_numbers(rnd, statuses, settings, line, so_far)
     yield from _check_order(rnd, line)
     yield from _finish(rnd, len(emitted), settings, line, so_far, last)
+    if header.eos_token_id is not None:
+        yield from _eos_exact(rnd, header.eos_token_id, settings, line)
     vocab = vocabulary(header)
     for j, event in enumerate(rnd.tokens):
         for name, message in check_token(event, vocab, settings.top_n):
@@ -258,7 +262,9 @@ def _finish(
         )
     elif reason is not None and not last:
         yield Problem(line, "finish_reason", f"{reason!r} on a round that is not the last")
-    if reason == "eos":
+    if reason == "eos" and getattr(settings, "ignore_eos", False):  # a setting newer than 1.1
+        yield Problem(line, "finish_reason", "'eos' in a session that ignores end-of-text")
+    elif reason == "eos":
         yield from _eos(rnd, line, so_far)
     if so_far is None:
         return
@@ -284,7 +290,9 @@ def _finish(
 def _eos(rnd: Round, line: int, so_far: _SoFar | None) -> Iterator[Problem]:
     """A round that ended on an end-of-text token: its last token is one it emitted (the
     resampled or bonus token, or an accepted draft after which nothing was drafted), and no
-    token emitted before it was that token (the session would have ended there)."""
+    token emitted before it was that token (the session would have ended there). Without the
+    header's eos_token_id (a 1.0 trace) that is all that can be checked; with it _eos_exact
+    checks the id itself."""
     last = rnd.tokens[-1] if rnd.tokens else None
     if last is None or not last.emitted:
         yield Problem(line, "finish_reason", "'eos', but the round's last token is not emitted")
@@ -297,3 +305,29 @@ def _eos(rnd: Round, line: int, so_far: _SoFar | None) -> Iterator[Problem]:
             f"'eos', but its end-of-text token {last.id} was emitted earlier (which would "
             "have ended the session there)",
         )
+
+
+def _eos_exact(rnd: Round, eos: int, settings: Settings, line: int) -> Iterator[Problem]:
+    """With the header's eos_token_id (schema 1.1): a round with finish_reason "eos" ends
+    with that id, and no other emitted token is that id (it ends the session) unless the
+    session ignores end-of-text."""
+    ends = rnd.finish_reason == "eos"
+    last = len(rnd.tokens) - 1
+    if ends and rnd.tokens and rnd.tokens[-1].id != eos:
+        yield Problem(
+            line,
+            f"tokens[{last}].id",
+            f"{rnd.tokens[-1].id}, but finish_reason 'eos' says the round ends on the "
+            f"end-of-text token {eos} (the header's eos_token_id)",
+        )
+    if getattr(settings, "ignore_eos", False):
+        return
+    for j, event in enumerate(rnd.tokens):
+        if event.id == eos and event.status in _EMITTED and not (ends and j == last):
+            yield Problem(
+                line,
+                f"tokens[{j}].id",
+                f"the end-of-text token {eos} emitted, but the session did not end there "
+                "(finish_reason 'eos' on the round it ends)",
+            )
+            return
