@@ -96,3 +96,17 @@ def test_a_bad_header_id_is_named(tmp_path, capsys, value, message):
     if value == '"0"':
         with pytest.raises(TraceError):
             load(path)
+
+
+def test_a_session_that_ignores_eos_may_emit_it_but_not_end_on_it():
+    session = synthetic_session(n_rounds=5)
+    settings = dataclasses.replace(session.header.settings, ignore_eos=True)
+    header = dataclasses.replace(session.header, settings=settings, eos_token_id=EOS)
+    rounds = [dataclasses.replace(r, settings=settings) for r in session.rounds]
+    rnd = rounds[1]
+    j = next(j for j, t in enumerate(rnd.tokens) if t.status in ("accepted", "resampled", "bonus"))
+    ignoring = replace_token(Session(header, rounds), 1, j, id=EOS)
+    assert check_session(ignoring) == []
+    ended = Session(header, [*rounds[:-1], dataclasses.replace(rounds[-1], finish_reason="eos")])
+    problems = check_session(ended)
+    assert any("ignores end-of-text" in p.message for p in problems), problems

@@ -262,7 +262,7 @@ def _finish(
         )
     elif reason is not None and not last:
         yield Problem(line, "finish_reason", f"{reason!r} on a round that is not the last")
-    if reason == "eos" and getattr(settings, "ignore_eos", False):  # a setting newer than 1.1
+    if reason == "eos" and settings.ignore_eos:
         yield Problem(line, "finish_reason", "'eos' in a session that ignores end-of-text")
     elif reason == "eos":
         yield from _eos(rnd, line, so_far)
@@ -320,7 +320,7 @@ def _eos_exact(rnd: Round, eos: int, settings: Settings, line: int) -> Iterator[
             f"{rnd.tokens[-1].id}, but finish_reason 'eos' says the round ends on the "
             f"end-of-text token {eos} (the header's eos_token_id)",
         )
-    if getattr(settings, "ignore_eos", False):
+    if settings.ignore_eos:
         return
     for j, event in enumerate(rnd.tokens):
         if event.id == eos and event.status in _EMITTED and not (ends and j == last):
