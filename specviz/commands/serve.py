@@ -1,0 +1,91 @@
+"""`specviz serve`: the engine next to the models, for a window or `specviz run --connect`
+elsewhere (docs/protocol.md). It binds 127.0.0.1 unless told otherwise; every request must
+carry the token it prints. From another machine, tunnel the port over SSH."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from .common import UsageError, add_model_args, fail, model_specs
+
+DEFAULT_PORT = 5555
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "serve", help="serve the engine to a window or `run --connect`", description=__doc__
+    )
+    add_model_args(parser)
+    net = parser.add_argument_group("network")
+    net.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; use an SSH tunnel)",
+    )
+    net.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0 = any free port"
+    )
+    net.add_argument(
+        "--token", help="the token clients must send (default: $SPECVIZ_TOKEN, else a random one)"
+    )
+
+
+def _say(message: str) -> None:
+    print(f"[specviz serve] {message}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..core.models import ModelLoadError
+    from ..remote.protocol import new_token
+    from ..remote.server import Server, ServeError
+
+    try:
+        target, draft = model_specs(args)
+        if not 0 <= args.port < 65536:
+            raise UsageError(f"--port must be in 0..65535, got {args.port}")
+    except UsageError as e:
+        return fail(str(e))
+    token = args.token or os.environ.get("SPECVIZ_TOKEN") or new_token()
+    try:  # listen first: a port in use is reported before minutes of loading
+        server = Server(None, token, host=args.host, port=args.port, specs=(target, draft), log=_say)
+    except ServeError as e:
+        return fail(str(e))
+    try:
+        server.pair = _load(args, target, draft)
+    except KeyboardInterrupt:
+        server.close()
+        return 130
+    except ModelLoadError as e:
+        server.close()
+        return fail(str(e))
+    address = f"{args.host}:{server.port}"
+    print(f"specviz serve: listening on {address}", flush=True)
+    print(f"  token: {token}", flush=True)
+    print(f"  connect: specviz run --connect {address} --token {token}", flush=True)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        _say(
+            f"listening on {args.host}, not only this machine: anyone who can reach the port "
+            "and has the token can drive the engine (an SSH tunnel to 127.0.0.1 is safer)"
+        )
+    previous = {s: signal.signal(s, lambda *_: server.stop()) for s in _signals()}
+    try:
+        server.serve_forever()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        server.close()
+    _say("stopped")
+    return 0
+
+
+def _signals() -> tuple:
+    return tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name))
+
+
+def _load(args: argparse.Namespace, target: str, draft: str):
+    from ..core.models import load_pair
+
+    return load_pair(target, draft, device=args.device, dtype=args.dtype, progress=_say)

@@ -1,0 +1,207 @@
+"""The messages of `specviz serve` (docs/protocol.md), without the sockets.
+
+Every message is a ZeroMQ multipart message whose first frame is one JSON object (UTF-8).
+A request carries the server's token, an `op` and an `id`; every reply names the request
+it answers in `re`. Sessions and rounds travel as the trace format's header and round
+lines (core.trace.header_to_json / tracefile.round_line), so a client parses them with the
+trace reader and gets the very records a local engine makes, floats bit for bit. The one
+binary payload is a position's full p and q: raw little-endian float64 frames after the
+JSON frame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import secrets
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..core.trace import Round, SessionHeader, Settings, TraceError, dumps, header_to_json
+from ..core.tracefile import round_line
+from ..core.traceparse import parse_header, parse_round
+
+PROTOCOL = "specviz.remote/1"
+OPS = ("hello", "start", "step", "run", "pause", "settings", "position", "close")
+# A request is small (a prompt, settings, a context's ids): anything larger is answered with
+# an error. ZeroMQ itself drops a peer whose message exceeds HARD_MAX_BYTES, unread.
+MAX_REQUEST_BYTES = 1 << 20
+HARD_MAX_BYTES = 16 << 20
+# What a client accepts from a server: a round at K = 32 and top-N = 1000 is ~2 MB, a
+# position of a 256k vocabulary 8 MB.
+MAX_REPLY_BYTES = 512 << 20
+POSITION_ARRAYS = ("p_raw", "q_raw", "p", "q")
+
+
+class RemoteError(Exception):
+    """A request the server answered with an error; `code` says which kind (below)."""
+
+    def __init__(self, message: str, code: str = "error"):
+        super().__init__(message)
+        self.code = code
+
+
+class Refused(RemoteError):
+    """Wrong token, or another client drives the server's session."""
+
+
+class ConnectionLost(RemoteError):
+    """No server, or the server went away: whatever was received before stays valid."""
+
+    def __init__(self, message: str):
+        super().__init__(message, "connection_lost")
+
+
+class BadMessage(ValueError):
+    """A request the server cannot read; answered with an error reply, never fatal."""
+
+
+def new_token() -> str:
+    """48 hex digits, as Jupyter's token."""
+    return secrets.token_hex(24)
+
+
+def token_matches(given: Any, expected: str) -> bool:
+    return isinstance(given, str) and hmac.compare_digest(given.encode(), expected.encode())
+
+
+# ---------------------------------------------------------------------------- frames
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    return dumps(obj).encode()
+
+
+def decode_request(frames: list[bytes]) -> dict[str, Any]:
+    """A request's JSON object, or BadMessage naming what is wrong with it."""
+    size = sum(len(f) for f in frames)
+    if size > MAX_REQUEST_BYTES:
+        raise BadMessage(f"a request of {size} bytes; the limit is {MAX_REQUEST_BYTES} bytes")
+    if len(frames) != 1:
+        raise BadMessage(f"a request is one frame, got {len(frames)}")
+    try:
+        obj = orjson.loads(frames[0])
+    except orjson.JSONDecodeError as e:
+        raise BadMessage(f"not a JSON object ({e})") from None
+    if type(obj) is not dict:
+        raise BadMessage(f"expected a JSON object, got {type(obj).__name__}")
+    op = obj.get("op")
+    if op not in OPS:
+        raise BadMessage(f"unknown op {op!r} (one of {', '.join(OPS)})")
+    if "id" in obj and type(obj["id"]) is not int:
+        raise BadMessage("'id' must be an integer")
+    return obj
+
+
+def decode_reply(frames: list[bytes]) -> dict[str, Any]:
+    try:
+        obj = orjson.loads(frames[0])
+    except (orjson.JSONDecodeError, IndexError):
+        raise RemoteError("the server sent something that is not JSON", "bad_reply") from None
+    if type(obj) is not dict or not isinstance(obj.get("type"), str):
+        raise RemoteError("the server sent a message without a type", "bad_reply")
+    return obj
+
+
+def error(code: str, message: str, re: int | None = None) -> dict[str, Any]:
+    return {"type": "error", "re": re, "code": code, "message": message}
+
+
+def raise_error(reply: dict[str, Any]) -> None:
+    code = str(reply.get("code", "error"))
+    message = str(reply.get("message", "the server refused the request"))
+    raise (Refused if code in ("bad_token", "busy") else RemoteError)(message, code)
+
+
+# ---------------------------------------------------------------------------- records
+
+
+def settings_to_json(settings: Settings) -> dict[str, Any]:
+    return dataclasses.asdict(settings)
+
+
+_SETTINGS_TYPES = {f.name: f.type for f in dataclasses.fields(Settings)}
+
+
+def settings_from_json(obj: Any) -> Settings:
+    """Settings from a request; BadMessage for a wrong field, ValueError for a bad value."""
+    if type(obj) is not dict:
+        raise BadMessage("'settings' must be a JSON object")
+    defaults = Settings()
+    values = {}
+    for name, value in obj.items():
+        kind = _SETTINGS_TYPES.get(name)
+        if kind is None:
+            raise BadMessage(f"unknown setting {name!r}")
+        want = type(getattr(defaults, name))
+        if type(value) is bool or not isinstance(value, (int, float) if want is float else int):
+            raise BadMessage(f"setting {name!r} must be a {want.__name__}")
+        values[name] = want(value)
+    settings = Settings(**values)
+    settings.validate()
+    return settings
+
+
+def header_message(header: SessionHeader, re: int | None) -> bytes:
+    """The session header line, as a trace file's first line, plus `re`."""
+    return encode({**header_to_json(header), "re": re})
+
+
+def round_message(rnd: Round) -> bytes:
+    """The round line, as a trace file holds it."""
+    return round_line(rnd).encode()
+
+
+def header_from(obj: dict[str, Any]) -> SessionHeader:
+    obj = {k: v for k, v in obj.items() if k != "re"}
+    try:
+        return parse_header(obj, 1)
+    except TraceError as e:
+        raise RemoteError(f"the server sent a bad session header: {e}", "bad_reply") from None
+
+
+def round_from(obj: dict[str, Any], session_id: str, number: int) -> Round:
+    try:
+        return parse_round(obj, session_id, number)
+    except TraceError as e:
+        raise RemoteError(f"the server sent a bad round: {e}", "bad_reply") from None
+
+
+def position_frames(result: Any, re: int | None) -> list[bytes]:
+    """A core.lab.PositionDistributions as a JSON frame and four float64 frames."""
+    meta = {
+        "type": "position",
+        "re": re,
+        "context_len": result.context_len,
+        "sampling": dataclasses.asdict(result.settings),
+        "top_n": result.top_n,
+        "top_ids": list(result.top_ids),
+        "top_text": list(result.top_text),
+        "arrays": list(POSITION_ARRAYS),
+        "vocab": int(len(result.p)),
+    }
+    arrays = [np.ascontiguousarray(getattr(result, n), dtype="<f8") for n in POSITION_ARRAYS]
+    return [encode(meta), *(a.tobytes() for a in arrays)]
+
+
+def position_from(meta: dict[str, Any], buffers: list[bytes]) -> Any:
+    from ..core.lab import PositionDistributions
+    from ..core.sampling import SamplingConfig
+
+    try:
+        vocab = int(meta["vocab"])
+        if len(buffers) != len(POSITION_ARRAYS) or any(len(b) != 8 * vocab for b in buffers):
+            raise ValueError("array sizes do not match the vocabulary")
+        arrays = [np.frombuffer(b, dtype="<f8").astype(np.float64) for b in buffers]
+        return PositionDistributions(
+            context_len=int(meta["context_len"]),
+            settings=SamplingConfig(**meta["sampling"]),
+            top_n=int(meta["top_n"]),
+            top_ids=tuple(int(i) for i in meta["top_ids"]),
+            top_text=tuple(str(t) for t in meta["top_text"]),
+            **dict(zip(POSITION_ARRAYS, arrays)),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise RemoteError(f"the server sent a bad position: {e}", "bad_reply") from None

@@ -1,0 +1,332 @@
+"""The engine next to the models, behind a ZeroMQ ROUTER socket (docs/protocol.md).
+
+One thread runs everything: it polls the socket, answers requests, and during a `run`
+steps the engine between polls, so a pause, a settings change or a position request is
+answered between two rounds. One client (the one that started the session) drives it; any
+other gets a "busy" error until that client closes its session or goes away. Nothing a
+client sends can stop the server: every fault becomes an error reply and a log line.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from .. import __version__
+from . import protocol as P
+
+HEARTBEAT_MS = 2000  # ZeroMQ pings each peer this often ...
+HEARTBEAT_TIMEOUT_MS = 10_000  # ... and drops one that has not answered for this long
+SEND_HWM = 8  # rounds queued per client: a slow client slows the run, no backlog builds
+
+
+class ServeError(Exception):
+    """The server cannot start (port in use, bad host): one line for the user."""
+
+
+def bind_address(socket: zmq.Socket, host: str, port: int) -> int:
+    """Bind socket to host:port (port 0: any free port); the port it got."""
+    try:
+        socket.bind(f"tcp://{host}:{port if port else '*'}")
+    except zmq.ZMQError as e:
+        if e.errno == zmq.EADDRINUSE:
+            raise ServeError(
+                f"port {port} on {host} is in use (another `specviz serve`?): pick another "
+                "--port, or --port 0 for any free one"
+            ) from None
+        raise ServeError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    return int(socket.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
+
+
+class Server:
+    """Serves one loaded ModelPair. Construct (binds), then serve_forever() on one thread;
+    stop() from any thread; close() on the serving thread after it returns."""
+
+    def __init__(
+        self,
+        pair: Any,
+        token: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        specs: tuple[str, str] = ("", ""),
+        log: Callable[[str], None] = lambda message: None,
+    ):
+        self.pair, self.token, self.host, self.specs, self.log = pair, token, host, specs, log
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.ROUTER)
+        for option, value in (
+            (zmq.ROUTER_MANDATORY, 1),  # a send to a client that went away raises
+            (zmq.MAXMSGSIZE, P.HARD_MAX_BYTES),
+            (zmq.SNDHWM, SEND_HWM),
+            (zmq.LINGER, 0),
+            (zmq.HEARTBEAT_IVL, HEARTBEAT_MS),
+            (zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS),
+            (zmq.HEARTBEAT_TTL, HEARTBEAT_TIMEOUT_MS),
+        ):
+            self.socket.setsockopt(option, value)
+        try:
+            self.port = bind_address(self.socket, host, port)
+        except ServeError:
+            self.close()
+            raise
+        self.stop_event = threading.Event()
+        self.owner: bytes | None = None  # the client that drives the session
+        self.engine = None  # its SpeculativeEngine
+        self.run_state: dict[str, Any] | None = None  # {"re", "max", "count"} while running
+        self.outbox: collections.deque[list[bytes]] = collections.deque()  # to the owner
+
+    # ------------------------------------------------------------------------------ loop
+
+    def serve_forever(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        while not self.stop_event.is_set():
+            if self.outbox:
+                timeout = 10  # the owner's queue is full: wait for it to read
+            else:
+                timeout = 0 if self.run_state is not None else 200
+            if poller.poll(timeout):
+                self._read_requests()
+            if self.outbox:
+                self._flush()
+            elif self.run_state is not None:
+                self._run_one()
+        if self.owner is not None:
+            self._send(self.owner, [P.encode({"type": "bye", "reason": "the server stopped"})])
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+        self.context.term()
+
+    def _read_requests(self) -> None:
+        for _ in range(64):  # then step the run again: requests cannot starve it
+            try:
+                ident, *frames = self.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._handle(ident, frames)
+
+    # ------------------------------------------------------------------------------ sends
+
+    def _send(self, ident: bytes, frames: list[bytes]) -> bool:
+        """Send now; False if the peer is gone. A full queue to the owner is kept in the
+        outbox (sent in order, before any new round); to anyone else it is dropped."""
+        if ident == self.owner and self.outbox:
+            self.outbox.append(frames)
+            return True
+        try:
+            self.socket.send_multipart([ident, *frames], zmq.NOBLOCK)
+        except zmq.Again:
+            if ident == self.owner:
+                self.outbox.append(frames)
+            return True
+        except zmq.ZMQError as e:
+            if e.errno != zmq.EHOSTUNREACH:
+                raise
+            if ident == self.owner:
+                self._owner_gone()
+            return False
+        return True
+
+    def _flush(self) -> None:
+        while self.outbox and self.owner is not None:
+            try:
+                self.socket.send_multipart([self.owner, *self.outbox[0]], zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except zmq.ZMQError as e:
+                if e.errno != zmq.EHOSTUNREACH:
+                    raise
+                self._owner_gone()
+                return
+            self.outbox.popleft()
+
+    def _owner_gone(self) -> None:
+        done = self.run_state["count"] if self.run_state else 0
+        during = f" during a run ({done} rounds sent)" if self.run_state else ""
+        self.log(f"the client went away{during}; its session is closed")
+        self._release()
+
+    def _release(self) -> None:
+        self.owner, self.engine, self.run_state = None, None, None
+        self.outbox.clear()
+
+    def _owner_alive(self) -> bool:
+        """Ping the owner: ZeroMQ forgets a peer whose connection closed or whose
+        heartbeats stopped, and then the send fails."""
+        return self._send(self.owner, [P.encode({"type": "ping"})])
+
+    # ------------------------------------------------------------------------------ requests
+
+    def _handle(self, ident: bytes, frames: list[bytes]) -> None:
+        re = None
+        try:
+            request = P.decode_request(frames)
+            re = request.get("id")
+            if not P.token_matches(request.get("token"), self.token):
+                self.log("refused a request with a wrong token")
+                reply = P.error(
+                    "bad_token", "wrong token: give the token `specviz serve` printed", re
+                )
+                self._send(ident, [P.encode(reply)])
+                return
+            op = request["op"]
+            if op != "hello" and self.owner not in (None, ident) and self._owner_alive():
+                self.log(f"refused a second client's {op!r}: another client drives the session")
+                reply = P.error(
+                    "busy",
+                    "another client is driving this server's session; one client at a time "
+                    "(it must close its session or disconnect first)",
+                    re,
+                )
+                self._send(ident, [P.encode(reply)])
+                return
+            frames_out = getattr(self, f"_op_{op}")(ident, request, re)
+        except P.BadMessage as e:
+            self.log(f"refused a malformed request: {e}")
+            frames_out = [P.encode(P.error("bad_request", str(e), re))]
+        except ValueError as e:  # bad settings, prompt or context
+            frames_out = [P.encode(P.error("bad_value", f"{e}", re))]
+        except Exception as e:  # from torch / transformers: the server survives it
+            self.log(f"a request failed: {type(e).__name__}: {e}")
+            frames_out = [P.encode(P.error("failed", f"{type(e).__name__}: {e}", re))]
+        if frames_out:
+            self._send(ident, frames_out)
+
+    def _ok(self, re: int | None, **fields: Any) -> list[bytes]:
+        return [P.encode({"type": "ok", "re": re, **fields})]
+
+    def _op_hello(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        pair = self.pair
+        return [
+            P.encode(
+                {
+                    "type": "hello",
+                    "re": re,
+                    "protocol": P.PROTOCOL,
+                    "specviz": __version__,
+                    "target_spec": self.specs[0],
+                    "draft_spec": self.specs[1],
+                    "target": vars(pair.target_info),
+                    "draft": vars(pair.draft_info),
+                    "device": str(pair.device),
+                    "vocab_size": pair.vocab_size,
+                    "busy": self.owner not in (None, ident),
+                }
+            )
+        ]
+
+    def _op_start(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        from ..core.engine import SpeculativeEngine
+
+        prompt = request.get("prompt")
+        if not isinstance(prompt, str):
+            raise P.BadMessage("'prompt' must be a string")
+        settings = P.settings_from_json(request.get("settings", {}))
+        calibrate, trace = request.get("calibrate", True), request.get("trace", True)
+        if type(calibrate) is not bool or type(trace) is not bool:
+            raise P.BadMessage("'calibrate' and 'trace' must be true or false")
+        self._release()
+        engine = SpeculativeEngine(self.pair, settings, trace=trace)
+        header = engine.prefill(prompt, calibrate=calibrate)
+        self.owner, self.engine = ident, engine
+        self.log(f"session {header.session_id} started ({len(header.prompt_ids)} prompt tokens)")
+        return [P.header_message(header, re)]
+
+    def _check_session(self, re: int | None) -> list[bytes] | None:
+        if self.engine is None:
+            return [P.encode(P.error("no_session", "no session: send 'start' first", re))]
+        if self.run_state is not None:
+            return [P.encode(P.error("running", "a run is in progress: pause it first", re))]
+        if self.engine.finished:
+            reason = self.engine.finish_reason
+            return [P.encode(P.error("finished", f"the session has finished ({reason})", re))]
+        return None
+
+    def _op_step(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        refused = self._check_session(re)
+        if refused:
+            return refused
+        try:
+            return [P.round_message(self.engine.step())]
+        except Exception:
+            self.engine = None  # its caches may be half-updated
+            raise
+
+    def _op_run(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        limit = request.get("max_rounds")
+        if limit is not None and (type(limit) is not int or limit < 1):
+            raise P.BadMessage("'max_rounds' must be a positive integer or null")
+        refused = self._check_session(re)
+        if refused:
+            return refused
+        self.run_state = {"re": re, "max": limit, "count": 0}
+        return []
+
+    def _run_one(self) -> None:
+        state = self.run_state
+        try:
+            rnd = self.engine.step()
+        except Exception as e:
+            self.log(f"a round failed: {type(e).__name__}: {e}")
+            self.engine, self.run_state = None, None
+            self._stopped(state, "error", f"{type(e).__name__}: {e}")
+            return
+        state["count"] += 1
+        if not self._send(self.owner, [P.round_message(rnd)]):
+            return
+        if self.engine.finished:
+            self._stopped(state, "finished")
+        elif state["max"] is not None and state["count"] >= state["max"]:
+            self._stopped(state, "max_rounds")
+
+    def _stopped(self, state: dict, reason: str, message: str = "") -> None:
+        self.run_state = None
+        stopped = {"type": "stopped", "re": state["re"], "reason": reason, "rounds": state["count"]}
+        if message:
+            stopped["message"] = message
+        self._send(self.owner, [P.encode(stopped)])
+
+    def _op_pause(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        if self.run_state is not None:
+            self._stopped(self.run_state, "paused")
+        return self._ok(re)
+
+    def _op_settings(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        settings = P.settings_from_json(request.get("settings"))
+        if self.engine is None:
+            return [P.encode(P.error("no_session", "no session: send 'start' first", re))]
+        self.engine.update_settings(settings)
+        return self._ok(re)
+
+    def _op_position(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        from ..core.lab import position_distributions
+
+        ids, top_n = request.get("context_ids"), request.get("top_n", 20)
+        if type(ids) is not list or not all(type(i) is int for i in ids):
+            raise P.BadMessage("'context_ids' must be a list of integers")
+        if type(top_n) is not int or not 1 <= top_n <= 1000:
+            raise P.BadMessage("'top_n' must be an integer in 1..1000")
+        if any(not 0 <= i < self.pair.vocab_size for i in ids):
+            raise ValueError(f"a context id is outside the vocabulary (0..{self.pair.vocab_size})")
+        settings = P.settings_from_json(request.get("settings", {}))
+        started = time.perf_counter()
+        result = position_distributions(self.pair, ids, settings, top_n)
+        self.log(f"position at {len(ids)} tokens ({1000 * (time.perf_counter() - started):.0f} ms)")
+        self.owner = self.owner or ident  # the lab's requests hold the server too
+        return P.position_frames(result, re)
+
+    def _op_close(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        if self.owner == ident:
+            self.log("the client closed its session")
+            self._release()
+        return self._ok(re)
+
