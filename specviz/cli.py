@@ -15,7 +15,7 @@ import sys
 from . import __version__
 
 # name -> module under specviz.commands, each with add_parser(subparsers) and run(args).
-COMMANDS = ("run", "models", "inspect", "lab", "tune")
+COMMANDS = ("run", "models", "inspect", "lab", "tune", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

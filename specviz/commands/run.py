@@ -20,6 +20,7 @@ from .common import (
     settings_from,
 )
 from .drafting import add_drafter_options, drafting_from, pair_specs
+from .remote_run import add_connect_args, run_connected
 
 MARKS = {"accepted": "+", "rejected": "x", "discarded": "-", "resampled": "~", "bonus": "*"}
 COLOURS = {
@@ -43,6 +44,7 @@ def add_parser(sub) -> None:
     prompt.add_argument("--force", action="store_true", help="overwrite an existing trace")
     prompt.add_argument("--quiet", action="store_true", help="print only the summary")
     prompt.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_connect_args(parser)
 
 
 def _prompt(args: argparse.Namespace) -> str:
@@ -133,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         options = load_options(args)
         if args.trace:
             check_target(args.trace, force=args.force)
+        if args.connect:
+            return run_connected(args, settings, prompt)
     except (UsageError, OSError) as e:
         return fail(str(e))
 

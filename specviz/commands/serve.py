@@ -40,7 +40,7 @@ def _say(message: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..core.models import ModelLoadError
     from ..remote.protocol import new_token
-    from ..remote.server import Server, ServeError
+    from ..remote.server import ServeError, Server
 
     try:
         target, draft = model_specs(args)
@@ -50,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(e))
     token = args.token or os.environ.get("SPECVIZ_TOKEN") or new_token()
     try:  # listen first: a port in use is reported before minutes of loading
-        server = Server(None, token, host=args.host, port=args.port, specs=(target, draft), log=_say)
+        server = Server(
+            None, token, host=args.host, port=args.port, specs=(target, draft), log=_say
+        )
     except ServeError as e:
         return fail(str(e))
     try:

@@ -21,7 +21,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from ..core.trace import Round, SessionHeader, Settings
 from . import protocol as P
-from .server import HEARTBEAT_MS, HEARTBEAT_TIMEOUT_MS
+from .server import HEARTBEAT_MS, HEARTBEAT_TIMEOUT_MS, QUEUED_ROUNDS, SOCKET_BUFFER
 
 SLICE_S = 0.1  # how often a wait checks for a disconnect or a cancel
 
@@ -65,6 +65,8 @@ class RemoteEngine:
             (zmq.LINGER, 0),
             (zmq.IMMEDIATE, 1),  # queue nothing until the connection is made
             (zmq.MAXMSGSIZE, P.MAX_REPLY_BYTES),
+            (zmq.RCVHWM, QUEUED_ROUNDS),
+            (zmq.RCVBUF, SOCKET_BUFFER),
             (zmq.HEARTBEAT_IVL, HEARTBEAT_MS),
             (zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS),
             (zmq.HEARTBEAT_TTL, HEARTBEAT_TIMEOUT_MS),
@@ -100,7 +102,9 @@ class RemoteEngine:
             except zmq.Again:
                 pass
             if time.monotonic() >= deadline:
-                self._lose(self._no_answer(timeout) if connecting else "the server is not reachable")
+                self._lose(
+                    self._no_answer(timeout) if connecting else "the server is not reachable"
+                )
             self._check_cancel()
             time.sleep(0.01)
 
@@ -128,7 +132,9 @@ class RemoteEngine:
         poller.register(self.socket, zmq.POLLIN)
         poller.register(self.monitor, zmq.POLLIN)
         while True:
-            ready = dict(poller.poll(int(1000 * max(0.0, min(SLICE_S, deadline - time.monotonic())))))
+            ready = dict(
+                poller.poll(int(1000 * max(0.0, min(SLICE_S, deadline - time.monotonic()))))
+            )
             if self.socket in ready:
                 frames = self.socket.recv_multipart(zmq.NOBLOCK)
                 return P.decode_reply(frames), frames[1:]

@@ -22,7 +22,11 @@ from . import protocol as P
 
 HEARTBEAT_MS = 2000  # ZeroMQ pings each peer this often ...
 HEARTBEAT_TIMEOUT_MS = 10_000  # ... and drops one that has not answered for this long
-SEND_HWM = 8  # rounds queued per client: a slow client slows the run, no backlog builds
+# How far a run gets ahead of a client that reads slowly (or is paused in a debugger): a few
+# rounds in ZeroMQ's queues on each side and a small kernel buffer. Enough to keep the engine
+# busy, small enough that a pause stops the stream at once.
+QUEUED_ROUNDS = 4
+SOCKET_BUFFER = 64 << 10
 
 
 class ServeError(Exception):
@@ -62,7 +66,8 @@ class Server:
         for option, value in (
             (zmq.ROUTER_MANDATORY, 1),  # a send to a client that went away raises
             (zmq.MAXMSGSIZE, P.HARD_MAX_BYTES),
-            (zmq.SNDHWM, SEND_HWM),
+            (zmq.SNDHWM, QUEUED_ROUNDS),
+            (zmq.SNDBUF, SOCKET_BUFFER),
             (zmq.LINGER, 0),
             (zmq.HEARTBEAT_IVL, HEARTBEAT_MS),
             (zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS),
@@ -329,4 +334,3 @@ class Server:
             self.log("the client closed its session")
             self._release()
         return self._ok(re)
-

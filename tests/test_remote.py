@@ -1,0 +1,239 @@
+"""specviz.remote over loopback, the server on a thread of this process: the same records as a
+local engine, bit for bit; the token, one client at a time, malformed and oversized
+requests, a client that vanishes, a server that stops mid-run. Only 127.0.0.1."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+import numpy as np
+import orjson
+import pytest
+import zmq
+
+from specviz.core.engine import SpeculativeEngine
+from specviz.core.lab import position_distributions
+from specviz.core.trace import Settings, round_to_json
+from specviz.remote import protocol as P
+from specviz.remote.client import RemoteEngine
+from specviz.remote.server import Server
+
+TOKEN = "t0ken"
+PROMPT = "In the beginning"
+TIMINGS = ("draft_ms", "verify_ms", "events_ms", "probes")
+
+
+def wire(rnd) -> dict:
+    """A round as the trace writes it, less the wall-clock times."""
+    return {k: v for k, v in round_to_json(rnd).items() if k not in TIMINGS}
+
+
+@pytest.fixture
+def server(pair):
+    log: list[str] = []
+    srv = Server(pair, TOKEN, port=0, log=log.append)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    srv.address = f"127.0.0.1:{srv.port}"
+    srv.messages = log
+    yield srv
+    srv.stop()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    srv.close()
+
+
+def local_rounds(pair, settings, actions):
+    engine = SpeculativeEngine(pair, settings)
+    engine.prefill(PROMPT, calibrate=False)
+    rounds = []
+    for action in actions:
+        if isinstance(action, Settings):
+            engine.update_settings(action)
+        else:
+            rounds.extend(engine.run(max_rounds=action))
+    return rounds
+
+
+def test_rounds_are_the_local_engines_bit_for_bit(server, pair):
+    settings = Settings(seed=5, max_new_tokens=48)
+    with RemoteEngine(server.address, TOKEN) as remote:
+        assert remote.info["vocab_size"] == pair.vocab_size
+        header = remote.start(PROMPT, settings, calibrate=False)
+        got = [remote.step(), remote.step()]
+        remote.update_settings(dataclasses.replace(settings, k=2, temperature=0.7))
+        got += [remote.step()]
+        got += list(remote.run())
+        assert remote.finished
+    expected = local_rounds(
+        pair, settings, [2, dataclasses.replace(settings, k=2, temperature=0.7), None]
+    )
+    assert len(got) == len(expected) > 5
+    assert [wire(r) for r in got] == [wire(r) for r in expected]
+    assert all(r.session_id == header.session_id for r in got)
+    assert [r.index for r in got] == list(range(len(got)))
+    assert header.prompt_ids == tuple(pair.tokenizer(PROMPT)["input_ids"])
+    assert any(t.u is not None for r in got for t in r.tokens)  # the draws crossed the wire
+
+
+def test_pause_stops_the_run_and_the_session_goes_on(server, pair):
+    settings = Settings(seed=1, max_new_tokens=60)
+    with RemoteEngine(server.address, TOKEN) as remote:
+        remote.start(PROMPT, settings, calibrate=False)
+        got = []
+        for rnd in remote.run():
+            got.append(rnd)
+            if len(got) == 2:
+                got += remote.pause()
+        assert not remote.finished
+        got += list(remote.run())
+    assert [r.index for r in got] == list(range(len(got)))
+    assert [wire(r) for r in got] == [wire(r) for r in local_rounds(pair, settings, [None])]
+
+
+def test_position_is_exact(server, pair):
+    settings = Settings(temperature=0.8, top_k=50)
+    ids = list(pair.tokenizer(PROMPT)["input_ids"])
+    with RemoteEngine(server.address, TOKEN) as remote:
+        got = remote.position(ids, settings, top_n=7)
+        with pytest.raises(P.RemoteError, match="outside the vocabulary"):
+            remote.position([10**6], settings)
+    expected = position_distributions(pair, ids, settings, top_n=7)
+    for name in P.POSITION_ARRAYS:
+        assert np.array_equal(getattr(got, name), getattr(expected, name))
+    assert (got.top_ids, got.top_text, got.settings) == (
+        expected.top_ids,
+        expected.top_text,
+        expected.settings,
+    )
+
+
+def test_wrong_token_is_refused(server):
+    with pytest.raises(P.Refused, match="wrong token") as refused:
+        RemoteEngine(server.address, "guess")
+    assert refused.value.code == "bad_token"
+    assert any("wrong token" in m for m in server.messages)
+
+
+def test_a_second_client_is_refused_until_the_first_closes(server):
+    first = RemoteEngine(server.address, TOKEN)
+    first.start(PROMPT, Settings(), calibrate=False)
+    second = RemoteEngine(server.address, TOKEN)
+    assert second.info["busy"]
+    with pytest.raises(P.Refused, match="another client") as refused:
+        second.start(PROMPT, Settings(), calibrate=False)
+    assert refused.value.code == "busy"
+    first.step()  # the first still drives it
+    first.close()
+    second.start(PROMPT, Settings(), calibrate=False)
+    second.step()
+    second.close()
+
+
+def test_a_client_that_vanishes_mid_run_frees_the_server(server):
+    first = RemoteEngine(server.address, TOKEN)
+    first.start(PROMPT, Settings(max_new_tokens=200), calibrate=False)
+    run = first.run()
+    next(run)
+    first.socket.close(linger=0)  # gone, without a word: as a killed process
+    first.monitor.close(linger=0)
+    first.context.term()
+    second = RemoteEngine(server.address, TOKEN)
+    for _ in range(100):  # the server learns of the closed connection within moments
+        try:
+            second.start(PROMPT, Settings(), calibrate=False)
+            break
+        except P.Refused:
+            time.sleep(0.05)
+    assert second.step().index == 0
+    second.close()
+    assert any("went away" in m for m in server.messages)
+
+
+def raw_requests(address: str, messages: list[list[bytes]]) -> list[dict]:
+    """Send each message on a bare DEALER socket; the replies (5 s each at most)."""
+    context = zmq.Context()
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(f"tcp://{address}")
+    replies = []
+    try:
+        for frames in messages:
+            sock.send_multipart(frames)
+            assert sock.poll(5000), f"no reply to {frames[0][:40]!r}"
+            replies.append(orjson.loads(sock.recv_multipart()[0]))
+    finally:
+        sock.close()
+        context.term()
+    return replies
+
+
+def test_malformed_and_oversized_requests_get_an_error_reply(server):
+    def req(**fields):
+        return [orjson.dumps({"token": TOKEN, "id": 7, **fields})]
+
+    replies = raw_requests(
+        server.address,
+        [
+            [b"not json"],
+            [b"[1, 2]"],
+            req(op="launch"),
+            req(op="hello", id="seven"),
+            [orjson.dumps({"token": TOKEN, "op": "hello"}), b"extra"],
+            req(op="start", prompt=3),
+            req(op="start", prompt="x", settings={"k": "four"}),
+            req(op="start", prompt="x", settings={"colour": 1}),
+            req(op="start", prompt="x", settings={"k": 99}),
+            req(op="step"),
+            req(op="hello", pad="x" * (P.MAX_REQUEST_BYTES + 1)),
+            req(op="hello"),
+        ],
+    )
+    codes = [r.get("code") for r in replies]
+    assert codes[:9] == ["bad_request"] * 8 + ["bad_value"]
+    assert "K must be between 1 and 32" in replies[8]["message"]
+    assert codes[9] == "no_session"
+    assert codes[10] == "bad_request" and "limit" in replies[10]["message"]
+    assert replies[11]["type"] == "hello" and replies[11]["re"] == 7
+    # a message over ZeroMQ's own limit drops that connection, and nothing else
+    context = zmq.Context()
+    sock = context.socket(zmq.DEALER)
+    sock.connect(f"tcp://{server.address}")
+    sock.send(b"x" * (P.HARD_MAX_BYTES + 1))
+    sock.close(linger=1000)
+    context.term()
+    with RemoteEngine(server.address, TOKEN) as remote:
+        remote.start(PROMPT, Settings(), calibrate=False)
+        remote.step()
+
+
+def test_a_server_that_stops_mid_run_keeps_the_rounds_received(server):
+    remote = RemoteEngine(server.address, TOKEN)
+    remote.start(PROMPT, Settings(max_new_tokens=200), calibrate=False)
+    got = []
+    with pytest.raises(P.ConnectionLost, match="shut down|closed the connection"):
+        for rnd in remote.run():
+            got.append(rnd)
+            if len(got) == 3:
+                server.stop()
+    assert len(got) >= 3 and [r.index for r in got] == list(range(len(got)))
+    assert not got[-1].finish_reason
+    with pytest.raises(P.ConnectionLost):
+        remote.step()
+    remote.close()
+
+
+def test_no_server_is_a_clear_message():
+    with zmq.Context() as context, context.socket(zmq.ROUTER) as placeholder:
+        port = placeholder.bind_to_random_port("tcp://127.0.0.1")
+        placeholder.unbind(f"tcp://127.0.0.1:{port}")
+    with pytest.raises(P.ConnectionLost, match=r"no specviz server answered at 127\.0\.0\.1"):
+        RemoteEngine(f"127.0.0.1:{port}", TOKEN, connect_timeout=0.5)
+
+
+@pytest.mark.parametrize("address", ["localhost", "host:port", ":5555", "h:70000"])
+def test_a_bad_address_is_refused(address):
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        RemoteEngine(address, TOKEN)

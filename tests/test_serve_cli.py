@@ -1,0 +1,173 @@
+"""`specviz serve` in a child process and `specviz run --connect` against it, over 127.0.0.1:
+the same trace as a local run, a server killed mid-run, a wrong token, a port in use."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from specviz.cli import main
+from specviz.core.tracefile import load
+from tests.test_remote import wire
+
+TOKEN = "cli-token"
+WAIT_S = 120  # a child's model load on a busy machine
+
+
+def child_env() -> dict:
+    # One torch thread, as conftest gives this process: the same floats on both sides.
+    return {**os.environ, "OMP_NUM_THREADS": "1", "SPECVIZ_TOKEN": "", "NO_COLOR": "1"}
+
+
+def lines_of(stream) -> queue.Queue:
+    """A child's output, line by line, read on a thread so that a wait can time out."""
+    lines: queue.Queue = queue.Queue()
+
+    def pump():
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def wait_for(lines: queue.Queue, start: str, count: int = 1) -> list[str]:
+    seen = []
+    while len(seen) < count:
+        line = lines.get(timeout=WAIT_S)
+        assert line is not None, f"the child ended before printing {start!r}"
+        if line.startswith(start):
+            seen.append(line)
+    return seen
+
+
+def pair_args(pair_dirs) -> list[str]:
+    return ["--target", str(pair_dirs[0]), "--draft", str(pair_dirs[1])]
+
+
+def start(command: list[str], err_path) -> tuple[subprocess.Popen, queue.Queue]:
+    """A child with its stdout read line by line and its stderr in a file."""
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=err, text=True, env=child_env()
+        )
+    return proc, lines_of(proc.stdout)
+
+
+def finish(proc: subprocess.Popen, err_path) -> str:
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    return err_path.read_text()
+
+
+@contextlib.contextmanager
+def serving(pair_dirs, folder):
+    """(the server's process, its HOST:PORT); stopped with SIGTERM after, unless killed."""
+    command = [sys.executable, "-m", "specviz", "serve", *pair_args(pair_dirs)]
+    proc, out = start([*command, "--port", "0", "--token", TOKEN], folder / "serve.err")
+    try:
+        line = wait_for(out, "specviz serve: listening on")[0]
+        assert f"token: {TOKEN}" in out.get(timeout=10)
+        yield proc, line.split()[-1]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        err = finish(proc, folder / "serve.err")
+        assert "Traceback" not in err, err
+        assert proc.returncode in (0, -signal.SIGKILL), err
+
+
+@pytest.fixture(scope="module")
+def served(pair_dirs, tmp_path_factory):
+    """One server for the tests that leave it running."""
+    with serving(pair_dirs, tmp_path_factory.mktemp("serve")) as server:
+        yield server
+
+
+def test_run_connect_writes_the_local_runs_trace(served, pair_dirs, tmp_path, capsys):
+    proc, address = served
+    common = ["--seed", "2", "--max-new-tokens", "40", "--quiet"]
+    remote, local = tmp_path / "remote.jsonl", tmp_path / "local.jsonl"
+    code = main(["run", "--connect", address, "--token", TOKEN, *common, "--trace", str(remote)])
+    out_remote, err = capsys.readouterr()
+    assert code == 0, err
+    assert main(["run", *pair_args(pair_dirs), *common, "--trace", str(local)]) == 0
+    out_local, _ = capsys.readouterr()
+    got, expected = load(remote), load(local)
+    assert len(got.rounds) == len(expected.rounds) > 3
+    assert [wire(r) for r in got.rounds] == [wire(r) for r in expected.rounds]
+    assert got.header.prompt_ids == expected.header.prompt_ids
+    assert got.header.target.params == expected.header.target.params
+    first = lambda text: text.splitlines()[0].split("tokens/forward")[0]  # noqa: E731
+    assert first(out_remote) == first(out_local)  # rounds and tokens
+
+
+def test_a_server_killed_mid_run_leaves_the_rounds_received(pair_dirs, tmp_path):
+    with serving(pair_dirs, tmp_path) as (server, address):
+        killed_mid_run(server, address, tmp_path)
+
+
+def killed_mid_run(server, address, tmp_path):
+    trace = tmp_path / "t.jsonl"
+    client, out = start(
+        [sys.executable, "-m", "specviz", "run", "--connect", address, "--token", TOKEN]
+        + ["--max-new-tokens", "200", "--trace", str(trace)],
+        tmp_path / "client.err",
+    )
+    try:
+        wait_for(out, "round ", 3)
+        # Frozen, the client stops reading; the server can get only a few rounds ahead.
+        client.send_signal(signal.SIGSTOP)
+        server.kill()
+        server.wait(timeout=30)
+        client.send_signal(signal.SIGCONT)
+        client.wait(timeout=WAIT_S)
+    finally:
+        client.kill()
+        err = finish(client, tmp_path / "client.err")
+    assert client.returncode == 1, err
+    assert "Traceback" not in err
+    assert "the server closed the connection" in err and "received are kept" in err
+    session = load(trace)
+    assert len(session.rounds) >= 3 and not session.finished
+    assert f"the {len(session.rounds)} rounds received" in err
+
+
+def test_a_wrong_token_is_refused(served, capsys):
+    _, address = served
+    code = main(["run", "--connect", address, "--token", "nope", "--quiet"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "wrong token" in err and "Traceback" not in err
+
+
+def test_a_port_in_use_is_reported_before_loading(served, capsys):
+    _, address = served
+    port = address.rsplit(":", 1)[1]
+    code = main(["serve", "--target", "/nowhere/t", "--draft", "/nowhere/d", "--port", port])
+    _, err = capsys.readouterr()
+    assert code == 2 and f"port {port} on 127.0.0.1 is in use" in err
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--target", "a", "--draft", "b"], "drop --target/--draft/--pair"),
+        ([], "--connect needs --token"),
+        (["--token", "t", "--timeout", "0"], "--timeout must be > 0"),
+        (["--connect", "nowhere", "--token", "t"], "HOST:PORT"),
+    ],
+)
+def test_bad_connect_flags(capsys, monkeypatch, args, message):
+    monkeypatch.delenv("SPECVIZ_TOKEN", raising=False)
+    argv = ["run", *(["--connect", "127.0.0.1:9"] if "--connect" not in args else []), *args]
+    code = main(argv)
+    _, err = capsys.readouterr()
+    assert code == 2 and message in err, err
