@@ -1,0 +1,213 @@
+"""The engine elsewhere: a worker with gui/worker.py's signals that drives a RemoteEngine,
+either `specviz serve` on another machine (`--connect`) or one in a child process
+(`--engine process`), on its own QThread so that the window never waits on the network.
+
+Every wait of the client polls in 0.1 s slices and checks the stop event, so shutdown()
+returns within moments even while a request is in flight. A lost connection keeps every
+round already emitted (they live in the window's session) and is reported by `error` and
+`disconnected`; the next load (re)connects.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+
+from ..core.trace import ModelInfo, Settings
+from ..remote.client import Cancelled, RemoteEngine
+from ..remote.protocol import ConnectionLost, RemoteError
+from ..remote.spawn import ChildServer
+from .worker import Loaded
+
+
+class RemoteWorker(QObject):
+    """Runs on its QThread; every slot runs there, every signal is emitted there.
+
+    address/token: a server to connect to; with address None, load() starts a child
+    `specviz serve` on the pair it is asked for."""
+
+    loaded = Signal(object)  # Loaded
+    session_started = Signal(object)  # SessionHeader
+    round_ready = Signal(object)  # Round
+    position_ready = Signal(object)  # core.lab.PositionDistributions
+    error = Signal(str, str)  # title, message
+    busy = Signal(str)
+    disconnected = Signal(str)  # why; the rounds received stay in the window's session
+
+    def __init__(self, address: str | None = None, token: str | None = None):
+        super().__init__()  # no parent: a parented QObject cannot move to a thread
+        self.address, self.token = address, token
+        self.stop_event = threading.Event()
+        self.remote: RemoteEngine | None = None
+        self.child: ChildServer | None = None
+        self.calibrate = True
+
+    def _failed(self, title: str, e: Exception) -> None:
+        if isinstance(e, Cancelled):
+            return
+        if isinstance(e, ConnectionLost):
+            self._drop()
+            self.disconnected.emit(str(e))
+            self.error.emit(
+                title,
+                f"{e}.\n\nThe rounds received so far are kept (you can export them). "
+                "Load the models again to reconnect.",
+            )
+        else:
+            self.error.emit(title, f"{e}.")
+
+    def _drop(self) -> None:
+        if self.remote is not None:
+            self.remote.close(timeout=0.5)
+            self.remote = None
+
+    @Slot(str, str, str, str)
+    def load(self, target: str, draft: str, device: str, dtype: str) -> None:
+        """Connect (or start the child engine on this pair) and say hello."""
+        if self.stop_event.is_set():
+            return
+        self.close()
+        cancel = self.stop_event.is_set
+        try:
+            address, token = self.address, self.token
+            if address is None:
+                self.busy.emit(f"starting an engine process for {target} + {draft}")
+                extra = ("--device", device, "--dtype", dtype)
+                self.child = ChildServer(target, draft, extra, cancel=cancel)
+                address, token = self.child.address, self.child.token
+            self.busy.emit(f"connecting to {address}")
+            self.remote = RemoteEngine(address, token or "", cancel=cancel)
+        except (RemoteError, ValueError) as e:
+            self.close()
+            self._failed("Could not connect to the engine", e)
+            return
+        finally:
+            self.busy.emit("")
+        info = self.remote.info
+        self.loaded.emit(
+            Loaded(
+                info.get("target_spec") or target,
+                info.get("draft_spec") or draft,
+                ModelInfo(**info["target"]),
+                ModelInfo(**info["draft"]),
+                str(info["device"]),
+                int(info["vocab_size"]),
+            )
+        )
+
+    def _ready(self) -> bool:
+        if self.stop_event.is_set():
+            return False
+        if self.remote is None:
+            self.error.emit("Not connected", "Load the models (this connects to the engine).")
+            return False
+        return True
+
+    @Slot(str, object)
+    def start_session(self, prompt: str, settings: Settings) -> None:
+        if not self._ready():
+            return
+        self.busy.emit("reading the prompt and measuring the models' step times")
+        try:
+            header = self.remote.start(prompt, settings, calibrate=self.calibrate)
+        except RemoteError as e:
+            self._failed("Could not start the session", e)
+            return
+        finally:
+            self.busy.emit("")
+        self.session_started.emit(header)
+
+    @Slot()
+    def step(self) -> None:
+        if not self._ready() or self.remote.header is None or self.remote.finished:
+            return
+        try:
+            rnd = self.remote.step()
+        except RemoteError as e:
+            self._failed("A round failed", e)
+            return
+        self.round_ready.emit(rnd)
+
+    @Slot(object)
+    def update_settings(self, settings: Settings) -> None:
+        if self.stop_event.is_set() or self.remote is None or self.remote.header is None:
+            return
+        try:
+            self.remote.update_settings(settings)
+        except RemoteError as e:
+            self._failed("Setting not applied", e)
+
+    @Slot(object, object)
+    def compute_position(self, context_ids: list, settings: Settings) -> None:
+        if not self._ready():
+            return
+        self.busy.emit("computing p and q at the position")
+        try:
+            result = self.remote.position(list(context_ids), settings)
+        except RemoteError as e:
+            self._failed("Could not compute the position", e)
+            return
+        finally:
+            self.busy.emit("")
+        self.position_ready.emit(result)
+
+    def close(self) -> None:
+        """Close the connection and stop the child engine (on the worker's thread)."""
+        self._drop()
+        if self.child is not None:
+            self.child.stop()
+            self.child = None
+
+
+class RemoteEngineThread(QObject):
+    """gui/worker.py's EngineThread for a RemoteWorker: the same request_* signals and
+    relayed signals, plus `disconnected`. Lives on the GUI thread."""
+
+    request_load = Signal(str, str, str, str)
+    request_start = Signal(str, object)
+    request_step = Signal()
+    request_settings = Signal(object)
+    request_position = Signal(object, object)
+    loaded = Signal(object)
+    session_started = Signal(object)
+    round_ready = Signal(object)
+    position_ready = Signal(object)
+    error = Signal(str, str)
+    busy = Signal(str)
+    disconnected = Signal(str)
+
+    def __init__(
+        self, address: str | None = None, token: str | None = None, parent: QObject | None = None
+    ):
+        super().__init__(parent)
+        self.worker = RemoteWorker(address, token)
+        self.thread = QThread()
+        self.thread.setObjectName("specviz-remote-engine")
+        self.worker.moveToThread(self.thread)
+        self.request_load.connect(self.worker.load)
+        self.request_start.connect(self.worker.start_session)
+        self.request_step.connect(self.worker.step)
+        self.request_settings.connect(self.worker.update_settings)
+        self.request_position.connect(self.worker.compute_position)
+        for name in (
+            "loaded",
+            "session_started",
+            "round_ready",
+            "position_ready",
+            "error",
+            "busy",
+            "disconnected",
+        ):
+            getattr(self.worker, name).connect(getattr(self, name))
+        # The socket belongs to the worker's thread: close it there, as the thread ends.
+        self.thread.finished.connect(self.worker.close, Qt.ConnectionType.DirectConnection)
+        self.thread.start()
+
+    def shutdown(self, timeout_ms: int = 30_000) -> bool:
+        """Cancel the request in flight (within 0.1 s), close, end the thread, join it."""
+        if not self.thread.isRunning():
+            return True
+        self.worker.stop_event.set()
+        self.thread.quit()
+        return self.thread.wait(timeout_ms)
