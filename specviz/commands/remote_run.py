@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 
 from .common import UsageError, fail
 
@@ -33,13 +34,19 @@ def add_connect_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_connected(args: argparse.Namespace, settings, prompt: str) -> int:
+def run_connected(
+    args: argparse.Namespace,
+    settings,
+    prompt: str,
+    format_round: Callable[..., str],
+    format_summary: Callable[[dict], str],
+) -> int:
+    """The run of commands/run.py, whose formats it is given, on the engine at args.connect."""
     from ..core.session import Session
     from ..core.stats import summary
     from ..core.tracefile import save
     from ..remote.client import RemoteEngine
     from ..remote.protocol import ConnectionLost, RemoteError
-    from .run import format_round, format_summary
 
     token = args.token or os.environ.get("SPECVIZ_TOKEN")
     try:
