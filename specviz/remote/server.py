@@ -92,7 +92,7 @@ class Server:
         poller.register(self.socket, zmq.POLLIN)
         while not self.stop_event.is_set():
             if self.outbox:
-                timeout = 10  # the owner's queue is full: wait for it to read
+                timeout = 1  # the owner's queue is full: try again soon (no POLLOUT per peer)
             else:
                 timeout = 0 if self.run_state is not None else 200
             if poller.poll(timeout):

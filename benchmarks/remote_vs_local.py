@@ -1,0 +1,135 @@
+"""The engine served over loopback against the same engine in this process.
+
+One pair, loaded here and in a `specviz serve` child process (127.0.0.1, the same torch
+thread count), the same prompts, settings and seeds, interleaved after a warm-up
+(a b c a b c ...):
+  (a) local: SpeculativeEngine.prefill + run() in this process, tracing on (as the app)
+  (b) remote_run: RemoteEngine.start + run(): the server streams rounds (`run --connect`)
+  (c) remote_step: RemoteEngine.start + step() per round (what the window's worker does)
+Tokens/s is generated tokens over wall time on the client, prefill included, per prompt;
+figures are medians over prompts and repeats; the ratios are remote / local (goal >= 0.95).
+Both sides make the same rounds (the seeds match), so the ratio is the cost of the wire.
+Not a test: never part of the test run.
+
+    python benchmarks/remote_vs_local.py --pair tiny --k 4 --max-new-tokens 128 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from specviz.core.engine import SpeculativeEngine  # noqa: E402
+from specviz.core.models import load_pair  # noqa: E402
+from specviz.core.prompts import example_prompts  # noqa: E402
+from specviz.core.trace import Settings  # noqa: E402
+from specviz.remote.client import RemoteEngine  # noqa: E402
+from specviz.remote.spawn import ChildServer  # noqa: E402
+
+METHODS = ("local", "remote_run", "remote_step")
+
+
+def time_local(pair, remote, prompt, settings):
+    engine = SpeculativeEngine(pair, settings)
+    start = time.perf_counter()
+    engine.prefill(prompt, calibrate=False)
+    rounds = list(engine.run())
+    return sum(r.n_emitted for r in rounds), time.perf_counter() - start
+
+
+def time_remote_run(pair, remote, prompt, settings):
+    start = time.perf_counter()
+    remote.start(prompt, settings, calibrate=False)
+    rounds = list(remote.run())
+    return sum(r.n_emitted for r in rounds), time.perf_counter() - start
+
+
+def time_remote_step(pair, remote, prompt, settings):
+    start = time.perf_counter()
+    remote.start(prompt, settings, calibrate=False)
+    rounds = [remote.step()]
+    while not remote.finished:
+        rounds.append(remote.step())
+    return sum(r.n_emitted for r in rounds), time.perf_counter() - start
+
+
+TIMERS = {"local": time_local, "remote_run": time_remote_run, "remote_step": time_remote_step}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pair", default="tiny", help="a built-in pair (default tiny)")
+    parser.add_argument("--target", help="instead of --pair: target model")
+    parser.add_argument("--draft", help="instead of --pair: draft model")
+    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--prompts", type=int, default=3, help="example prompts used")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads on each side")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    target = args.target or f"builtin:{args.pair}"
+    draft = args.draft or f"builtin:{args.pair}"
+    torch.set_num_threads(args.threads)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # for the server child
+    pair = load_pair(target, draft)
+    server = ChildServer(target, draft)
+    remote = RemoteEngine(server.address, server.token)
+    prompts = example_prompts()[: args.prompts]
+    base = Settings(k=args.k, temperature=args.temperature, max_new_tokens=args.max_new_tokens)
+    rates: dict[str, list[float]] = {m: [] for m in METHODS}
+    ratios: dict[str, list[float]] = {m: [] for m in METHODS[1:]}
+    tokens: dict[str, list[int]] = {m: [] for m in METHODS}
+    try:
+        for seed, prompt in enumerate(prompts):  # warm-up, not counted
+            for method in METHODS:
+                TIMERS[method](pair, remote, prompt, dataclasses.replace(base, seed=seed))
+        for repeat in range(args.repeats):
+            for seed, prompt in enumerate(prompts):
+                settings = dataclasses.replace(base, seed=1000 * repeat + seed)
+                here = {}
+                for method in METHODS:
+                    n, seconds = TIMERS[method](pair, remote, prompt, settings)
+                    here[method] = n / seconds
+                    rates[method].append(n / seconds)
+                    tokens[method].append(n)
+                for method in ratios:
+                    ratios[method].append(here[method] / here["local"])
+    finally:
+        remote.close()
+        server.stop()
+    assert tokens["local"] == tokens["remote_run"] == tokens["remote_step"], "runs differ"
+    result = {
+        "pair": {"target": target, "draft": draft},
+        "settings": dataclasses.asdict(base),
+        "threads": args.threads,
+        "runs_per_method": len(rates["local"]),
+        "tokens_per_s": {m: statistics.median(v) for m, v in rates.items()},
+        "ratio_to_local": {m: statistics.median(v) for m, v in ratios.items()},
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{target} + {draft}, K={args.k}, {result['runs_per_method']} runs per method")
+        for method in METHODS:
+            line = f"  {method:12s} {result['tokens_per_s'][method]:8.1f} tokens/s"
+            if method in ratios:
+                line += f"   ratio to local {result['ratio_to_local'][method]:.3f}"
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
