@@ -132,11 +132,14 @@ def test_a_second_client_is_refused_until_the_first_closes(server):
     second.close()
 
 
-def test_a_client_that_vanishes_mid_run_frees_the_server(server):
+@pytest.mark.parametrize("mid_run", [True, False])
+def test_a_client_that_vanishes_frees_the_server(server, mid_run):
     first = RemoteEngine(server.address, TOKEN)
     first.start(PROMPT, Settings(max_new_tokens=200), calibrate=False)
-    run = first.run()
-    next(run)
+    if mid_run:  # the server notices at its next send
+        next(first.run())
+    else:  # the server pings the owner before it refuses another client
+        first.step()
     first.socket.close(linger=0)  # gone, without a word: as a killed process
     first.monitor.close(linger=0)
     first.context.term()
@@ -150,6 +153,7 @@ def test_a_client_that_vanishes_mid_run_frees_the_server(server):
     assert second.step().index == 0
     second.close()
     assert any("went away" in m for m in server.messages)
+    assert any("during a run" in m for m in server.messages) == mid_run
 
 
 def raw_requests(address: str, messages: list[list[bytes]]) -> list[dict]:
