@@ -241,3 +241,17 @@ def test_no_server_is_a_clear_message():
 def test_a_bad_address_is_refused(address):
     with pytest.raises(ValueError, match="HOST:PORT"):
         RemoteEngine(address, TOKEN)
+
+
+def test_a_server_of_another_protocol_version_is_refused():
+    P.check_hello({"protocol": "specviz.remote/1.4"})  # a newer minor version is fine
+    for protocol in ("specviz.remote/2", "other/1", None):
+        with pytest.raises(P.RemoteError, match="update one of them"):
+            P.check_hello({"protocol": protocol})
+
+
+def test_model_info_from_a_newer_server_keeps_the_known_fields(pair):
+    info = {**dataclasses.asdict(pair.target_info), "revision": "main"}
+    assert P.model_info(info) == pair.target_info
+    with pytest.raises(P.RemoteError, match="described its models badly"):
+        P.model_info({"name": "x"})

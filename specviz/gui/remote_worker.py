@@ -14,9 +14,9 @@ import threading
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
-from ..core.trace import ModelInfo, Settings
+from ..core.trace import Settings
 from ..remote.client import Cancelled, RemoteEngine
-from ..remote.protocol import ConnectionLost, RemoteError
+from ..remote.protocol import ConnectionLost, RemoteError, model_info
 from ..remote.spawn import ChildServer
 from .worker import Loaded
 
@@ -89,8 +89,8 @@ class RemoteWorker(QObject):
             Loaded(
                 info.get("target_spec") or target,
                 info.get("draft_spec") or draft,
-                ModelInfo(**info["target"]),
-                ModelInfo(**info["draft"]),
+                model_info(info["target"]),
+                model_info(info["draft"]),
                 str(info["device"]),
                 int(info["vocab_size"]),
             )

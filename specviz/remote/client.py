@@ -83,6 +83,7 @@ class RemoteEngine:
         self._backlog: collections.deque[Any] = collections.deque()  # its rounds, read early
         try:
             self.info = self._request({"op": "hello"}, connect_timeout, connecting=True)
+            P.check_hello(self.info)
         except BaseException:
             self.close()
             raise

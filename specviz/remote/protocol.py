@@ -19,7 +19,15 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..core.trace import Round, SessionHeader, Settings, TraceError, dumps, header_to_json
+from ..core.trace import (
+    ModelInfo,
+    Round,
+    SessionHeader,
+    Settings,
+    TraceError,
+    dumps,
+    header_to_json,
+)
 from ..core.tracefile import round_line
 from ..core.traceparse import parse_header, parse_round
 
@@ -142,6 +150,26 @@ def settings_from_json(obj: Any) -> Settings:
     settings = Settings(**values)
     settings.validate()
     return settings
+
+
+def model_info(obj: Any) -> ModelInfo:
+    """A hello's model description; fields a newer server adds are left out."""
+    names = {f.name for f in dataclasses.fields(ModelInfo)}
+    try:
+        return ModelInfo(**{k: v for k, v in obj.items() if k in names})
+    except (AttributeError, TypeError) as e:
+        raise RemoteError(f"the server described its models badly: {e}", "bad_reply") from None
+
+
+def check_hello(reply: dict[str, Any]) -> None:
+    """Refuse a server that speaks another major version ("specviz.remote/1.x" here)."""
+    protocol = reply.get("protocol")
+    name, _, version = str(protocol).partition("/")
+    if (name, version.split(".")[0]) != tuple(PROTOCOL.split("/")):
+        raise RemoteError(
+            f"the server speaks {protocol!r}, this specviz {PROTOCOL}: update one of them",
+            "bad_reply",
+        )
 
 
 def header_message(header: SessionHeader, re: int | None) -> bytes:
