@@ -49,6 +49,7 @@ def test_a_served_session_through_the_worker_signals(qtbot, server, pair, remote
         engine.request_position.emit(ids, settings)
     assert np.array_equal(blocker.args[0].p, position_distributions(pair, ids, settings).p)
     server.stop()
+    server.thread.join(timeout=10)  # it has said "bye"
     errors = []
     engine.error.connect(lambda title, message: errors.append(message))
     with qtbot.waitSignal(engine.disconnected, timeout=TIMEOUT) as blocker:

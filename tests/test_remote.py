@@ -37,6 +37,7 @@ def server(pair):
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     srv.address = f"127.0.0.1:{srv.port}"
+    srv.thread = thread
     srv.messages = log
     yield srv
     srv.stop()
