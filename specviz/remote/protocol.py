@@ -3,7 +3,7 @@
 Every message is a ZeroMQ multipart message whose first frame is one JSON object (UTF-8).
 A request carries the server's token, an `op` and an `id`; every reply names the request
 it answers in `re`. Sessions and rounds travel as the trace format's header and round
-lines (core.trace.header_to_json / tracefile.round_line), so a client parses them with the
+lines (core.trace.header_to_json / round_to_json), so a client parses them with the
 trace reader and gets the very records a local engine makes, floats bit for bit. The one
 binary payload is a position's full p and q: raw little-endian float64 frames after the
 JSON frame.
@@ -27,8 +27,8 @@ from ..core.trace import (
     TraceError,
     dumps,
     header_to_json,
+    round_to_json,
 )
-from ..core.tracefile import round_line
 from ..core.traceparse import parse_header, parse_round
 
 PROTOCOL = "specviz.remote/1"
@@ -178,8 +178,8 @@ def header_message(header: SessionHeader, re: int | None) -> bytes:
 
 
 def round_message(rnd: Round) -> bytes:
-    """The round line, as a trace file holds it."""
-    return round_line(rnd).encode()
+    """The round line, as the trace writer writes it."""
+    return dumps(round_to_json(rnd)).encode()
 
 
 def header_from(obj: dict[str, Any]) -> SessionHeader:
