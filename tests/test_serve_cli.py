@@ -171,3 +171,22 @@ def test_bad_connect_flags(capsys, monkeypatch, args, message):
     code = main(argv)
     _, err = capsys.readouterr()
     assert code == 2 and message in err, err
+
+
+def test_a_child_engine_stops_when_its_parent_goes(pair_dirs):
+    from specviz.core.trace import Settings
+    from specviz.remote.client import RemoteEngine
+    from specviz.remote.protocol import ConnectionLost
+    from specviz.remote.spawn import ChildServer
+
+    child = ChildServer(str(pair_dirs[0]), str(pair_dirs[1]), timeout=WAIT_S)
+    try:
+        with RemoteEngine(child.address, child.token) as remote:
+            remote.start("In the beginning", Settings(), calibrate=False)
+            assert remote.step().index == 0
+            child.proc.stdin.close()  # what the parent's death does to the pipe
+            assert child.proc.wait(timeout=30) == 0
+            with pytest.raises(ConnectionLost, match="shut down|closed the connection"):
+                remote.step()
+    finally:
+        child.stop()

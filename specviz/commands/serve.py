@@ -31,6 +31,11 @@ def add_parser(sub) -> None:
     net.add_argument(
         "--token", help="the token clients must send (default: $SPECVIZ_TOKEN, else a random one)"
     )
+    net.add_argument(
+        "--stop-with-stdin",
+        action="store_true",
+        help="stop when standard input closes (for a parent process that starts the engine)",
+    )
 
 
 def _say(message: str) -> None:
@@ -51,7 +56,13 @@ def run(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("SPECVIZ_TOKEN") or new_token()
     try:  # listen first: a port in use is reported before minutes of loading
         server = Server(
-            None, token, host=args.host, port=args.port, specs=(target, draft), log=_say
+            None,
+            token,
+            host=args.host,
+            port=args.port,
+            specs=(target, draft),
+            log=_say,
+            stop_fd=sys.stdin.fileno() if args.stop_with_stdin else None,
         )
     except ServeError as e:
         return fail(str(e))

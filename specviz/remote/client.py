@@ -102,6 +102,7 @@ class RemoteEngine:
                 return re
             except zmq.Again:
                 pass
+            self._check_disconnect()  # a server gone since its last answer
             if time.monotonic() >= deadline:
                 self._lose(
                     self._no_answer(timeout) if connecting else "the server is not reachable"
@@ -118,6 +119,11 @@ class RemoteEngine:
     def _lose(self, reason: str) -> None:
         self.lost = reason
         raise P.ConnectionLost(reason)
+
+    def _check_disconnect(self) -> None:
+        while self.monitor.poll(0):
+            if recv_monitor_message(self.monitor)["event"] == zmq.EVENT_DISCONNECTED:
+                self._lose("the server closed the connection (it stopped or was killed)")
 
     def _check_cancel(self) -> None:
         if self.cancel is not None and self.cancel():
@@ -140,9 +146,7 @@ class RemoteEngine:
                 frames = self.socket.recv_multipart(zmq.NOBLOCK)
                 return P.decode_reply(frames), frames[1:]
             if self.monitor in ready:
-                event = recv_monitor_message(self.monitor)
-                if event["event"] == zmq.EVENT_DISCONNECTED:
-                    self._lose("the server closed the connection (it stopped or was killed)")
+                self._check_disconnect()
             if time.monotonic() >= deadline:
                 if connecting:
                     self._lose(self._no_answer(timeout))

@@ -10,6 +10,7 @@ client sends can stop the server: every fault becomes an error reply and a log l
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ HEARTBEAT_TIMEOUT_MS = 10_000  # ... and drops one that has not answered for thi
 # busy, small enough that a pause stops the stream at once.
 QUEUED_ROUNDS = 4
 SOCKET_BUFFER = 64 << 10
+MAX_WAITING = 16  # replies kept for a client other than the owner that does not read them
 
 
 class ServeError(Exception):
@@ -59,8 +61,10 @@ class Server:
         port: int = 0,
         specs: tuple[str, str] = ("", ""),
         log: Callable[[str], None] = lambda message: None,
+        stop_fd: int | None = None,
     ):
         self.pair, self.token, self.host, self.specs, self.log = pair, token, host, specs, log
+        self.stop_fd = stop_fd  # a pipe from a parent process: its end (EOF) stops the server
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         for option, value in (
@@ -83,25 +87,33 @@ class Server:
         self.owner: bytes | None = None  # the client that drives the session
         self.engine = None  # its SpeculativeEngine
         self.run_state: dict[str, Any] | None = None  # {"re", "max", "count"} while running
-        self.outbox: collections.deque[list[bytes]] = collections.deque()  # to the owner
+        # Messages ZeroMQ could not take yet, per client, sent in order before anything new.
+        self.outboxes: dict[bytes, collections.deque[list[bytes]]] = {}
 
     # ------------------------------------------------------------------------------ loop
 
     def serve_forever(self) -> None:
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
+        if self.stop_fd is not None:
+            poller.register(self.stop_fd, zmq.POLLIN)
         while not self.stop_event.is_set():
-            if self.outbox:
-                timeout = 1  # the owner's queue is full: try again soon (no POLLOUT per peer)
+            if self.outboxes:
+                timeout = 1  # a queue is full: try again soon (ROUTER has no POLLOUT per peer)
             else:
                 timeout = 0 if self.run_state is not None else 200
-            if poller.poll(timeout):
+            ready = dict(poller.poll(timeout))
+            if self.stop_fd in ready and not os.read(self.stop_fd, 4096):
+                self.log("the parent process has gone: stopping")
+                break
+            if self.socket in ready:
                 self._read_requests()
-            if self.outbox:
+            if self.outboxes:
                 self._flush()
-            elif self.run_state is not None:
+            if self.run_state is not None and self.owner not in self.outboxes:
                 self._run_one()
         if self.owner is not None:
+            self._flush()
             self._send(self.owner, [P.encode({"type": "bye", "reason": "the server stopped"})])
 
     def stop(self) -> None:
@@ -122,37 +134,47 @@ class Server:
     # ------------------------------------------------------------------------------ sends
 
     def _send(self, ident: bytes, frames: list[bytes]) -> bool:
-        """Send now; False if the peer is gone. A full queue to the owner is kept in the
-        outbox (sent in order, before any new round); to anyone else it is dropped."""
-        if ident == self.owner and self.outbox:
-            self.outbox.append(frames)
+        """Send, or queue behind what waits for that peer; False if the peer is gone.
+
+        ZeroMQ refuses a send (EAGAIN) when the peer's queue is full, and now and then just
+        after it was full, until the reader's acknowledgement arrives: nothing is dropped."""
+        waiting = self.outboxes.get(ident)
+        if waiting is not None:
+            if ident != self.owner and len(waiting) >= MAX_WAITING:
+                return True  # a client that sends without reading: its extra replies go
+            waiting.append(frames)
             return True
         try:
             self.socket.send_multipart([ident, *frames], zmq.NOBLOCK)
         except zmq.Again:
-            if ident == self.owner:
-                self.outbox.append(frames)
-            return True
+            self.outboxes[ident] = collections.deque([frames])
         except zmq.ZMQError as e:
             if e.errno != zmq.EHOSTUNREACH:
                 raise
-            if ident == self.owner:
-                self._owner_gone()
+            self._gone(ident)
             return False
         return True
 
     def _flush(self) -> None:
-        while self.outbox and self.owner is not None:
-            try:
-                self.socket.send_multipart([self.owner, *self.outbox[0]], zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            except zmq.ZMQError as e:
-                if e.errno != zmq.EHOSTUNREACH:
-                    raise
-                self._owner_gone()
-                return
-            self.outbox.popleft()
+        for ident, waiting in list(self.outboxes.items()):
+            while waiting:
+                try:
+                    self.socket.send_multipart([ident, *waiting[0]], zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                except zmq.ZMQError as e:
+                    if e.errno != zmq.EHOSTUNREACH:
+                        raise
+                    self._gone(ident)
+                    break
+                waiting.popleft()
+            if not waiting:
+                self.outboxes.pop(ident, None)
+
+    def _gone(self, ident: bytes) -> None:
+        self.outboxes.pop(ident, None)
+        if ident == self.owner:
+            self._owner_gone()
 
     def _owner_gone(self) -> None:
         done = self.run_state["count"] if self.run_state else 0
@@ -161,8 +183,8 @@ class Server:
         self._release()
 
     def _release(self) -> None:
+        self.outboxes.pop(self.owner, None)
         self.owner, self.engine, self.run_state = None, None, None
-        self.outbox.clear()
 
     def _owner_alive(self) -> bool:
         """Ping the owner: ZeroMQ forgets a peer whose connection closed or whose

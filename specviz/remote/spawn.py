@@ -1,5 +1,6 @@
 """An engine in a child process (`--engine process`): `specviz serve --port 0` started with a
-fresh token in its environment, on 127.0.0.1, stopped with its parent's session.
+fresh token in its environment, on 127.0.0.1, stopped with its parent's session, and by
+itself when its parent dies (its stdin, a pipe from the parent, closes).
 
 The window and the engine then stop sharing one interpreter, and the window talks to the
 child exactly as to a remote server (the same protocol, the same RemoteEngine).
@@ -34,8 +35,8 @@ class ChildServer:
         self.token = new_token()
         command = [sys.executable, "-m", "specviz", "serve", "--target", target, "--draft", draft]
         self.proc = subprocess.Popen(
-            [*command, "--port", "0", *extra_args],
-            stdin=subprocess.DEVNULL,
+            [*command, "--port", "0", "--stop-with-stdin", *extra_args],
+            stdin=subprocess.PIPE,  # never written: if this process dies, the child sees EOF
             stdout=subprocess.PIPE,
             text=True,
             env={**os.environ, "SPECVIZ_TOKEN": self.token},
@@ -76,3 +77,4 @@ class ChildServer:
                 self.proc.kill()
                 self.proc.wait()
         self.proc.stdout.close()
+        self.proc.stdin.close()
