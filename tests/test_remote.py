@@ -202,6 +202,18 @@ def test_malformed_and_oversized_requests_get_an_error_reply(server):
     assert codes[9] == "no_session"
     assert codes[10] == "bad_request" and "limit" in replies[10]["message"]
     assert replies[11]["type"] == "hello" and replies[11]["re"] == 7
+    replies = raw_requests(
+        server.address,
+        [
+            req(op="start", prompt="x", drafter={"kind": "oracle"}),
+            req(op="start", prompt="x", drafter={"colour": 1}),
+            req(op="start", prompt="x", chat="yes"),
+            req(op="start", prompt="x", chat=True),  # the test tokenizer has no template
+        ],
+    )
+    assert [r["code"] for r in replies] == ["bad_value", "bad_request", "bad_request", "bad_value"]
+    assert "unknown drafter 'oracle'" in replies[0]["message"]
+    assert "chat template" in replies[3]["message"]
     # a message over ZeroMQ's own limit drops that connection, and nothing else
     context = zmq.Context()
     sock = context.socket(zmq.DEALER)

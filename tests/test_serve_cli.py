@@ -92,20 +92,27 @@ def served(pair_dirs, tmp_path_factory):
         yield server
 
 
-def test_run_connect_writes_the_local_runs_trace(served, pair_dirs, tmp_path, capsys):
+@pytest.mark.parametrize("drafting", [[], ["--drafter", "lookup", "--policy", "heuristic"]])
+def test_run_connect_writes_the_local_runs_trace(served, pair_dirs, tmp_path, capsys, drafting):
     proc, address = served
-    common = ["--seed", "2", "--max-new-tokens", "40", "--quiet"]
+    common = ["--seed", "2", "--max-new-tokens", "40", "--quiet", *drafting]
     remote, local = tmp_path / "remote.jsonl", tmp_path / "local.jsonl"
     code = main(["run", "--connect", address, "--token", TOKEN, *common, "--trace", str(remote)])
     out_remote, err = capsys.readouterr()
     assert code == 0, err
-    assert main(["run", *pair_args(pair_dirs), *common, "--trace", str(local)]) == 0
+    models = pair_args(pair_dirs)[: 2 if drafting else 4]  # lookup: no draft model
+    assert main(["run", *models, *common, "--trace", str(local)]) == 0
     out_local, _ = capsys.readouterr()
     got, expected = load(remote), load(local)
     assert len(got.rounds) == len(expected.rounds) > 3
     assert [wire(r) for r in got.rounds] == [wire(r) for r in expected.rounds]
     assert got.header.prompt_ids == expected.header.prompt_ids
     assert got.header.target.params == expected.header.target.params
+    assert (got.header.drafter, got.header.policy) == (
+        expected.header.drafter,
+        expected.header.policy,
+    )
+    assert got.header.drafter["kind"] == ("lookup" if drafting else "model")
     first = lambda text: text.splitlines()[0].split("tokens/forward")[0]  # noqa: E731
     assert first(out_remote) == first(out_local)  # rounds and tokens
 

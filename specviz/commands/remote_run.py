@@ -1,8 +1,9 @@
 """`specviz run --connect HOST:PORT --token T`: the same run, on a `specviz serve` engine.
 
-It prints and writes what a local run does (the rounds, the summary, the trace), from the
-records the server sends. If the connection is lost, the rounds received are kept: they are
-summarised and written to the trace, and the exit code is 1.
+It prints and writes what a local run does (the rounds, the summary, the trace written a
+round at a time to NAME.partial.jsonl), from the records the server sends. If the
+connection is lost, the rounds received are kept: summarised, written to the trace, and
+said so; the exit code is then 1.
 """
 
 from __future__ import annotations
@@ -13,19 +14,18 @@ import os
 import sys
 from collections.abc import Callable
 
+from ..core.terminal import printable
 from .common import UsageError, fail
 
 EXIT_LOST = 1
 
 
 def add_connect_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("remote engine")
+    group = parser.add_argument_group("remote engine (see `specviz serve`)")
     group.add_argument(
         "--connect", metavar="HOST:PORT", help="run on a `specviz serve` engine (its models)"
     )
-    group.add_argument(
-        "--token", help="the token `specviz serve` printed (default: $SPECVIZ_TOKEN)"
-    )
+    group.add_argument("--token", help="the token `specviz serve` printed ($SPECVIZ_TOKEN)")
     group.add_argument(
         "--timeout",
         type=float,
@@ -34,73 +34,91 @@ def add_connect_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _connect(args: argparse.Namespace):
+    from ..remote.client import RemoteEngine
+
+    token = args.token or os.environ.get("SPECVIZ_TOKEN")
+    if args.target or args.draft or args.pair:
+        raise UsageError(
+            "with --connect the server's models are used: drop --target/--draft/--pair"
+        )
+    if args.use_generation_config:
+        raise UsageError("--use-generation-config is not available with --connect")
+    if not token:
+        raise UsageError("--connect needs --token (the one `specviz serve` printed)")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be > 0, got {args.timeout}")
+    return RemoteEngine(args.connect, token, reply_timeout=args.timeout)
+
+
 def run_connected(
     args: argparse.Namespace,
     settings,
     prompt: str,
+    drafting: tuple,
     format_round: Callable[..., str],
     format_summary: Callable[[dict], str],
 ) -> int:
-    """The run of commands/run.py, whose formats it is given, on the engine at args.connect."""
+    """commands/run.py's run, whose formats it is given, on the engine at args.connect."""
+    from ..core.livetrace import LiveTrace
     from ..core.session import Session
     from ..core.stats import summary
-    from ..core.tracefile import save
-    from ..remote.client import RemoteEngine
-    from ..remote.protocol import ConnectionLost, RemoteError
+    from ..remote.protocol import RemoteError
 
-    token = args.token or os.environ.get("SPECVIZ_TOKEN")
     try:
-        if args.target or args.draft or args.pair:
-            raise UsageError(
-                "with --connect the server's models are used: drop --target/--draft/--pair"
-            )
-        if not token:
-            raise UsageError("--connect needs --token (the one `specviz serve` printed)")
-        if not args.timeout > 0:
-            raise UsageError(f"--timeout must be > 0, got {args.timeout}")
-        remote = RemoteEngine(args.connect, token, reply_timeout=args.timeout)
+        remote = _connect(args)
     except (UsageError, ValueError) as e:
         return fail(str(e))
     except RemoteError as e:
         return fail(f"cannot connect: {e}")
-    lost = interrupted = None
-    session = None
+    lost, interrupted, live = None, False, None
     show = not args.quiet and not args.json
     colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     try:
         try:
-            session = Session(remote.start(prompt, settings, trace=bool(args.trace)))
+            header = remote.start(
+                prompt, settings, trace=bool(args.trace), chat=args.chat, drafting=drafting
+            )
         except KeyboardInterrupt:
             return 130
-        except ConnectionLost as e:
-            return fail(f"the connection to the server was lost: {e}")
         except RemoteError as e:
-            return fail(str(e))
+            return fail(f"the server could not start the session: {e}")
+        session = Session(header)
+        if args.trace:
+            live = LiveTrace(args.trace, force=args.force)
+            try:
+                live.start(header)
+            except OSError as e:
+                return fail(f"could not write the trace: {e}")
         if show:
-            print(prompt, flush=True)
+            print(printable(header.prompt), flush=True)
         try:
             try:
                 for rnd in remote.run():
                     session.append(rnd)
+                    if live is not None:
+                        live.add(rnd)
                     if show:
                         print(format_round(rnd, colour), flush=True)
             except KeyboardInterrupt:
                 interrupted = True
                 for rnd in remote.pause():
-                    session.append(rnd)
+                    if session.append(rnd) and live is not None:
+                        live.add(rnd)
         except RemoteError as e:
             lost = e
+        except OSError as e:
+            live.close()
+            return fail(f"could not write the trace: {e}; the rounds so far are in {live.partial}")
     finally:
         remote.close()
-    target, draft = session.header.target.name, session.header.draft.name
     result = summary(session)
+    names = {"target": header.target.name, "draft": header.draft.name}
     if args.json:
-        print(
-            json.dumps({"pair": {"target": target, "draft": draft}, **result, "text": session.text})
-        )
+        print(json.dumps({"pair": names, **result, "text": session.text}))
     else:
         if show:
-            print(f"\n{session.text}\n")
+            print(f"\n{printable(session.text)}\n")
         print(format_summary(result))
     if lost is not None:
         n = len(session.rounds)
@@ -109,12 +127,13 @@ def run_connected(
             + (" (in the trace)" if args.trace else ""),
             file=sys.stderr,
         )
-    if args.trace:
+    if live is not None:
         try:
-            save(session, args.trace)
+            written = live.finish(session)
         except OSError as e:
+            live.close()
             return fail(f"could not write the trace: {e}")
-        print(f"trace written to {args.trace}", file=sys.stderr)
+        print(f"trace written to {printable(str(written))}", file=sys.stderr)
     if lost is not None:
         return EXIT_LOST
     return 130 if interrupted else 0

@@ -136,7 +136,9 @@ def run(args: argparse.Namespace) -> int:
         if args.trace:
             check_target(args.trace, force=args.force)
         if args.connect:
-            return run_connected(args, settings, prompt, format_round, format_summary)
+            return run_connected(
+                args, settings, prompt, (drafter, policy), format_round, format_summary
+            )
     except (UsageError, OSError) as e:
         return fail(str(e))
 

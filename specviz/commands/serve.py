@@ -9,7 +9,9 @@ import os
 import signal
 import sys
 
-from .common import UsageError, add_model_args, fail, model_specs
+from ..core.terminal import printable
+from .common import UsageError, add_model_args, fail, load_options
+from .drafting import add_drafter_options, drafting_from, pair_specs
 
 DEFAULT_PORT = 5555
 
@@ -19,6 +21,7 @@ def add_parser(sub) -> None:
         "serve", help="serve the engine to a window or `run --connect`", description=__doc__
     )
     add_model_args(parser)
+    add_drafter_options(parser)  # a session's default; a client may choose its own
     net = parser.add_argument_group("network")
     net.add_argument(
         "--host",
@@ -39,16 +42,20 @@ def add_parser(sub) -> None:
 
 
 def _say(message: str) -> None:
-    print(f"[specviz serve] {message}", file=sys.stderr, flush=True)
+    print(f"[specviz serve] {printable(message)}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..core.models import ModelLoadError
+    from ..core.models import ModelLoadError, load_pair
     from ..remote.protocol import new_token
     from ..remote.server import ServeError, Server
 
     try:
-        target, draft = model_specs(args)
+        drafting = drafting_from(args)
+        target, draft = pair_specs(args, drafting[0])
+        options = load_options(args)
+        if args.chat:
+            raise UsageError("--chat is the client's choice per session (run --connect --chat)")
         if not 0 <= args.port < 65536:
             raise UsageError(f"--port must be in 0..65535, got {args.port}")
     except UsageError as e:
@@ -63,11 +70,12 @@ def run(args: argparse.Namespace) -> int:
             specs=(target, draft),
             log=_say,
             stop_fd=sys.stdin.fileno() if args.stop_with_stdin else None,
+            drafting=drafting,
         )
     except ServeError as e:
         return fail(str(e))
     try:
-        server.pair = _load(args, target, draft)
+        server.pair = load_pair(target, draft, options, progress=_say)
     except KeyboardInterrupt:
         server.close()
         return 130
@@ -96,9 +104,3 @@ def run(args: argparse.Namespace) -> int:
 
 def _signals() -> tuple:
     return tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name))
-
-
-def _load(args: argparse.Namespace, target: str, draft: str):
-    from ..core.models import load_pair
-
-    return load_pair(target, draft, device=args.device, dtype=args.dtype, progress=_say)

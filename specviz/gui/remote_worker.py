@@ -90,7 +90,7 @@ class RemoteWorker(QObject):
                 info.get("target_spec") or target,
                 info.get("draft_spec") or draft,
                 model_info(info["target"]),
-                model_info(info["draft"]),
+                model_info(info["draft"] or {**info["target"], "name": "(no draft model)"}),
                 str(info["device"]),
                 int(info["vocab_size"]),
             )

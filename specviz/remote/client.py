@@ -185,15 +185,25 @@ class RemoteEngine:
     # ------------------------------------------------------------------------------ API
 
     def start(
-        self, prompt: str, settings: Settings, calibrate: bool = True, trace: bool = True
+        self,
+        prompt: str,
+        settings: Settings,
+        calibrate: bool = True,
+        trace: bool = True,
+        chat: bool = False,
+        drafting: tuple | None = None,
     ) -> SessionHeader:
-        """A new session on the server (its previous one, if any, ends)."""
+        """A new session on the server (its previous one, if any, ends). chat: the prompt
+        as a user turn of the target's chat template; drafting: (DrafterConfig,
+        PolicyConfig), else the server's own."""
         request = {
             "op": "start",
             "prompt": prompt,
             "settings": P.settings_to_json(settings),
             "calibrate": calibrate,
             "trace": trace,
+            "chat": chat,
+            **(P.drafting_to_json(*drafting) if drafting else {}),
         }
         self._run_id, self._backlog = None, collections.deque()
         self.header = P.header_from(self._request(request, self.reply_timeout))

@@ -172,6 +172,35 @@ def check_hello(reply: dict[str, Any]) -> None:
         )
 
 
+def drafting_to_json(drafter: Any, policy: Any) -> dict[str, Any]:
+    """A start request's `drafter` and `policy` (core.drafters / core.policies configs)."""
+    return {"drafter": dataclasses.asdict(drafter), "policy": dataclasses.asdict(policy)}
+
+
+def drafting_from_json(request: dict[str, Any], default: tuple) -> tuple:
+    """(DrafterConfig, PolicyConfig) from a start request, each the server's default when
+    absent; BadMessage for a wrong field, ValueError for a bad value."""
+    from ..core.drafters import DrafterConfig
+    from ..core.policies import PolicyConfig
+
+    configs = []
+    for key, cls, fallback in zip(("drafter", "policy"), (DrafterConfig, PolicyConfig), default):
+        obj = request.get(key)
+        if obj is None:
+            configs.append(fallback)
+            continue
+        fields = {f.name for f in dataclasses.fields(cls)}
+        if type(obj) is not dict or not set(obj) <= fields:
+            raise BadMessage(f"'{key}' must be an object with fields among {sorted(fields)}")
+        try:
+            config = cls(**obj)
+            config.validate()
+        except TypeError as e:
+            raise BadMessage(f"'{key}': {e}") from None
+        configs.append(config)
+    return tuple(configs)
+
+
 def header_message(header: SessionHeader, re: int | None) -> bytes:
     """The session header line, as a trace file's first line, plus `re`."""
     return encode({**header_to_json(header), "re": re})

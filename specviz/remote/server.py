@@ -10,6 +10,7 @@ client sends can stop the server: every fault becomes an error reply and a log l
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import threading
 import time
@@ -62,8 +63,14 @@ class Server:
         specs: tuple[str, str] = ("", ""),
         log: Callable[[str], None] = lambda message: None,
         stop_fd: int | None = None,
+        drafting: tuple | None = None,
     ):
+        from ..core.drafters import DrafterConfig
+        from ..core.policies import PolicyConfig
+
         self.pair, self.token, self.host, self.specs, self.log = pair, token, host, specs, log
+        # the drafter and policy of a session whose start does not name them
+        self.drafting = drafting or (DrafterConfig(), PolicyConfig())
         self.stop_fd = stop_fd  # a pipe from a parent process: its end (EOF) stops the server
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
@@ -242,8 +249,9 @@ class Server:
                     "specviz": __version__,
                     "target_spec": self.specs[0],
                     "draft_spec": self.specs[1],
-                    "target": vars(pair.target_info),
-                    "draft": vars(pair.draft_info),
+                    "target": dataclasses.asdict(pair.target_info),
+                    "draft": dataclasses.asdict(pair.draft_info) if pair.draft_info else None,
+                    **P.drafting_to_json(*self.drafting),
                     "device": str(pair.device),
                     "vocab_size": pair.vocab_size,
                     "busy": self.owner not in (None, ident),
@@ -258,11 +266,21 @@ class Server:
         if not isinstance(prompt, str):
             raise P.BadMessage("'prompt' must be a string")
         settings = P.settings_from_json(request.get("settings", {}))
-        calibrate, trace = request.get("calibrate", True), request.get("trace", True)
-        if type(calibrate) is not bool or type(trace) is not bool:
-            raise P.BadMessage("'calibrate' and 'trace' must be true or false")
+        flags = [request.get(name, name != "chat") for name in ("calibrate", "trace", "chat")]
+        if any(type(flag) is not bool for flag in flags):
+            raise P.BadMessage("'calibrate', 'trace' and 'chat' must be true or false")
+        calibrate, trace, chat = flags
+        drafter, policy = P.drafting_from_json(request, self.drafting)
+        if chat:  # the prompt as a user turn of the target's chat template
+            from ..core.generation import chat_prompt
+            from ..core.models import ModelLoadError
+
+            try:
+                prompt = chat_prompt(self.pair.tokenizer, prompt)
+            except ModelLoadError as e:
+                raise ValueError(str(e)) from None
         self._release()
-        engine = SpeculativeEngine(self.pair, settings, trace=trace)
+        engine = SpeculativeEngine(self.pair, settings, trace=trace, drafter=drafter, policy=policy)
         header = engine.prefill(prompt, calibrate=calibrate)
         self.owner, self.engine = ident, engine
         self.log(f"session {header.session_id} started ({len(header.prompt_ids)} prompt tokens)")
