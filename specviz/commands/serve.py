@@ -48,7 +48,7 @@ def _say(message: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..core.models import ModelLoadError, load_pair
     from ..remote.protocol import new_token
-    from ..remote.server import ServeError, Server
+    from ..remote.server import ServeError, Server, endpoint_host
 
     try:
         drafting = drafting_from(args)
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     except ModelLoadError as e:
         server.close()
         return fail(str(e))
-    address = f"{args.host}:{server.port}"
+    address = f"{endpoint_host(args.host)}:{server.port}"
     print(f"specviz serve: listening on {address}", flush=True)
     print(f"  token: {token}", flush=True)
     print(f"  connect: specviz run --connect {address} --token {token}", flush=True)

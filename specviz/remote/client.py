@@ -21,7 +21,13 @@ from zmq.utils.monitor import recv_monitor_message
 
 from ..core.trace import Round, SessionHeader, Settings
 from . import protocol as P
-from .server import HEARTBEAT_MS, HEARTBEAT_TIMEOUT_MS, QUEUED_ROUNDS, SOCKET_BUFFER
+from .server import (
+    HEARTBEAT_MS,
+    HEARTBEAT_TIMEOUT_MS,
+    QUEUED_ROUNDS,
+    SOCKET_BUFFER,
+    endpoint_host,
+)
 
 SLICE_S = 0.1  # how often a wait checks for a disconnect or a cancel
 
@@ -73,7 +79,9 @@ class RemoteEngine:
         ):
             self.socket.setsockopt(option, value)
         self.monitor = self.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-        self.socket.connect(f"tcp://{host}:{port}")
+        if ":" in host:  # an IPv6 address
+            self.socket.setsockopt(zmq.IPV6, 1)
+        self.socket.connect(f"tcp://{endpoint_host(host)}:{port}")
         self.ids = itertools.count(1)
         self.lost: str | None = None  # why the connection ended, once it has
         self.header: SessionHeader | None = None

@@ -36,10 +36,17 @@ class ServeError(Exception):
     """The server cannot start (port in use, bad host): one line for the user."""
 
 
+def endpoint_host(host: str) -> str:
+    """A host as a ZeroMQ TCP endpoint writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
+
+
 def bind_address(socket: zmq.Socket, host: str, port: int) -> int:
     """Bind socket to host:port (port 0: any free port); the port it got."""
+    if ":" in host:  # an IPv6 address
+        socket.setsockopt(zmq.IPV6, 1)
     try:
-        socket.bind(f"tcp://{host}:{port if port else '*'}")
+        socket.bind(f"tcp://{endpoint_host(host)}:{port if port else '*'}")
     except zmq.ZMQError as e:
         if e.errno == zmq.EADDRINUSE:
             raise ServeError(
