@@ -268,3 +268,27 @@ def test_model_info_from_a_newer_server_keeps_the_known_fields(pair):
     assert P.model_info(info) == pair.target_info
     with pytest.raises(P.RemoteError, match="described its models badly"):
         P.model_info({"name": "x"})
+
+
+def test_continue_after_the_end_and_remeasure(server, pair):
+    settings = Settings(seed=7, max_new_tokens=6)
+    longer = dataclasses.replace(settings, max_new_tokens=20)
+    with RemoteEngine(server.address, TOKEN) as remote:
+        remote.start(PROMPT, settings)
+        got = list(remote.run())
+        with pytest.raises(P.RemoteError, match="already|not ended|finished"):
+            remote.step()
+        remote.continue_session(longer)
+        remote.remeasure()
+        got += list(remote.run())
+    engine = SpeculativeEngine(pair, settings)
+    engine.prefill(PROMPT)
+    expected = list(engine.run())
+    engine.update_settings(longer)
+    engine.finish_reason = None
+    engine.prober.request_full()
+    expected += list(engine.run())
+    assert [wire(r) for r in got] == [wire(r) for r in expected]
+    assert sum(r.n_emitted for r in got) >= 20 and got[-1].finish_reason
+    first_after = next(r for r in got if r.context_len >= got[0].context_len + 6)
+    assert first_after.probes is not None  # the full probe asked for

@@ -138,6 +138,26 @@ class RemoteWorker(QObject):
         except RemoteError as e:
             self._failed("Setting not applied", e)
 
+    @Slot(object)
+    def continue_session(self, settings: Settings) -> None:
+        """Go on after max new tokens or end-of-text, with the new settings."""
+        if self.stop_event.is_set() or self.remote is None or not self.remote.finished:
+            return
+        try:
+            self.remote.continue_session(settings)
+        except RemoteError as e:
+            self._failed("Could not continue", e)
+
+    @Slot()
+    def remeasure(self) -> None:
+        """A full cost-model probe after the next round (the Tune panel's Re-measure)."""
+        if self.stop_event.is_set() or self.remote is None or self.remote.header is None:
+            return
+        try:
+            self.remote.remeasure()
+        except RemoteError as e:
+            self._failed("Could not re-measure", e)
+
     @Slot(object, object)
     def compute_position(self, context_ids: list, settings: Settings) -> None:
         if not self._ready():
@@ -168,6 +188,8 @@ class RemoteEngineThread(QObject):
     request_start = Signal(str, object)
     request_step = Signal()
     request_settings = Signal(object)
+    request_continue = Signal(object)
+    request_remeasure = Signal()
     request_position = Signal(object, object)
     loaded = Signal(object)
     session_started = Signal(object)
@@ -189,6 +211,8 @@ class RemoteEngineThread(QObject):
         self.request_start.connect(self.worker.start_session)
         self.request_step.connect(self.worker.step)
         self.request_settings.connect(self.worker.update_settings)
+        self.request_continue.connect(self.worker.continue_session)
+        self.request_remeasure.connect(self.worker.remeasure)
         self.request_position.connect(self.worker.compute_position)
         for name in (
             "loaded",

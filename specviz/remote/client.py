@@ -256,6 +256,16 @@ class RemoteEngine:
             {"op": "settings", "settings": P.settings_to_json(settings)}, self.reply_timeout
         )
 
+    def continue_session(self, settings: Settings) -> None:
+        """Go on after max new tokens or end-of-text, with these settings."""
+        request = {"op": "continue", "settings": P.settings_to_json(settings)}
+        self._request(request, self.reply_timeout)
+        self.finished = False
+
+    def remeasure(self) -> None:
+        """A full cost-model probe after the next round."""
+        self._request({"op": "remeasure"}, self.reply_timeout)
+
     def position(self, context_ids: list[int], settings: Settings, top_n: int = 20):
         """The full-vocabulary p and q after context_ids: a core.lab.PositionDistributions."""
         re = self._send(

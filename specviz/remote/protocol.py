@@ -32,7 +32,18 @@ from ..core.trace import (
 from ..core.traceparse import parse_header, parse_round
 
 PROTOCOL = "specviz.remote/1"
-OPS = ("hello", "start", "step", "run", "pause", "settings", "position", "close")
+OPS = (
+    "hello",
+    "start",
+    "step",
+    "run",
+    "pause",
+    "settings",
+    "continue",
+    "remeasure",
+    "position",
+    "close",
+)
 # A request is small (a prompt, settings, a context's ids): anything larger is answered with
 # an error. ZeroMQ itself drops a peer whose message exceeds HARD_MAX_BYTES, unread.
 MAX_REQUEST_BYTES = 1 << 20

@@ -359,6 +359,27 @@ class Server:
         self.engine.update_settings(settings)
         return self._ok(re)
 
+    def _op_continue(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        """Go on after max new tokens or end-of-text, with new settings (as the window's
+        Continue)."""
+        settings = P.settings_from_json(request.get("settings", {}))
+        engine = self.engine
+        if engine is None:
+            return [P.encode(P.error("no_session", "no session: send 'start' first", re))]
+        if engine.finish_reason not in ("max_new_tokens", "eos"):
+            why = "it ended at the context length" if engine.finished else "it has not ended"
+            return [P.encode(P.error("cannot_continue", f"cannot continue: {why}", re))]
+        engine.update_settings(settings)
+        engine.finish_reason = None
+        return self._ok(re)
+
+    def _op_remeasure(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        """A full cost-model probe after the next round (the Tune panel's Re-measure)."""
+        if self.engine is None:
+            return [P.encode(P.error("no_session", "no session: send 'start' first", re))]
+        self.engine.prober.request_full()
+        return self._ok(re)
+
     def _op_position(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
         from ..core.lab import position_distributions
 
