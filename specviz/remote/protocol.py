@@ -155,7 +155,13 @@ def settings_from_json(obj: Any) -> Settings:
         if kind is None:
             raise BadMessage(f"unknown setting {name!r}")
         want = type(getattr(defaults, name))
-        if type(value) is bool or not isinstance(value, (int, float) if want is float else int):
+        if want is bool:
+            ok = type(value) is bool
+        else:  # a number: an int is a float too, a bool is neither
+            ok = type(value) is not bool and isinstance(
+                value, (int, float) if want is float else int
+            )
+        if not ok:
             raise BadMessage(f"setting {name!r} must be a {want.__name__}")
         values[name] = want(value)
     settings = Settings(**values)
