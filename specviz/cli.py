@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_model_args(gui)
     gui.add_argument("trace", nargs="?", help="a trace file to open")
+    _add_engine_args(gui)
     return parser
 
 
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         from .commands.common import fail
 
         problem = trace_problem(args.trace) if getattr(args, "trace", None) else None
-        problem = problem or _window_ignores(args)
+        problem = problem or _window_ignores(args) or _engine_problem(args)
         if problem:
             return fail(problem)
         return _open_window(args)
@@ -115,7 +116,7 @@ def _open_window(args: argparse.Namespace) -> int:
         return fail(str(e))
     from .gui.app import main as gui_main
 
-    return gui_main(specs, args.device, args.dtype, args.trace)
+    return gui_main(specs, args.device, args.dtype, args.trace, **_engine_choice(args))
 
 
 # Model options that the window's loader does not take yet (it takes --device and --dtype):
@@ -130,3 +131,42 @@ def _window_ignores(args: argparse.Namespace) -> str | None:
         return None
     flags = ", ".join("--" + name.replace("_", "-") for name in given)
     return f"the window does not take {flags} yet; `specviz run` does"
+
+
+def _add_engine_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("where the engine runs")
+    group.add_argument(
+        "--connect", metavar="HOST:PORT", help="drive a `specviz serve` engine (its models)"
+    )
+    group.add_argument("--token", help="the token `specviz serve` printed ($SPECVIZ_TOKEN)")
+    group.add_argument(
+        "--engine",
+        choices=("thread", "process"),
+        default="thread",
+        help="thread: the engine on a thread of the window's process (default); process: in "
+        "a child process (the window and the engine stop sharing one interpreter)",
+    )
+
+
+def _engine_choice(args: argparse.Namespace) -> dict:
+    token = args.token or os.environ.get("SPECVIZ_TOKEN")
+    return {"connect": args.connect, "token": token, "engine": args.engine}
+
+
+def _engine_problem(args: argparse.Namespace) -> str | None:
+    """Why --connect / --engine cannot be followed, or None."""
+    if not args.connect:
+        return "--token is for --connect" if args.token else None
+    from .remote.client import parse_address
+
+    try:
+        parse_address(args.connect)
+    except ValueError as e:
+        return str(e)
+    if args.engine == "process":
+        return "--connect uses the server's engine: drop --engine process"
+    if args.target or args.draft or getattr(args, "pair", None):
+        return "with --connect the server's models are used: drop --target/--draft/--pair"
+    if not _engine_choice(args)["token"]:
+        return "--connect needs --token (the one `specviz serve` printed) or $SPECVIZ_TOKEN"
+    return None

@@ -45,16 +45,27 @@ def main(
     device: str = "cpu",
     dtype: str = "float32",
     trace: str | None = None,
+    connect: str | None = None,
+    token: str | None = None,
+    engine: str = "thread",
 ) -> int:
     """Open the window on a model pair (None: this installation has no built-in pair) and,
-    if given, a trace to replay; return when it closes."""
+    if given, a trace to replay; return when it closes. connect: HOST:PORT of a `specviz
+    serve` (its models, with `token`); engine "process": the pair in a child process."""
     if os.environ.get("SPECVIZ_NO_DIALOGS"):
         dialogs.AUTO_ANSWER = False
         dialogs.ECHO = True
     app = _application()
     from .main_window import MainWindow
 
-    window = MainWindow(specs, device=device, dtype=dtype)
+    worker = None
+    if connect or engine == "process":
+        from .remote_worker import RemoteEngineThread
+
+        worker = RemoteEngineThread(connect, token)  # no address: a child process
+        if connect:
+            specs = (f"specviz serve at {connect}",) * 2  # the server says which pair
+    window = MainWindow(specs, device=device, dtype=dtype, engine=worker)
     screen = app.primaryScreen()
     if screen is not None:  # as large as the screen allows, up to 1920 x 1200
         room = screen.availableGeometry()

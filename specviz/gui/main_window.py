@@ -17,6 +17,8 @@ from ..core.bars import DRAFTED, positions
 from ..core.trace import SessionHeader
 from . import dialogs
 from .actions import build_actions
+from .connected_controller import ConnectedController
+from .connection_link import ConnectionLink
 from .controls import Controls
 from .distribution_view import DistributionView
 from .files import Files, local_trace
@@ -35,12 +37,17 @@ class MainWindow(QMainWindow):
     """The specviz window. Public methods are what the actions (and tests) call."""
 
     def __init__(self, specs: tuple[str, str] | None = None, device: str = "cpu",
-                 dtype: str = "float32", autosave: bool = True):  # fmt: skip
+                 dtype: str = "float32", autosave: bool = True, engine=None):  # fmt: skip
+        """engine: the worker's thread (gui/remote_worker.py for an engine elsewhere), else
+        an in-thread worker."""
         super().__init__()
         self.setWindowTitle("specviz \u2014 speculative decoding, round by round")
         self.resize(1500, 950)
         self.setAcceptDrops(True)
-        self.controller = SessionController(autosave, self)
+        if hasattr(engine, "disconnected"):  # an engine elsewhere: its connection can drop
+            self.controller = ConnectedController(engine, autosave, self)
+        else:
+            self.controller = SessionController(autosave, self, engine=engine)
         self.controller.confirm_discard = self._confirm_discard
         self._follow = True  # select each new round as it arrives
         self._ask_on_close = True
@@ -62,6 +69,8 @@ class MainWindow(QMainWindow):
         self.lab = LabLink(self.controller, self.distribution)
         self.tune = TuneLink(self.controller, self.controls)
         self.actions_ = build_actions(self)
+        if isinstance(self.controller, ConnectedController):
+            self.connection = ConnectionLink(self, self.controller)
 
         c = self.controller
         c.state_changed.connect(self._on_state)

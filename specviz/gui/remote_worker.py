@@ -52,7 +52,8 @@ class RemoteWorker(QObject):
             self.error.emit(
                 title,
                 f"{e}.\n\nThe rounds received so far are kept (you can export them). "
-                "Load the models again to reconnect.",
+                "Press Reconnect (Session menu, or the banner in the stream) to connect "
+                "again.",
             )
         else:
             self.error.emit(title, f"{e}.")

@@ -1,0 +1,95 @@
+"""The session controller of a window whose engine is elsewhere (`--connect`, `--engine
+process`): a connection can be lost, and found again. GUI thread only.
+
+A lost connection keeps the session as it is: every round received stays in it, in its
+statistics and in the autosave (they were added as they arrived); the lab falls back to a
+position's stored top-N lists. `reconnect()` asks the worker to connect again (its load
+does) and keeps the session shown; the engine's session is gone with the connection, so the
+next Step starts a new one there (after asking, if the kept rounds were not exported).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+
+from .session_controller import SessionController
+from .session_state import State
+from .worker import Loaded
+
+
+class ConnectedController(SessionController):
+    """A SessionController on a RemoteEngineThread (anything with `disconnected(str)`)."""
+
+    connection_changed = Signal(str)  # why the connection was lost; "" once connected
+
+    def __init__(self, engine, autosave: bool = True, parent: QObject | None = None):
+        super().__init__(autosave, parent, engine=engine)
+        self.lost: str | None = None  # why the connection was lost, while it is
+        self._load_args: tuple | None = None  # the last load: what reconnect repeats
+        self._keep_session = False  # the load in flight is a reconnect
+        engine.disconnected.connect(self._on_disconnected)
+
+    def load_models(self, target: str, draft: str, device: str = "cpu", dtype: str = "float32"):
+        self._load_args = (target, draft, device, dtype)
+        super().load_models(target, draft, device, dtype)
+
+    def _on_disconnected(self, reason: str) -> None:
+        """The worker lost the connection (worker signal, relayed to the GUI thread)."""
+        self.lost = reason
+        self.connection_changed.emit(reason)
+
+    def reconnect(self) -> bool:
+        """Connect again; the session shown stays. False if it cannot be asked now."""
+        if self.lost is None or self._load_args is None or self._request is not None:
+            return False
+        if self.state is State.CLOSED:
+            return False
+        self._keep_session = True
+        self._request = "load"
+        self._set_state(State.LOADING)
+        self.engine.request_load.emit(*self._load_args)
+        return True
+
+    def _on_loaded(self, info: Loaded) -> None:
+        keep, self._keep_session = self._keep_session, False
+        self.lost = None
+        if keep and self.session is not None and self.replay_source is None:
+            self.models = info
+            self._request = None
+            self._show_pair()
+            self.models_changed.emit(info)
+            # The engine lost its session with the connection: the next Step starts anew.
+            self._set_state(State.ERROR)
+            self.message.emit(
+                "Connected again: the rounds received are kept; Step starts a new session",
+                10000,
+            )
+        else:
+            super()._on_loaded(info)
+        self.connection_changed.emit("")
+
+    def _on_error(self, title: str, message: str) -> None:
+        reconnecting = self._request == "load" and self.lost is not None
+        if self._request == "load":
+            self._keep_session = False
+        super()._on_error(title, message)
+        if reconnecting:  # still lost: the banner says so again
+            self.connection_changed.emit(self.lost)
+
+    def _step(self, prompt: str, settings, restart: bool) -> None:
+        if self.lost is not None:
+            self.error.emit(
+                "Not connected to the engine",
+                f"{self.lost}.\n\nPress Reconnect (Session menu, or the banner in the "
+                "stream); the rounds received so far are kept.",
+            )
+            self._set_state(self._idle_state() if self.state is State.RUNNING else self.state)
+            return
+        super()._step(prompt, settings, restart)
+
+    def request_position(self, round_index: int, position: int) -> bool:
+        """The full p and q from the engine while connected; else False (the lab then uses
+        the position's stored top-N)."""
+        if self.lost is not None:
+            return False
+        return super().request_position(round_index, position)

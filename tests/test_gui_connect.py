@@ -1,0 +1,222 @@
+"""The window as a front end (`specviz --connect`, `--engine process`): a served session in
+the window gives the local engine's rounds; export, the distribution panel and the lab on a
+position work on it; a server stopped or killed mid-run keeps the rounds (session and
+autosave) and says so, with Reconnect; the GUI thread never waits on the network; a wrong
+token is a clear message. 127.0.0.1 only, bounded waits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QTimer
+
+from specviz.cli import main as cli_main
+from specviz.core.lab import position_distributions
+from specviz.core.tracefile import load
+from specviz.gui import dialogs
+from specviz.gui.main_window import MainWindow
+from specviz.gui.remote_worker import RemoteEngineThread
+from specviz.remote.server import Server
+from tests.test_remote import PROMPT, TOKEN, local_rounds, server, wire  # noqa: F401
+from tests.test_serve_cli import TOKEN as CLI_TOKEN
+from tests.test_serve_cli import serving
+
+TIMEOUT = 60_000
+
+
+@pytest.fixture(autouse=True)
+def quiet(monkeypatch, tmp_path):
+    monkeypatch.setattr(dialogs, "AUTO_ANSWER", True)
+    monkeypatch.setattr(dialogs, "shown", [])
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def open_window(qtbot):
+    windows = []
+
+    def make(engine, specs=("", ""), wait=True) -> MainWindow:
+        engine.worker.calibrate = False  # the local sessions below do not calibrate either
+        window = MainWindow(specs, engine=engine)
+        qtbot.addWidget(window)
+        windows.append(window)
+        window.show()
+        if wait:
+            qtbot.waitUntil(lambda: window.controller.models is not None, timeout=TIMEOUT)
+        window.controls.prompt_edit.setPlainText(PROMPT)
+        window.controls.seed_spin.setValue(3)
+        window.controls.max_tokens_spin.setValue(40)
+        return window
+
+    yield make
+    for window in windows:
+        window.close_now()
+
+
+def fates(rounds) -> list:
+    """What a round says of its tokens (a loaded trace defers its top-N lists)."""
+    return [[(r.index, t.id, t.status, t.p, t.q, t.u) for t in r.tokens] for r in rounds]
+
+
+def wait_rounds(qtbot, window, n: int) -> None:
+    qtbot.waitUntil(
+        lambda: window.session is not None and len(window.session.rounds) >= n, timeout=TIMEOUT
+    )
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")
+def test_the_window_on_a_served_session(qtbot, server, pair, open_window, tmp_path):  # noqa: F811
+    window = open_window(RemoteEngineThread(server.address, TOKEN))
+    assert window.controller.models.vocab_size == pair.vocab_size
+    assert "specviz serve at" not in window.status.pair.text()  # the server's pair is shown
+    settings = window.controls.settings()
+    window.step()
+    wait_rounds(qtbot, window, 1)
+    window.step()
+    wait_rounds(qtbot, window, 2)
+    window.toggle_run()
+    qtbot.waitUntil(lambda: window.state == "finished", timeout=TIMEOUT)
+    got = window.session.rounds
+    expected = local_rounds(pair, settings, [None])
+    assert [wire(r) for r in got] == [wire(r) for r in expected]
+    # every view on it: the distribution panel, export, the lab's exact position
+    assert window.distribution.selected is not None
+    assert window.files.export_trace(tmp_path / "served.jsonl")
+    assert fates(load(tmp_path / "served.jsonl").rounds) == fates(got)
+    window.select_position(1, 0)
+    window.open_lab()
+    lab = window.lab.lab
+    lab.request_position.emit()
+    qtbot.waitUntil(lambda: getattr(lab, "position", None) is not None, timeout=TIMEOUT)
+    ids = window.session.context_ids(1, 0)
+    local = position_distributions(pair, ids, got[1].settings or settings)
+    assert np.array_equal(lab.position.p, local.p) and np.array_equal(lab.position.q, local.q)
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")
+def test_a_stopped_server_keeps_the_rounds_and_offers_reconnect(qtbot, server, pair, open_window):  # noqa: F811
+    window = open_window(RemoteEngineThread(server.address, TOKEN))
+    window.controls.max_tokens_spin.setValue(200)
+    window.toggle_run()
+    wait_rounds(qtbot, window, 3)
+    server.stop()
+    server.thread.join(timeout=10)
+    link = window.connection
+    qtbot.waitUntil(lambda: link.banner.isVisible(), timeout=TIMEOUT)
+    kept = list(window.session.rounds)
+    assert len(kept) >= 3 and window.state == "error"
+    assert "connection to the engine was lost" in link.banner.text.text()
+    assert f"The {len(kept)} rounds received are kept" in link.banner.text.text()
+    assert link.label.text() == "connection lost" and link.action.isEnabled()
+    autosaved = load(window.controller.autosaver.path)
+    assert fates(autosaved.rounds) == fates(kept)
+    window.step()  # not connected: said so, nothing lost
+    assert "Not connected" in dialogs.shown[-1][1]
+    assert window.session.rounds == kept
+    # the lab falls back to the stored top-N lists
+    window.select_position(0, 0)
+    window.open_lab()
+    window.lab.lab.request_position.emit()
+    assert "stored top-N" in window.lab.lab.title
+    # a server on the same port again: Reconnect keeps the rounds; Step starts anew
+    server.close()  # its port is free again
+    again = Server(pair, TOKEN, port=server.port)
+    thread = threading.Thread(target=again.serve_forever, daemon=True)
+    thread.start()
+    try:
+        link.banner.reconnect_button.click()
+        qtbot.waitUntil(lambda: not link.banner.isVisible(), timeout=TIMEOUT)
+        assert window.session.rounds == kept and window.state == "error"
+        window.step()  # the question (answered yes) and a new session there
+        qtbot.waitUntil(
+            lambda: bool(window.session.rounds) and window.session.rounds != kept,
+            timeout=TIMEOUT,
+        )
+        assert len(window.session.rounds) == 1
+    finally:
+        window.close_now()
+        again.stop()
+        thread.join(timeout=10)
+        again.close()
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")
+def test_a_killed_server_never_blocks_the_window(qtbot, pair_dirs, open_window, tmp_path):
+    with serving(pair_dirs, tmp_path) as (proc, address):
+        window = open_window(RemoteEngineThread(address, CLI_TOKEN))
+        window.controls.max_tokens_spin.setValue(400)
+        window.toggle_run()
+        wait_rounds(qtbot, window, 3)
+        os.kill(proc.pid, signal.SIGSTOP)  # it holds the connection and answers nothing
+        try:
+            qtbot.waitUntil(lambda: window.controller.waiting, timeout=TIMEOUT)
+            ticks = []
+            timer = QTimer()
+            timer.timeout.connect(lambda: ticks.append(window.controller.waiting))
+            timer.start(10)
+            # the GUI thread goes on handling events while the request waits on the server
+            qtbot.waitUntil(lambda: len(ticks) >= 20, timeout=5000)
+            timer.stop()
+            assert all(ticks)  # the request was in flight all along
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        qtbot.waitUntil(lambda: window.connection.banner.isVisible(), timeout=TIMEOUT)
+        kept = len(window.session.rounds)
+        assert kept >= 3 and "closed the connection" in window.connection.banner.text.text()
+        assert len(load(window.controller.autosaver.path).rounds) == kept
+        assert any("rounds received so far are kept" in text for _, _, text in dialogs.shown)
+
+
+def test_a_wrong_token_is_a_clear_message(qtbot, server, open_window):  # noqa: F811
+    window = open_window(RemoteEngineThread(server.address, "guess"), wait=False)
+    qtbot.waitUntil(lambda: bool(dialogs.shown), timeout=TIMEOUT)
+    kind, title, text = dialogs.shown[-1]
+    assert title == "Could not connect to the engine" and "wrong token" in text
+    qtbot.waitUntil(lambda: window.state == "no models", timeout=TIMEOUT)
+
+
+def test_engine_process_steps_a_session(qtbot, pair_dirs, open_window):
+    target, draft = (str(d) for d in pair_dirs)
+    window = open_window(RemoteEngineThread(), specs=(target, draft))
+    assert window.controller.engine.worker.child is not None
+    window.step()
+    wait_rounds(qtbot, window, 1)
+    child = window.controller.engine.worker.child.proc
+    window.close_now()
+    assert child.poll() is not None  # the engine process ends with the window
+
+
+@pytest.mark.parametrize(
+    "argv, problem",
+    [
+        (["--connect", "nohost"], "HOST:PORT"),
+        (["--connect", "127.0.0.1:5555"], "needs --token"),
+        (["--connect", "127.0.0.1:5555", "--token", "t", "--engine", "process"], "drop --engine"),
+        (["--connect", "127.0.0.1:5555", "--token", "t", "--target", "x"], "server's models"),
+        (["--token", "t"], "--token is for --connect"),
+        (["--engine", "socket"], "invalid choice"),
+    ],
+)
+def test_window_engine_options_are_checked(argv, problem, monkeypatch, capsys):
+    monkeypatch.delenv("SPECVIZ_TOKEN", raising=False)
+    monkeypatch.setattr("specviz.gui.app.main", lambda *a, **k: pytest.fail("window opened"))
+    try:
+        code = cli_main(argv)
+    except SystemExit as e:
+        code = e.code
+    assert code == 2 and problem in capsys.readouterr().err
+
+
+def test_window_engine_options_reach_the_window(monkeypatch):
+    calls = []
+    monkeypatch.setattr("specviz.gui.app.main", lambda *a, **k: calls.append(k) or 0)
+    monkeypatch.setenv("SPECVIZ_TOKEN", "from-env")
+    assert cli_main(["--connect", "127.0.0.1:5555"]) == 0
+    assert calls[-1] == {"connect": "127.0.0.1:5555", "token": "from-env", "engine": "thread"}
+    assert cli_main(["--engine", "process"]) == 0
+    assert calls[-1]["engine"] == "process" and calls[-1]["connect"] is None
