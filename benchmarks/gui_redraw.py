@@ -98,16 +98,17 @@ def redraw_costs(app, session: Session, mode: str) -> list[float]:
 
 
 def window_tokens_per_s(
-    app, specs, settings: Settings, prompt: str, prefetch: bool = True
+    app, specs, settings: Settings, prompt: str, prefetch: bool = True, engine=None
 ) -> float:
     """Run in the window until the session finishes, inside a real event loop (as the app's
     exec() runs it: a polling loop here would take the GIL from the worker thousands of
-    times a second); timed from the first round's arrival to the last one's."""
+    times a second); timed from the first round's arrival to the last one's. engine: the
+    window's engine thread (benchmarks/gui_engine_process.py), else the in-thread worker."""
     from PySide6.QtCore import QEventLoop, QTimer
 
     from specviz.gui.main_window import MainWindow
 
-    window = MainWindow(specs)  # as a user runs it: autosave on
+    window = MainWindow(specs, engine=engine)  # as a user runs it: autosave on
     window.controller.prefetch = prefetch
     loop = QEventLoop()
     window.controller.engine.loaded.connect(lambda *_: loop.quit())
