@@ -16,6 +16,7 @@ from PySide6.QtCore import QTimer
 
 from specviz.cli import main as cli_main
 from specviz.core.lab import position_distributions
+from specviz.core.trace import Settings
 from specviz.core.tracefile import load
 from specviz.gui import dialogs
 from specviz.gui.main_window import MainWindow
@@ -220,3 +221,27 @@ def test_window_engine_options_reach_the_window(monkeypatch):
     assert calls[-1] == {"connect": "127.0.0.1:5555", "token": "from-env", "engine": "thread"}
     assert cli_main(["--engine", "process"]) == 0
     assert calls[-1]["engine"] == "process" and calls[-1]["connect"] is None
+
+
+def test_drafting_and_load_options_reach_the_engine(qtbot, server):  # noqa: F811
+    from specviz.core.drafters import DrafterConfig
+    from specviz.core.models import LoadOptions
+    from specviz.core.policies import PolicyConfig
+    from specviz.gui.remote_worker import child_args
+
+    engine = RemoteEngineThread(server.address, TOKEN)
+    engine.worker.calibrate = False
+    try:
+        with qtbot.waitSignal(engine.loaded, timeout=TIMEOUT):
+            engine.request_load.emit("", "", "cpu", "float32")
+        engine.request_drafting.emit(DrafterConfig(kind="lookup"), PolicyConfig(kind="heuristic"))
+        with qtbot.waitSignal(engine.session_started, timeout=TIMEOUT) as blocker:
+            engine.request_start.emit(PROMPT, Settings())
+        header = blocker.args[0]
+        assert header.drafter["kind"] == "lookup" and header.policy["kind"] == "heuristic"
+    finally:
+        assert engine.shutdown()
+    options = LoadOptions(device_map="auto", revision="v1", trust_remote_code=True)
+    assert child_args(options) == ["--device-map", "auto", "--revision", "v1",
+                                   "--trust-remote-code"]  # fmt: skip
+    assert child_args(LoadOptions(device_map={"": 0}))[1] == '{"": 0}'

@@ -10,6 +10,7 @@ round already emitted (they live in the window's session) and is reported by `er
 
 from __future__ import annotations
 
+import json
 import threading
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
@@ -19,6 +20,23 @@ from ..remote.client import Cancelled, RemoteEngine
 from ..remote.protocol import ConnectionLost, RemoteError, model_info
 from ..remote.spawn import ChildServer
 from .worker import Loaded
+
+
+def child_args(options) -> list[str]:
+    """`specviz serve` arguments for a core.models.LoadOptions beyond device and dtype."""
+    if options is None:
+        return []
+    device_map = options.device_map
+    args = [] if device_map is None else ["--device-map", json.dumps(device_map).strip('"')]
+    for flag, value in (
+        ("--draft-device", options.draft_device),
+        ("--attn-implementation", options.attn_implementation),
+        ("--revision", options.revision),
+        ("--draft-revision", options.draft_revision),
+    ):
+        if value:
+            args += [flag, value]
+    return args + (["--trust-remote-code"] if options.trust_remote_code else [])
 
 
 class RemoteWorker(QObject):
@@ -42,6 +60,27 @@ class RemoteWorker(QObject):
         self.remote: RemoteEngine | None = None
         self.child: ChildServer | None = None
         self.calibrate = True
+        self.load_options = None  # core.models.LoadOptions for a child engine's load
+        self.drafting: tuple | None = None  # (DrafterConfig, PolicyConfig); None: the server's
+
+    @Slot(object)
+    def set_load_options(self, options) -> None:
+        """The loading options of the next child engine (device and dtype come with load)."""
+        self.load_options = options
+
+    @Slot(object, object)
+    def set_drafting(self, drafter, policy) -> None:
+        """The drafter and K policy of the next session."""
+        self.drafting = (drafter, policy)
+
+    @Slot(object, object)
+    def check_greedy(self, prompt_ids: list, emitted: list) -> None:
+        """The greedy check needs the models here: not on an engine elsewhere."""
+        self.error.emit(
+            "Not available on this engine",
+            "The greedy check runs the target in the window's process; this window's engine "
+            "is elsewhere (--connect or --engine process).",
+        )
 
     def _failed(self, title: str, e: Exception) -> None:
         if isinstance(e, Cancelled):
@@ -74,7 +113,7 @@ class RemoteWorker(QObject):
             address, token = self.address, self.token
             if address is None:
                 self.busy.emit(f"starting an engine process for {target} + {draft}")
-                extra = ("--device", device, "--dtype", dtype)
+                extra = ("--device", device, "--dtype", dtype, *child_args(self.load_options))
                 self.child = ChildServer(target, draft, extra, cancel=cancel)
                 address, token = self.child.address, self.child.token
             self.busy.emit(f"connecting to {address}")
@@ -111,7 +150,9 @@ class RemoteWorker(QObject):
             return
         self.busy.emit("reading the prompt and measuring the models' step times")
         try:
-            header = self.remote.start(prompt, settings, calibrate=self.calibrate)
+            header = self.remote.start(
+                prompt, settings, calibrate=self.calibrate, drafting=self.drafting
+            )
         except RemoteError as e:
             self._failed("Could not start the session", e)
             return
@@ -186,6 +227,9 @@ class RemoteEngineThread(QObject):
     relayed signals, plus `disconnected`. Lives on the GUI thread."""
 
     request_load = Signal(str, str, str, str)
+    request_load_options = Signal(object)
+    request_drafting = Signal(object, object)
+    request_greedy_check = Signal(object, object)
     request_start = Signal(str, object)
     request_step = Signal()
     request_settings = Signal(object)
@@ -199,6 +243,7 @@ class RemoteEngineThread(QObject):
     error = Signal(str, str)
     busy = Signal(str)
     disconnected = Signal(str)
+    greedy_checked = Signal(object)  # never emitted: the check needs local models
 
     def __init__(
         self, address: str | None = None, token: str | None = None, parent: QObject | None = None
@@ -215,6 +260,9 @@ class RemoteEngineThread(QObject):
         self.request_continue.connect(self.worker.continue_session)
         self.request_remeasure.connect(self.worker.remeasure)
         self.request_position.connect(self.worker.compute_position)
+        self.request_load_options.connect(self.worker.set_load_options)
+        self.request_drafting.connect(self.worker.set_drafting)
+        self.request_greedy_check.connect(self.worker.check_greedy)
         for name in (
             "loaded",
             "session_started",
