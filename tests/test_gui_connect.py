@@ -245,3 +245,14 @@ def test_drafting_and_load_options_reach_the_engine(qtbot, server):  # noqa: F81
     assert child_args(options) == ["--device-map", "auto", "--revision", "v1",
                                    "--trust-remote-code"]  # fmt: skip
     assert child_args(LoadOptions(device_map={"": 0}))[1] == '{"": 0}'
+
+
+def test_an_idle_window_notices_the_server_gone(qtbot, server, open_window):  # noqa: F811
+    window = open_window(RemoteEngineThread(server.address, TOKEN))
+    window.step()
+    wait_rounds(qtbot, window, 1)
+    server.stop()
+    server.thread.join(timeout=10)  # it said bye; the window asks for nothing
+    qtbot.waitUntil(lambda: window.connection.banner.isVisible(), timeout=TIMEOUT)
+    assert "shut down" in window.connection.banner.text.text()
+    assert window.state == "error" and len(window.session.rounds) == 1

@@ -13,13 +13,15 @@ from __future__ import annotations
 import json
 import threading
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
 from ..core.trace import Settings
 from ..remote.client import Cancelled, RemoteEngine
 from ..remote.protocol import ConnectionLost, RemoteError, model_info
 from ..remote.spawn import ChildServer
 from .worker import Loaded
+
+WATCH_MS = 1000  # how often an idle worker checks its connection (no network wait)
 
 
 def child_args(options) -> list[str]:
@@ -58,6 +60,7 @@ class RemoteWorker(QObject):
         self.address, self.token = address, token
         self.stop_event = threading.Event()
         self.remote: RemoteEngine | None = None
+        self._watch: QTimer | None = None  # while idle, notices a server gone (its thread)
         self.child: ChildServer | None = None
         self.calibrate = True
         self.load_options = None  # core.models.LoadOptions for a child engine's load
@@ -98,6 +101,8 @@ class RemoteWorker(QObject):
             self.error.emit(title, f"{e}.")
 
     def _drop(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
         if self.remote is not None:
             self.remote.close(timeout=0.5)
             self.remote = None
@@ -124,6 +129,11 @@ class RemoteWorker(QObject):
             return
         finally:
             self.busy.emit("")
+        if self._watch is None:
+            self._watch = QTimer(self)  # created here: it belongs to the worker's thread
+            self._watch.setInterval(WATCH_MS)
+            self._watch.timeout.connect(self._check_idle)
+        self._watch.start()
         info = self.remote.info
         self.loaded.emit(
             Loaded(
@@ -135,6 +145,15 @@ class RemoteWorker(QObject):
                 int(info["vocab_size"]),
             )
         )
+
+    def _check_idle(self) -> None:
+        """The worker is idle (a timer slot runs between requests): has the server gone?"""
+        if self.remote is None or self.stop_event.is_set():
+            return
+        try:
+            self.remote.check_connection()
+        except RemoteError as e:
+            self._failed("The connection to the engine was lost", e)
 
     def _ready(self) -> bool:
         if self.stop_event.is_set():

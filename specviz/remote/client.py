@@ -279,6 +279,17 @@ class RemoteEngine:
         )
         return P.position_from(*self._await(re, self.reply_timeout))
 
+    def check_connection(self) -> None:
+        """Between requests (none in flight, no run): raise ConnectionLost if the server
+        said bye or its connection closed since the last answer. Never waits."""
+        if self.lost is not None:
+            raise P.ConnectionLost(self.lost)
+        while self.socket.poll(0):  # idle: only a ping, a bye or a stale reply can wait
+            message = P.decode_reply(self.socket.recv_multipart(zmq.NOBLOCK))
+            if message["type"] == "bye":
+                self._lose(f"the server shut down ({message.get('reason', 'no reason given')})")
+        self._check_disconnect()
+
     def close(self, timeout: float = 2.0) -> None:
         """End the session on the server (best effort) and close the socket."""
         if self.socket.closed:
