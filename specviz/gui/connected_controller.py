@@ -83,7 +83,7 @@ class ConnectedController(SessionController):
                 f"{self.lost}.\n\nPress Reconnect (Session menu, or the banner in the "
                 "stream); the rounds received so far are kept.",
             )
-            self._set_state(self._idle_state() if self.state is State.RUNNING else self.state)
+            self._set_state(State.ERROR)  # the engine's session is gone with the connection
             return
         super()._step(prompt, settings, restart)
 
