@@ -256,3 +256,31 @@ def test_an_idle_window_notices_the_server_gone(qtbot, server, open_window):  # 
     qtbot.waitUntil(lambda: window.connection.banner.isVisible(), timeout=TIMEOUT)
     assert "shut down" in window.connection.banner.text.text()
     assert window.state == "error" and len(window.session.rounds) == 1
+
+
+def test_run_pause_step_and_settings_stream_the_local_rounds(qtbot, server, pair, open_window):  # noqa: F811
+    from specviz.core.engine import SpeculativeEngine
+
+    window = open_window(RemoteEngineThread(server.address, TOKEN))
+    window.controls.max_tokens_spin.setValue(80)
+    window.toggle_run()  # the server streams rounds ahead of the window
+    wait_rounds(qtbot, window, 3)
+    window.toggle_run()  # pause: the rounds made meanwhile come with the next Steps
+    qtbot.waitUntil(lambda: not window.controller.waiting, timeout=TIMEOUT)
+    assert window.state == "paused"
+    shown = len(window.session.rounds)
+    window.step()
+    wait_rounds(qtbot, window, shown + 1)
+    window.controls.k_spin.setValue(2)  # from a later round on, recorded in each round
+    window.toggle_run()
+    qtbot.waitUntil(lambda: window.state == "finished", timeout=TIMEOUT)
+    got = window.session.rounds
+    assert {r.settings.k for r in got} == {4, 2}
+    engine = SpeculativeEngine(pair, got[0].settings)
+    engine.prefill(PROMPT, calibrate=False)
+    expected = []
+    for rnd in got:
+        engine.update_settings(rnd.settings)
+        expected.append(engine.step())
+    assert [wire(r) for r in got] == [wire(r) for r in expected]
+    assert [r.index for r in got] == list(range(len(got)))

@@ -28,6 +28,16 @@ class ConnectedController(SessionController):
         self._load_args: tuple | None = None  # the last load: what reconnect repeats
         self._keep_session = False  # the load in flight is a reconnect
         engine.disconnected.connect(self._on_disconnected)
+        self._streaming = False  # the worker was told the window runs
+        self.state_changed.connect(self._sync_running)
+
+    def _sync_running(self, state: State) -> None:
+        """Run streams rounds from the engine (it never waits for the window to ask); any
+        other state stops the stream."""
+        running = state is State.RUNNING
+        if running != self._streaming:
+            self._streaming = running
+            self.engine.request_running.emit(running)
 
     def load_models(self, target: str, draft: str, device: str = "cpu", dtype: str = "float32"):
         self._load_args = (target, draft, device, dtype)

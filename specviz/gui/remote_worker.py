@@ -10,6 +10,7 @@ round already emitted (they live in the window's session) and is reported by `er
 
 from __future__ import annotations
 
+import collections
 import json
 import threading
 
@@ -61,6 +62,11 @@ class RemoteWorker(QObject):
         self.stop_event = threading.Event()
         self.remote: RemoteEngine | None = None
         self._watch: QTimer | None = None  # while idle, notices a server gone (its thread)
+        # Run: the server makes rounds ahead (its queue holds a few) and each step takes the
+        # next, so the engine never waits for the window to draw and ask.
+        self._running = False
+        self._stream = None  # RemoteEngine.run() while running
+        self._buffer: collections.deque = collections.deque()  # rounds made before a pause
         self.child: ChildServer | None = None
         self.calibrate = True
         self.load_options = None  # core.models.LoadOptions for a child engine's load
@@ -100,7 +106,26 @@ class RemoteWorker(QObject):
         else:
             self.error.emit(title, f"{e}.")
 
+    @Slot(bool)
+    def set_running(self, running: bool) -> None:
+        """The window runs (each step takes the next streamed round) or stopped running."""
+        self._running = running
+        if not running and self._stream is not None:
+            try:
+                self._stop_stream()
+            except RemoteError as e:
+                self._failed("Could not pause", e)
+
+    def _stop_stream(self) -> None:
+        """Pause the server's run; the rounds it made meanwhile wait for the next steps."""
+        self._stream = None
+        self._buffer.extend(self.remote.pause())
+
     def _drop(self) -> None:
+        for rnd in self._buffer:  # received: the window keeps them
+            self.round_ready.emit(rnd)
+        self._buffer.clear()
+        self._stream = None
         if self._watch is not None:
             self._watch.stop()
         if self.remote is not None:
@@ -148,8 +173,8 @@ class RemoteWorker(QObject):
 
     def _check_idle(self) -> None:
         """The worker is idle (a timer slot runs between requests): has the server gone?"""
-        if self.remote is None or self.stop_event.is_set():
-            return
+        if self.remote is None or self.stop_event.is_set() or self._stream is not None:
+            return  # (a run's rounds wait in the socket: its next step notices a loss)
         try:
             self.remote.check_connection()
         except RemoteError as e:
@@ -169,6 +194,9 @@ class RemoteWorker(QObject):
             return
         self.busy.emit("reading the prompt and measuring the models' step times")
         try:
+            if self._stream is not None:
+                self._stop_stream()
+            self._buffer.clear()
             header = self.remote.start(
                 prompt, settings, calibrate=self.calibrate, drafting=self.drafting
             )
@@ -181,10 +209,18 @@ class RemoteWorker(QObject):
 
     @Slot()
     def step(self) -> None:
+        if self._buffer and not self.stop_event.is_set():
+            self.round_ready.emit(self._buffer.popleft())
+            return
         if not self._ready() or self.remote.header is None or self.remote.finished:
             return
         try:
-            rnd = self.remote.step()
+            if self._running and self._stream is None:
+                self._stream = self.remote.run()
+            rnd = next(self._stream, None) if self._stream is not None else None
+            if rnd is None:  # not running, or the run ended
+                self._stream = None
+                rnd = self.remote.step()
         except RemoteError as e:
             self._failed("A round failed", e)
             return
@@ -247,6 +283,7 @@ class RemoteEngineThread(QObject):
 
     request_load = Signal(str, str, str, str)
     request_load_options = Signal(object)
+    request_running = Signal(bool)
     request_drafting = Signal(object, object)
     request_greedy_check = Signal(object, object)
     request_start = Signal(str, object)
@@ -280,6 +317,7 @@ class RemoteEngineThread(QObject):
         self.request_remeasure.connect(self.worker.remeasure)
         self.request_position.connect(self.worker.compute_position)
         self.request_load_options.connect(self.worker.set_load_options)
+        self.request_running.connect(self.worker.set_running)
         self.request_drafting.connect(self.worker.set_drafting)
         self.request_greedy_check.connect(self.worker.check_greedy)
         for name in (
