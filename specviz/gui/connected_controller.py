@@ -39,6 +39,15 @@ class ConnectedController(SessionController):
             self._streaming = running
             self.engine.request_running.emit(running)
 
+    def apply_settings(self, settings) -> None:
+        super().apply_settings(settings)
+        if self._streaming:
+            self.message.emit(
+                "Settings apply within a few rounds (the engine runs ahead); each round "
+                "records its own",
+                5000,
+            )
+
     def load_models(self, target: str, draft: str, device: str = "cpu", dtype: str = "float32"):
         self._load_args = (target, draft, device, dtype)
         super().load_models(target, draft, device, dtype)
