@@ -49,7 +49,6 @@ class SessionController(QObject):
     prefetch = True
 
     def __init__(self, autosave: bool = True, parent: QObject | None = None, engine=None):
-        """engine: an EngineThread-like object (gui/remote_worker.py), else an EngineThread."""
         super().__init__(parent)
         self.state = State.NO_MODELS
         self.models: Loaded | None = None
@@ -69,8 +68,7 @@ class SessionController(QObject):
         self._replay_timer = QTimer(self)
         self._replay_timer.setInterval(REPLAY_INTERVAL_MS)
         self._replay_timer.timeout.connect(self._replay_tick)
-        self.engine = EngineThread(self) if engine is None else engine
-        self.engine.setParent(self)
+        self.engine = engine or EngineThread(self)  # or gui/remote_worker.py's, given
         self.engine.loaded.connect(self._on_loaded)
         self.engine.session_started.connect(self._on_session_started)
         self.engine.round_ready.connect(self._on_round)
