@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .commands.common import add_model_args
 
     add_model_args(gui)
+    from .commands.drafting import add_drafter_options
+
+    add_drafter_options(gui)
     gui.add_argument("trace", nargs="?", help="a trace file to open")
     _add_engine_args(gui)
     return parser
@@ -108,21 +111,32 @@ def main(argv: list[str] | None = None) -> int:
 
 def _open_window(args: argparse.Namespace) -> int:
     """The main window: the pair from the arguments or the built-in default."""
-    from .commands.common import UsageError, fail, model_specs
+    from .commands.common import UsageError, fail, load_options
+    from .commands.drafting import drafting_from, pair_specs
 
     try:
-        specs = model_specs(args)
+        drafter, policy = drafting_from(args)
+        target, draft = pair_specs(args, drafter)
     except UsageError as e:
         return fail(str(e))
+    if drafter.kind != "model" and (args.connect or args.engine == "process"):
+        return fail(
+            f"--drafter {drafter.kind} runs on the window's own engine thread; drop "
+            "--connect / --engine process (they draft with the model)"
+        )
     from .gui.app import main as gui_main
 
-    return gui_main(specs, args.device, args.dtype, args.trace, **_engine_choice(args))
+    specs = (target, draft or "")
+    drafting, options = (drafter, policy), load_options(args)
+    return gui_main(
+        specs, args.device, args.dtype, args.trace, drafting=drafting, load_options=options,
+        **_engine_choice(args),
+    )  # fmt: skip
 
 
-# Model options that the window's loader does not take yet (it takes --device and --dtype):
-# refused rather than silently ignored.
-WINDOW_LATER = ("device_map", "draft_device", "attn_implementation", "revision",
-                "draft_revision", "chat", "trust_remote_code", "use_generation_config")  # fmt: skip
+# Model options that the window's loader does not take yet: refused rather than silently
+# ignored.
+WINDOW_LATER = ("chat", "use_generation_config")
 
 
 def _window_ignores(args: argparse.Namespace) -> str | None:

@@ -164,8 +164,29 @@ def test_prompt_and_text_escaped_on_the_terminal(capsys, pair_dirs):
 
 
 def test_window_refuses_options_it_does_not_take_yet(capsys):
-    code, _, err = run_cli(capsys, "--device-map", "auto")
-    assert code == 2 and "--device-map" in err and "specviz run" in err
+    code, _, err = run_cli(capsys, "--chat")
+    assert code == 2 and "--chat" in err and "specviz run" in err
+
+
+def test_window_takes_the_drafter_policy_and_loading_options(capsys, monkeypatch):
+    from specviz.gui import app
+
+    calls = []
+    monkeypatch.setattr(app, "main", lambda *a, **kw: calls.append((a, kw)) or 0)
+    code, _, err = run_cli(
+        capsys, "--target", "builtin:tiny", "--drafter", "lookup", "--ngram-max", "3",
+        "--policy", "heuristic", "--device-map", "auto", "--revision", "v1",
+    )  # fmt: skip
+    assert code == 0, err
+    (specs, *_), kw = calls[0]
+    (drafter, policy), options = kw["drafting"], kw["load_options"]
+    assert specs == ("builtin:tiny", "")  # lookup: no draft model to load
+    assert (drafter.kind, drafter.ngram_max, policy.kind) == ("lookup", 3, "heuristic")
+    assert options.device_map == "auto" and options.revision == "v1"
+    code, _, err = run_cli(capsys, "--drafter", "lookup", "--draft", "x", "--target", "y")
+    assert code == 2 and "--draft" in err
+    code, _, err = run_cli(capsys, "--drafter", "lookup", "--engine", "process")
+    assert code == 2 and "--engine process" in err
 
 
 def test_ctrl_c_while_loading_is_no_traceback(capsys, monkeypatch):

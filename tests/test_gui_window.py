@@ -250,7 +250,10 @@ def view_state(window) -> dict:
         "bars": window.distribution.bars,
         "summary": window.distribution.summary.text(),
         "round": window.stream.round_label.text(),
-        "series": [window.plots.series(c)[1].tolist() for c in window.plots.curves],
+        "series": [  # NaN (no value) as None: NaN != NaN
+            [None if v != v else v for v in window.plots.series(c)[1].tolist()]
+            for c in window.plots.curves
+        ],
         "lengths": list(window.plots.length_bars.opts["height"]),
         "status": (window.status.rounds.text(), window.status.acceptance.text()),
     }

@@ -23,6 +23,8 @@ class Actions:
     quit: QAction
     lab: QAction
     tune: QAction
+    remeasure: QAction
+    greedy: QAction
 
 
 def build_actions(window) -> Actions:
@@ -72,6 +74,15 @@ def build_actions(window) -> Actions:
         quit=action("Quit", window.close, QKeySequence.StandardKey.Quit, "Close specviz"),
         lab=None,
         tune=None,
+        remeasure=action(
+            "Re-measure costs", window.remeasure, None,
+            "Probe T_t(n) and T_d(1) again after the next round (the speedup's baseline)",
+        ),
+        greedy=action(
+            "Check greedy against the target alone\u2026", window.check_greedy, None,
+            "Greedy sessions: run the target's own greedy decoding on the prompt and show "
+            "the first differing token (none is expected)",
+        ),
     )  # fmt: skip
     acts.run.setCheckable(True)
 
@@ -91,7 +102,7 @@ def build_actions(window) -> Actions:
     file_menu.addAction(acts.quit)
 
     session_menu = bar.addMenu("&Session")
-    for a in (acts.step, acts.run, acts.continue_, acts.reset):
+    for a in (acts.step, acts.run, acts.continue_, acts.reset, acts.remeasure):
         session_menu.addAction(a)
 
     tools = bar.addMenu("&Tools")
@@ -101,6 +112,7 @@ def build_actions(window) -> Actions:
         "Tune K\u2026", window.open_tune, None, "The K advisor from this session; a K sweep"
     )
     tools.addAction(acts.tune)
+    tools.addAction(acts.greedy)
 
     toolbar = QToolBar("Session", window)
     toolbar.setObjectName("session-toolbar")

@@ -48,6 +48,8 @@ def main(
     connect: str | None = None,
     token: str | None = None,
     engine: str = "thread",
+    drafting=None,
+    load_options=None,
 ) -> int:
     """Open the window on a model pair (None: this installation has no built-in pair) and,
     if given, a trace to replay; return when it closes. connect: HOST:PORT of a `specviz
@@ -65,7 +67,10 @@ def main(
         worker = RemoteEngineThread(connect, token)  # no address: a child process
         if connect:
             specs = (f"specviz serve at {connect}",) * 2  # the server says which pair
-    window = MainWindow(specs, device=device, dtype=dtype, engine=worker)
+    window = MainWindow(
+        specs, device=device, dtype=dtype, engine=worker, drafting=drafting,
+        load_options=load_options,
+    )  # fmt: skip
     screen = app.primaryScreen()
     if screen is not None:  # as large as the screen allows, up to 1920 x 1200
         room = screen.availableGeometry()

@@ -6,7 +6,7 @@ from the next round) and `load_requested` (a new pair, hence a new session).
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from ..core.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
 from ..core.prompts import example_prompts
 from ..core.trace import Settings
+from .drafting_box import DraftingBox, describe_drafter
 
 CUSTOM = "Custom: hub id or folder"
 DEVICES = ("cpu", "cuda", "auto")
@@ -54,8 +55,12 @@ class Controls(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(self._prompt_box())
+        self.drafting_box = DraftingBox()
         layout.addWidget(self._models_box())
+        layout.addWidget(self.drafting_box)
         layout.addWidget(self._sampling_box())
+        self.drafting_box.changed.connect(self._drafter_changed)
+        self._drafter_changed()
         layout.addStretch(1)
 
     # ------------------------------------------------------------------------------ prompt
@@ -116,6 +121,10 @@ class Controls(QWidget):
         self.device_combo.setToolTip("cpu, cuda, cuda:N or auto")
         self.dtype_combo = QComboBox()
         self.dtype_combo.addItems(DTYPES)
+        self.drafts_label = QLabel()
+        self.drafts_label.setWordWrap(True)
+        self.drafts_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.drafts_label.setStyleSheet("color: #444;")
         self.load_button = QPushButton("Load models")
         self.load_button.setToolTip("Load the pair on the worker thread (starts a new session)")
         self.load_button.clicked.connect(self._request_load)
@@ -127,6 +136,7 @@ class Controls(QWidget):
         device_row.addWidget(self.device_combo, 1)
         device_row.addWidget(self.dtype_combo, 1)
         form.addRow("Device", device_row)
+        form.addRow("Drafts", self.drafts_label)
         form.addRow(self.load_button)
         self._pair_changed()
         return box
@@ -152,17 +162,39 @@ class Controls(QWidget):
     def _pair_changed(self) -> None:
         spec = self.pair_combo.currentData()
         custom = spec is None
-        for edit in (self.target_edit, self.draft_edit):
-            edit.setEnabled(custom)
+        self.target_edit.setEnabled(custom)
+        self.draft_edit.setEnabled(custom and self.needs_draft_model)
         if not custom:
             self.target_edit.setText(spec)
             self.draft_edit.setText(spec)
 
+    @property
+    def needs_draft_model(self) -> bool:
+        box = getattr(self, "drafting_box", None)
+        return box is None or box.drafting()[0].kind == "model"
+
+    def drafting(self):
+        """(DrafterConfig, PolicyConfig) the next session starts with."""
+        return self.drafting_box.drafting()
+
+    def _drafter_changed(self, *_args) -> None:
+        """The Models box says what drafts; a drafter without a model loads no draft."""
+        self.draft_edit.setEnabled(self.pair_combo.currentData() is None and self.needs_draft_model)
+        drafter = self.drafting()[0]
+        self.drafts_label.setText(describe_drafter(drafter))
+        self.drafts_label.setToolTip(
+            "Load models loads the target alone for this drafter"
+            if drafter.kind != "model"
+            else "Load models loads the target and the draft"
+        )
+
     def specs(self) -> tuple[str, str]:
-        """(target, draft) as typed or chosen."""
-        return self.target_edit.text().strip(), self.draft_edit.text().strip()
+        """(target, draft) as typed or chosen; draft "" when the drafter needs no model."""
+        draft = self.draft_edit.text().strip() if self.needs_draft_model else ""
+        return self.target_edit.text().strip(), draft
 
     def set_specs(self, target: str, draft: str) -> None:
+        draft = draft or (target if target.startswith("builtin:") else self.draft_edit.text())
         index = self.pair_combo.findData(target) if target == draft else -1
         if index < 0:
             index = self.pair_combo.count() - 1  # custom

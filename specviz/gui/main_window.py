@@ -22,10 +22,12 @@ from .connection_link import ConnectionLink
 from .controls import Controls
 from .distribution_view import DistributionView
 from .files import Files, local_trace
+from .greedy_link import GreedyLink
 from .lab_link import LabLink
 from .plots import Plots
 from .session_controller import SessionController
 from .session_state import State
+from .speed import SpeedTracker
 from .status import StatusBar
 from .stream_panel import StreamPanel
 from .tune_link import TuneLink
@@ -37,9 +39,12 @@ class MainWindow(QMainWindow):
     """The specviz window. Public methods are what the actions (and tests) call."""
 
     def __init__(self, specs: tuple[str, str] | None = None, device: str = "cpu",
-                 dtype: str = "float32", autosave: bool = True, engine=None):  # fmt: skip
-        """engine: the worker's thread (gui/remote_worker.py for an engine elsewhere), else
-        an in-thread worker."""
+                 dtype: str = "float32", autosave: bool = True, engine=None, drafting=None,
+                 load_options=None):  # fmt: skip
+        """specs: (target, draft) to load (draft "": the target alone); engine: the worker's
+        thread (gui/remote_worker.py for an engine elsewhere), else an in-thread worker;
+        drafting: the (DrafterConfig, PolicyConfig) to start with; load_options:
+        core.models.LoadOptions for every load (the command line's --device-map, ...)."""
         super().__init__()
         self.setWindowTitle("specviz \u2014 speculative decoding, round by round")
         self.resize(1500, 950)
@@ -68,6 +73,8 @@ class MainWindow(QMainWindow):
         self.files = Files(self, self.controller, self.status, exporters)
         self.lab = LabLink(self.controller, self.distribution)
         self.tune = TuneLink(self.controller, self.controls)
+        self.greedy = GreedyLink(self.controller, self)
+        self.speed = SpeedTracker()  # the cost model's figures of the session shown
         self.actions_ = build_actions(self)
         if isinstance(self.controller, ConnectedController):
             self.connection = ConnectionLink(self, self.controller)
@@ -82,6 +89,13 @@ class MainWindow(QMainWindow):
         c.message.connect(self.status.showMessage)
         c.error.connect(lambda title, text: dialogs.error(self, title, text))
         self.controls.load_requested.connect(self.load_models)
+        self.controls.drafting_box.changed.connect(lambda *d: setattr(c, "drafting", d))
+        if drafting is not None:
+            self.controls.drafting_box.set_drafting(*drafting)
+            self.controls._drafter_changed()
+        c.drafting = self.controls.drafting()
+        if load_options is not None:
+            c.engine.request_load_options.emit(load_options)
         self.controls.settings_changed.connect(c.apply_settings)
         self.stream.view.position_selected.connect(self.select_position)
         self.stream.round_chosen.connect(self.select_round)
@@ -223,6 +237,18 @@ class MainWindow(QMainWindow):
     def open_tune(self) -> None:
         self.tune.open()
 
+    def remeasure(self) -> None:
+        """A full cost-model probe after the next round (as the Tune panel's button)."""
+        if self.controller.state.live and self.controller.session is not None:
+            self.controller.remeasure()
+            self.status.showMessage("The costs are measured again after the next round", 4000)
+        else:
+            self.status.showMessage("Re-measure needs a live session", 4000)
+
+    def check_greedy(self) -> None:
+        """The target's own greedy decoding against the session's tokens (worker thread)."""
+        self.greedy.check()
+
     # ------------------------------------------------------------------------------ views
 
     def _on_session_reset(self, header: SessionHeader | None) -> None:
@@ -231,20 +257,25 @@ class MainWindow(QMainWindow):
         self.stream.clear(header)
         self.distribution.show_position(None)
         self.plots.clear()
+        self.speed = SpeedTracker(header)
         self.status.set_figures(None, 0)
+        self.status.set_speed(None)
         if header is not None:
             self.controls.show_session(header)
+            if self.controller.replay_source is not None:  # what the trace drafted with
+                self.controls.drafting_box.show_header(header)
 
     def _on_rounds_added(self, added: list) -> None:
         """New rounds in the session: the stream, slider and status bar show them at once;
         the plots and the distribution panel (the costly paints) follow at most every
         REFRESH_MS while running, and once at the end of a long replay's drawing."""
         c = self.controller
-        for _, stats in added:
-            self.plots.add(stats, c.stats, redraw=False)
+        for rnd, stats in added:
+            self.plots.add(stats, c.stats, redraw=False, speed=self.speed.add(rnd))
         self.stream.append_rounds([rnd for rnd, _ in added])
         self.stream.set_total(c.total_rounds)
         self.status.set_figures(c.last_stats, len(c.session.rounds))
+        self.status.set_speed(self.speed.latest)
         if c.drawing:
             return
         if c.state in (State.RUNNING, State.REPLAYING):

@@ -47,6 +47,8 @@ PROMPT_BACKGROUND = "#f2f2f2"
 BOUNDARY = "#9aa0a6"  # the marker between rounds
 BOUNDARY_MARK = "\u2502"  # │ between rounds
 SELECTED = "#ffd54f"  # the outline / background of the selected position
+COPIED = "#b3e5fc"  # where a prompt-lookup proposal was copied from (the selected round's)
+COPIED_LINE = "#0277bd"
 
 # Distribution bars
 P = "#1f5fbf"  # the target, p

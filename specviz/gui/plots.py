@@ -1,5 +1,6 @@
-"""Per-round plots: acceptance (per round, running, alpha), speedup (measured, predicted,
-tokens per target forward), the histogram of accepted length and acceptance by position.
+"""Per-round plots: acceptance (per round, running, alpha), speedup (measured by the cost
+model, the refined and Leviathan predictions, tokens per target pass and K on a second
+axis), the histogram of accepted length and acceptance by position.
 
 Every plot item is created once; each round appends one point to preallocated arrays and
 calls setData on views of them (clipped to the view and downsampled when long), so no
@@ -204,7 +205,14 @@ class Plots(QWidget):
         speed.setLabel("left", "\u00d7 target alone")
         speed.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=pg.mkPen("#bbbbbb", style=dash)))
         self.speedup_measured = _curve(speed, "measured", palette.PLOT_MEASURED, 0, 3)
-        self.speedup_predicted = _curve(speed, "predicted", palette.PLOT_PREDICTED, dash)
+        self.speedup_predicted = _curve(speed, "refined (pred.)", palette.PLOT_PREDICTED, dash)
+        self.speedup_leviathan = _curve(speed, "Leviathan (pred.)", palette.PLOT_PREDICTED, dot)
+        # A measured value above K + 1 is impossible: a hollow marker, not a point of the line.
+        self.speedup_impossible = speed.plot(
+            [], [], pen=None, symbol="o", symbolSize=9, symbolBrush=None,
+            symbolPen=pg.mkPen(palette.PLOT_MEASURED, width=1.5),
+        )  # fmt: skip
+        self.speedup_impossible.legend_name = "> K+1: impossible"
         # Tokens per target pass is another quantity: its own axis, on the right.
         self.per_forward_view = pg.ViewBox(enableMenu=False)
         self.per_forward_view.setParentItem(speed)  # drawn and exported with the plot
@@ -225,12 +233,19 @@ class Plots(QWidget):
         one_point_per_pixel(self.per_forward)
         self.per_forward.setClipToView(True)
         self.per_forward_view.addItem(self.per_forward)
+        self.k_curve = pg.PlotDataItem(
+            [], [], pen=pg.mkPen(palette.PLOT_PER_FORWARD, width=1, style=dash),
+            connect="finite",
+        )  # fmt: skip
+        self.k_curve.legend_name = "K (right)"
+        self.per_forward_view.addItem(self.k_curve)
         speed.vb.sigResized.connect(lambda: self.per_forward_view.setGeometry(speed.vb.geometry()))
 
         for name, curves in (
             ("acceptance", (self.acceptance_round, self.acceptance_running, self.alpha_running,
                             self.efficiency)),
-            ("speedup", (self.speedup_measured, self.speedup_predicted, self.per_forward)),
+            ("speedup", (self.speedup_measured, self.speedup_predicted, self.speedup_leviathan,
+                         self.speedup_impossible, self.per_forward, self.k_curve)),
         ):  # fmt: skip
             _legend(self.panels[name], [(c, c.legend_name) for c in curves])
 
@@ -267,7 +282,10 @@ class Plots(QWidget):
             self.efficiency,
             self.speedup_measured,
             self.speedup_predicted,
+            self.speedup_leviathan,
+            self.speedup_impossible,
             self.per_forward,
+            self.k_curve,
         )
         self._series = {curve: Series() for curve in self.curves}
         self._x_span = 10  # the round axes grow in steps: an axis repaints only when it moves
@@ -292,18 +310,30 @@ class Plots(QWidget):
         self.rounds = 0
         self._running = None
 
-    def add(self, stats: RoundStats, running: RunningStats, redraw: bool = True) -> None:
-        """Append one round's figures (from core.stats); redraw=False defers the drawing
+    def add(
+        self, stats: RoundStats, running: RunningStats, redraw: bool = True, speed=None
+    ) -> None:
+        """Append one round's figures (from core.stats, and the cost model's gui.speed
+        SpeedPoint: without one, the header-calibrated ones); redraw=False defers the drawing
         (a replay loads all its rounds, then calls redraw() once)."""
         x = float(stats.index + 1)  # rounds are counted from 1 on screen
+        if speed is None:
+            measured, refined, leviathan = stats.speedup_measured, None, stats.speedup_predicted
+            impossible, k = None, None
+        else:
+            measured, refined, leviathan = speed.measured, speed.refined, speed.leviathan
+            impossible, k = speed.impossible, speed.k
         values = (
             stats.acceptance,
             stats.acceptance_running,
             stats.alpha_running,
             stats.draft_efficiency,
-            stats.speedup_measured,
-            stats.speedup_predicted,
+            measured,
+            refined,
+            leviathan,
+            impossible,
             stats.tokens_per_forward,
+            k,
         )
         for series, value in zip(self._series.values(), values):
             series.append(x, value)
@@ -320,7 +350,11 @@ class Plots(QWidget):
         if self.acceptance_round.opts["symbol"] != symbol:
             self.acceptance_round.setSymbol(symbol)
         for curve, series in self._series.items():
-            curve.setData(series.x, series.y, connect="finite")
+            if curve is self.speedup_impossible:  # markers only where there is a value
+                keep = np.isfinite(series.y)
+                curve.setData(series.x[keep], series.y[keep])
+            else:
+                curve.setData(series.x, series.y, connect="finite")
         if last > self._x_span or last < self._x_span // 3:
             self._x_span = max(10, 10 * math.ceil(last * 1.5 / 10))
             for name in ("acceptance", "speedup"):

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from ..core.drafters import DrafterConfig
+from ..core.policies import PolicyConfig
 from ..core.session import Session
 from ..core.stats import RoundStats, RunningStats
 from ..core.trace import Round, SessionHeader, Settings
@@ -59,6 +61,10 @@ class SessionController(QObject):
         self.exported = True  # nothing unsaved
         self.confirm_discard: Callable[[str], bool] = lambda what: True
         self._request: str | None = None  # "load", "start", "step": what the worker does
+        # the drafter and K policy of the next session (a changed one: the next Step starts
+        # a new session), and of the live one
+        self.drafting: tuple[DrafterConfig, PolicyConfig] = (DrafterConfig(), PolicyConfig())
+        self._session_drafting = self.drafting
         self._draw_until = 0  # a long trace is drawn up to this many rounds
         self.autosaver = None
         if autosave:
@@ -144,7 +150,7 @@ class SessionController(QObject):
         if not self.discard_ok("Loading other models"):
             return
         self._request = "load"
-        self.pair_changed.emit(f"{target} + {draft}" if target != draft else target, device)
+        self.pair_changed.emit(target if draft in ("", target) else f"{target} + {draft}", device)
         self._set_state(State.LOADING)
         self.engine.request_load.emit(target, draft, device, dtype)
 
@@ -163,7 +169,7 @@ class SessionController(QObject):
         if info is None:
             self.pair_changed.emit("none loaded", "")
             return
-        same = info.target_spec == info.draft_spec
+        same = info.draft_spec in ("", info.target_spec)
         name = info.target_spec if same else f"{info.target_spec} + {info.draft_spec}"
         self.pair_changed.emit(name, info.device)
 
@@ -189,8 +195,9 @@ class SessionController(QObject):
         session = self.session
         # White space added around the prompt (a stray Space) keeps the session.
         changed = session is not None and prompt.strip() != session.header.prompt.strip()
+        changed = changed or session is not None and self.drafting != self._session_drafting
         if session is None or changed or restart:
-            what = "A changed prompt starts a new session" if changed else "Starting again"
+            what = "A new prompt or drafter starts a new session" if changed else "Starting again"
             if not self.discard_ok(what):
                 self._set_state(self._idle_state())
                 return
@@ -207,6 +214,8 @@ class SessionController(QObject):
         self._request = "start"
         if self.state is not State.RUNNING:
             self._set_state(State.STARTING)
+        self._session_drafting = self.drafting
+        self.engine.request_drafting.emit(*self.drafting)  # queued: before the start
         self.engine.request_start.emit(prompt, settings)
 
     def _on_session_started(self, header: SessionHeader) -> None:

@@ -8,7 +8,6 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
 from ..core.stats import RoundStats
 
-TIMES = "{:.2f}\u00d7"
 STATE_COLOURS = {
     "loading": "#8a6d00",
     "starting": "#8a6d00",
@@ -37,14 +36,15 @@ class StatusBar(QStatusBar):
         self.speed = QLabel("")
         self.rounds = QLabel("")
         self.acceptance = QLabel("")
+        self.cost = QLabel("")  # the cost model's speedup, both predictions, baseline, c
         self.state = QLabel("")
         for label in (self.busy_label, self.pair, self.device, self.speed, self.rounds,
-                      self.acceptance):  # fmt: skip
+                      self.acceptance, self.cost):  # fmt: skip
             label.setTextFormat(Qt.TextFormat.PlainText)  # names from a trace: never markup
         # Permanent, so that a message (showMessage) never hides what is in progress.
         self.addPermanentWidget(self.busy_bar)
         self.addPermanentWidget(self.busy_label)
-        for label in (self.pair, self.device, self.speed, self.rounds, self.acceptance):
+        for label in (self.pair, self.device, self.speed, self.rounds, self.acceptance, self.cost):
             self.addPermanentWidget(label)
         self.addPermanentWidget(self.state)
         self.set_figures(None, 0)
@@ -75,6 +75,13 @@ class StatusBar(QStatusBar):
         self.speed.setText(f"tokens/s: {f(stats.tokens_per_s, '{:.1f}')}")
         self.acceptance.setText(
             f"acceptance: {f(stats.acceptance_running, '{:.1%}')} \u00b7 "
-            f"\u03b1 {f(stats.alpha_running, '{:.2f}')} \u00b7 "
-            f"speedup {f(stats.speedup_measured, TIMES)}"
+            f"\u03b1 {f(stats.alpha_running, '{:.2f}')}"
         )
+
+    def set_speed(self, point) -> None:
+        """The cost model's figures (a gui.speed.SpeedPoint, or None)."""
+        from .speed import window_text
+
+        text, tip = window_text(point)
+        self.cost.setText(text)
+        self.cost.setToolTip(tip)

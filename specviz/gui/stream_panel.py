@@ -19,12 +19,13 @@ from PySide6.QtWidgets import (
 
 from ..core.trace import Round
 from . import palette
-from .token_view import TokenView
+from .token_view import TokenView, k_text
 
 
 def round_text(rnd: Round, total: int) -> str:
     s = rnd.settings
-    sampling = "" if s is None else f" \u00b7 K {s.k} \u00b7 T {s.temperature:g}"
+    k = html.escape(k_text(rnd))  # a trace's strings: never markup
+    sampling = (f" \u00b7 {k}" if k else "") + ("" if s is None else f" \u00b7 T {s.temperature:g}")
     reason = html.escape(rnd.finish_reason or "")  # a trace's string: never markup
     end = f" \u00b7 finished: {reason}" if rnd.finish_reason else ""
     return (

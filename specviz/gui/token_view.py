@@ -71,6 +71,34 @@ def token_tooltip(rnd: Round, index: int) -> str:
     return "<br>".join(f"<nobr>{line}</nobr>" for line in lines)
 
 
+STOPS = {
+    "k": "drafted K",
+    "eos": "drafted end-of-text",
+    "threshold": "below the confidence threshold",
+    "no_match": "no n-gram match",
+    "limit": "at the length limit",
+}
+
+
+def round_k(rnd: Round) -> int | None:
+    """The K the policy chose for the round (a 1.0 trace: its settings' K)."""
+    if rnd.k is not None:
+        return rnd.k
+    return None if rnd.settings is None else rnd.settings.k
+
+
+def k_text(rnd: Round) -> str:
+    """K of the round, why drafting stopped and where a lookup copied from (plain text)."""
+    k = round_k(rnd)
+    parts = [] if k is None else [f"K {k}"]
+    if rnd.stop:
+        parts.append(f"stopped: {STOPS.get(rnd.stop, rnd.stop)}")
+    if rnd.copied_from is not None:
+        start, end = rnd.copied_from
+        parts.append(f"copied from context [{start}, {end})")
+    return " \u00b7 ".join(parts)
+
+
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -113,13 +141,18 @@ class TokenView(QTextEdit):
         self._ends: list[int] = []
         self._keys: list[tuple[int, int]] = []  # (round index, token index) of each span
         self._spans: dict[tuple[int, int], tuple[int, int]] = {}
+        # document span of each context position (prompt tokens, then emitted tokens); None
+        # where a prompt token's text is not found in the prompt (a special token)
+        self._context: list[tuple[int, int] | None] = []
         self.selected: tuple[int, int] | None = None
+        self.copied_span: tuple[int, int] | None = None  # [start, end) drawn as copied from
         if header is not None:
             prompt = QTextCharFormat()
             prompt.setForeground(QColor(palette.PROMPT))
             prompt.setBackground(QColor(palette.PROMPT_BACKGROUND))
             cursor = self._end_cursor()
             cursor.insertText(header.prompt.replace("\n", "\u21b5\n"), prompt)
+            self._context = prompt_spans(header)
 
     def _end_cursor(self) -> QTextCursor:
         cursor = QTextCursor(self.document())
@@ -143,6 +176,7 @@ class TokenView(QTextEdit):
         run_format = None
         starts, ends, keys, spans = self._starts, self._ends, self._keys, self._spans
         pieces = []
+        rounds_by_index = {rnd.index: rnd for rnd in rounds}
         for rnd in rounds:
             pieces.append(((rnd.index, ROUND_TOKEN), BOUNDARY_MARK, self._boundary))
             pieces.extend(
@@ -169,6 +203,8 @@ class TokenView(QTextEdit):
             ends.append(end)
             keys.append(key)
             spans[key] = (position, end)
+            if key[1] != ROUND_TOKEN and rounds_by_index[key[0]].tokens[key[1]].emitted:
+                self._context.append((position, end))
             line_break = text.rfind("\n")
             block = block + end - position if line_break < 0 else len(text) - line_break
             position = end
@@ -230,9 +266,10 @@ class TokenView(QTextEdit):
     def tooltip_at(self, key: tuple[int, int]) -> str:
         rnd = self._rounds[key[0]]
         if key[1] == ROUND_TOKEN:
-            return (
+            k = k_text(rnd)
+            return _html(
                 f"round {rnd.index + 1}: drafted {rnd.n_drafted}, accepted {rnd.n_accepted}, "
-                f"emitted {rnd.n_emitted} ({rnd.ms:.1f} ms)"
+                f"emitted {rnd.n_emitted} ({rnd.ms:.1f} ms)" + (f"; {k}" if k else "")
             )
         return token_tooltip(rnd, key[1])
 
@@ -256,6 +293,7 @@ class TokenView(QTextEdit):
             highlight.setUnderlineColor(QColor(palette.fate(rnd.tokens[i].status).foreground))
             sel.format = highlight
             selections.append(sel)
+        selections.extend(self._copied_selections(rnd))
         self.setExtraSelections(selections)
         self.selected = (round_index, position)
         if scroll and selections:
@@ -264,6 +302,31 @@ class TokenView(QTextEdit):
             if not self.viewport().rect().contains(rect):
                 bar = self.verticalScrollBar()
                 bar.setValue(bar.value() + rect.center().y() - self.viewport().height() // 2)
+
+    def _copied_selections(self, rnd: Round) -> list:
+        """The context tokens a prompt-lookup proposal of `rnd` was copied from, in blue;
+        `copied_span` is their extent in the document."""
+        self.copied_span = None
+        if rnd.copied_from is None:
+            return []
+        start, end = rnd.copied_from
+        spans = [s for s in self._context[max(start, 0) : max(end, 0)] if s is not None]
+        if not spans:
+            return []
+        self.copied_span = (spans[0][0], spans[-1][1])
+        copied = QTextCharFormat()
+        copied.setBackground(QColor(palette.COPIED))
+        copied.setUnderlineStyle(QTextCharFormat.UnderlineStyle.SingleUnderline)
+        copied.setUnderlineColor(QColor(palette.COPIED_LINE))
+        selections = []
+        for start, end in spans:  # each copied context token (not the drafts in between)
+            sel = QTextEdit.ExtraSelection()
+            sel.cursor = QTextCursor(self.document())
+            sel.cursor.setPosition(start)
+            sel.cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+            sel.format = copied
+            selections.append(sel)
+        return selections
 
     # ------------------------------------------------------------------------------ events
 
@@ -291,6 +354,23 @@ class TokenView(QTextEdit):
         position = 0 if token_index == ROUND_TOKEN else position_of(rnd, token_index)
         self.select(round_index, position, scroll=False)
         self.position_selected.emit(round_index, position)
+
+
+def prompt_spans(header: SessionHeader) -> list[tuple[int, int] | None]:
+    """Document span of each prompt token, from the header's token texts found in turn in
+    the prompt as displayed; None for a token whose text is not there (BOS, a special token)."""
+    texts = header.prompt_text
+    if len(texts) != len(header.prompt_ids):
+        return [None] * len(header.prompt_ids)
+    prompt, offset, doc, spans = header.prompt, 0, 0, []
+    for text in texts:
+        if text and prompt.startswith(text, offset):
+            shown = qt_length(text.replace("\n", "\u21b5\n"))
+            spans.append((doc, doc + shown))
+            offset, doc = offset + len(text), doc + shown
+        else:
+            spans.append(None)
+    return spans
 
 
 def _cursor_at(document, pos: int) -> QTextCursor:

@@ -65,7 +65,11 @@ class TuneLink:
             dtype = info.target.dtype
             self.panel.set_pair_source(
                 partial(
-                    load_pair, info.target_spec, info.draft_spec, device=info.device, dtype=dtype
+                    load_pair,
+                    info.target_spec,
+                    info.draft_spec or None,
+                    device=info.device,
+                    dtype=dtype,
                 )  # fmt: skip
             )
 

@@ -9,23 +9,27 @@ slot's work, and between the steps of a model load.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ..core.models import ModelLoadError, ModelPair, load_pair
+from ..core.drafters import DrafterConfig
+from ..core.models import LoadOptions, ModelLoadError, ModelPair, load_pair
+from ..core.policies import PolicyConfig
 from ..core.trace import ModelInfo, Settings
 
 
 @dataclass(frozen=True)
 class Loaded:
-    """What `loaded` carries: the pair as asked for and as loaded."""
+    """What `loaded` carries: the pair as asked for and as loaded (draft_spec "" and draft
+    None: the target alone, for a drafter that needs no draft model)."""
 
     target_spec: str
     draft_spec: str
     target: ModelInfo
-    draft: ModelInfo
+    draft: ModelInfo | None
     device: str
     vocab_size: int
 
@@ -41,6 +45,7 @@ class Worker(QObject):
     session_started = Signal(object)  # SessionHeader
     round_ready = Signal(object)  # Round
     position_ready = Signal(object)  # core.lab.PositionDistributions
+    greedy_checked = Signal(object)  # (n_tokens, core.greedycheck.GreedyDiff | None)
     error = Signal(str, str)  # title (what failed), message (why and what to do)
     busy = Signal(str)  # what the worker is doing; "" when idle
 
@@ -50,6 +55,19 @@ class Worker(QObject):
         self.pair: ModelPair | None = None
         self.engine = None  # SpeculativeEngine of the current session
         self.calibrate = True
+        self.load_options = LoadOptions()  # beyond device and dtype (the command line's)
+        self.drafter = DrafterConfig()  # what the next session drafts with
+        self.policy = PolicyConfig()
+
+    @Slot(object)
+    def set_load_options(self, options: LoadOptions) -> None:
+        """The loading options of the next loads (device and dtype come with each load)."""
+        self.load_options = options
+
+    @Slot(object, object)
+    def set_drafting(self, drafter: DrafterConfig, policy: PolicyConfig) -> None:
+        """The drafter and K policy of the next session."""
+        self.drafter, self.policy = drafter, policy
 
     def _progress(self, message: str) -> None:
         if self.stop_event.is_set():
@@ -58,12 +76,14 @@ class Worker(QObject):
 
     @Slot(str, str, str, str)
     def load(self, target: str, draft: str, device: str, dtype: str) -> None:
-        """Load a pair (replacing the current one and its session)."""
+        """Load a pair (replacing the current one and its session); draft "": the target
+        alone (a drafter without a draft model)."""
         if self.stop_event.is_set():
             return
-        self.busy.emit(f"loading {target} + {draft}")
+        self.busy.emit(f"loading {target} + {draft}" if draft else f"loading {target}")
+        options = dataclasses.replace(self.load_options, device=device, dtype=dtype)
         try:
-            pair = load_pair(target, draft, device=device, dtype=dtype, progress=self._progress)
+            pair = load_pair(target, draft or None, options, progress=self._progress)
         except Cancelled:
             return
         except ModelLoadError as e:
@@ -85,7 +105,12 @@ class Worker(QObject):
         self.pair, self.engine = pair, None
         self.loaded.emit(
             Loaded(
-                target, draft, pair.target_info, pair.draft_info, str(pair.device), pair.vocab_size
+                target,
+                draft if pair.draft is not None else "",
+                pair.target_info,
+                pair.draft_info,
+                str(pair.device),
+                pair.vocab_size,
             )
         )
 
@@ -104,7 +129,9 @@ class Worker(QObject):
 
         self.busy.emit("reading the prompt and measuring the models' step times")
         try:
-            engine = SpeculativeEngine(self.pair, settings)
+            engine = SpeculativeEngine(
+                self.pair, settings, drafter=self.drafter, policy=self.policy
+            )
             header = engine.prefill(prompt, calibrate=self.calibrate)
         except ValueError as e:
             self.error.emit("Could not start the session", f"{e}.")
@@ -166,6 +193,23 @@ class Worker(QObject):
             self.engine.prober.request_full()
 
     @Slot(object, object)
+    def check_greedy(self, prompt_ids: list, emitted: list) -> None:
+        """The target's own greedy decoding of the prompt against the session's tokens."""
+        if self.stop_event.is_set() or self.pair is None:
+            return
+        from ..core.greedycheck import check_greedy
+
+        self.busy.emit(f"decoding {len(emitted)} tokens greedily with the target alone")
+        try:
+            diff = check_greedy(self.pair, list(prompt_ids), list(emitted))
+        except Exception as e:
+            self.error.emit("Could not run the greedy check", f"{type(e).__name__}: {e}.")
+            return
+        finally:
+            self.busy.emit("")
+        self.greedy_checked.emit((len(emitted), diff))
+
+    @Slot(object, object)
     def compute_position(self, context_ids: list, settings: Settings) -> None:
         """Full-vocabulary p and q (raw and warped) after context_ids, for the lab."""
         if self.stop_event.is_set():
@@ -193,6 +237,9 @@ class EngineThread(QObject):
     worker's thread)."""
 
     request_load = Signal(str, str, str, str)
+    request_load_options = Signal(object)
+    request_drafting = Signal(object, object)
+    request_greedy_check = Signal(object, object)
     request_start = Signal(str, object)
     request_step = Signal()
     request_settings = Signal(object)
@@ -204,6 +251,7 @@ class EngineThread(QObject):
     session_started = Signal(object)
     round_ready = Signal(object)
     position_ready = Signal(object)
+    greedy_checked = Signal(object)
     error = Signal(str, str)
     busy = Signal(str)
 
@@ -214,13 +262,18 @@ class EngineThread(QObject):
         self.thread.setObjectName("specviz-engine")
         self.worker.moveToThread(self.thread)
         self.request_load.connect(self.worker.load)
+        self.request_load_options.connect(self.worker.set_load_options)
+        self.request_drafting.connect(self.worker.set_drafting)
+        self.request_greedy_check.connect(self.worker.check_greedy)
         self.request_start.connect(self.worker.start_session)
         self.request_step.connect(self.worker.step)
         self.request_settings.connect(self.worker.update_settings)
         self.request_continue.connect(self.worker.continue_session)
         self.request_remeasure.connect(self.worker.remeasure)
         self.request_position.connect(self.worker.compute_position)
-        for name in ("loaded", "session_started", "round_ready", "position_ready", "error", "busy"):
+        relayed = ("loaded", "session_started", "round_ready", "position_ready", "greedy_checked",
+                   "error", "busy")  # fmt: skip
+        for name in relayed:
             getattr(self.worker, name).connect(getattr(self, name))  # queued: a thread hop
         self.thread.start()
 

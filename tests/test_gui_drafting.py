@@ -1,0 +1,215 @@
+"""The window's drafters and policies (issue 13), its cost-model speedup (issue 12 item 2)
+and its greedy check (issue 12 item 7), on the small test models."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from specviz.core.drafters import DrafterConfig
+from specviz.core.policies import PolicyConfig
+from specviz.core.stats import RunningStats
+from specviz.gui import dialogs, palette
+from specviz.gui.greedy_link import describe
+from specviz.gui.main_window import MainWindow
+from specviz.gui.plots import Plots
+from specviz.gui.speed import SpeedTracker, window_text
+from specviz.gui.worker import Loaded
+from tests.fixtures import sample_header, sample_rounds
+
+TIMEOUT = 60_000
+# repeats itself: prompt lookup finds what followed the last tokens earlier on
+PROMPT = (
+    "In the beginning God created the heaven and the earth. "
+    "In the beginning God created the heaven and the earth. In the beginning God"
+)
+
+
+@pytest.fixture(autouse=True)
+def quiet(monkeypatch, tmp_path):
+    monkeypatch.setattr(dialogs, "AUTO_ANSWER", True)
+    monkeypatch.setattr(dialogs, "shown", [])
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+
+
+def make_window(qtbot, specs=None, **kw) -> MainWindow:
+    window = MainWindow(specs, **kw)
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+@pytest.fixture
+def window(qtbot, pair_dirs, pair):
+    """A window on the test pair, handed to the worker as its load slot would."""
+    w = make_window(qtbot)
+    target, draft = (str(d) for d in pair_dirs)
+    w.controller.engine.worker.pair = pair
+    w.controller.engine.loaded.emit(
+        Loaded(target, draft, pair.target_info, pair.draft_info, str(pair.device), pair.vocab_size)
+    )
+    w.controls.max_tokens_spin.setValue(40)
+    w.controls.set_prompt(PROMPT)
+    yield w
+    w.close_now()
+
+
+def step(qtbot, window, n: int = 1) -> None:
+    for _ in range(n):
+        session = window.session
+        count = len(session.rounds) if session is not None else 0
+
+        def drawn(session=session, count=count) -> bool:
+            s = window.session
+            if s is session:
+                return s is not None and len(s.rounds) > count
+            return s is not None and len(s.rounds) >= 1
+
+        window.actions_.step.trigger()
+        qtbot.waitUntil(drawn, timeout=TIMEOUT)
+
+
+def test_a_lookup_window_loads_no_draft_model(qtbot, pair_dirs):
+    target = str(pair_dirs[0])
+    lookup = (DrafterConfig("lookup", ngram_max=3), PolicyConfig())
+    window = make_window(qtbot, (target, ""), drafting=lookup)
+    qtbot.waitUntil(lambda: window.controller.models is not None, timeout=TIMEOUT)
+    assert window.controller.models.draft is None and window.controller.models.draft_spec == ""
+    assert window.controller.engine.worker.pair.draft is None
+    assert "prompt lookup" in window.controls.drafts_label.text()
+    assert not window.controls.draft_edit.isEnabled()
+    assert window.controls.specs()[1] == ""  # Load loads the target alone
+    assert "+" not in window.status.pair.text()
+    window.controls.set_prompt(PROMPT)
+    step(qtbot, window, 2)
+    assert window.session.header.drafter["kind"] == "lookup"
+    window.close_now()
+
+
+def test_lookup_rounds_show_k_and_the_copied_span_live_and_replayed(qtbot, window, tmp_path):
+    box = window.controls.drafting_box
+    box.drafter_combo.setCurrentIndex(box.drafter_combo.findData("lookup"))
+    step(qtbot, window, 3)
+    session = window.session
+    assert session.header.drafter["kind"] == "lookup"
+    copied = [r for r in session.rounds if r.copied_from is not None]
+    assert copied, "the repeated prompt gives a lookup match"
+    rnd = copied[0]
+    window.select_round(rnd.index)
+    view = window.stream.view
+    assert view.copied_span is not None
+    start, end = rnd.copied_from
+    ids = list(session.header.prompt_ids) + [
+        t.id for r in session.rounds[: rnd.index] for t in r.tokens if t.emitted
+    ]
+    texts = window.controller.engine.worker.pair.tokenizer.decode(ids[start:end])
+    copied = [
+        s for s in view.extraSelections() if s.format.background().color().name() == palette.COPIED
+    ]
+    shown = "".join(s.cursor.selectedText() for s in copied).replace("\u2029", "\n")
+    assert shown.replace("\u21b5", "") == texts and len(copied) == end - start
+    assert f"K {rnd.k}" in window.stream.round_label.text()
+    assert "copied from context" in window.stream.round_label.text()
+    # the plots show K over rounds
+    _, ks = window.plots.series(window.plots.k_curve)
+    assert list(ks) == [r.k for r in session.rounds]
+    # a replayed 1.1 trace shows the same
+    path = tmp_path / "lookup.jsonl"
+    assert window.files.export_trace(path)
+    replay = make_window(qtbot)
+    assert replay.files.open_trace(path)
+    qtbot.waitUntil(lambda: not replay.controller.drawing, timeout=TIMEOUT)
+    replay.select_round(rnd.index)
+    assert replay.stream.view.copied_span == view.copied_span
+    assert replay.controls.drafting()[0].kind == "lookup"
+    _, replay_ks = replay.plots.series(replay.plots.k_curve)
+    assert list(replay_ks) == list(ks)
+    replay.close_now()
+
+
+def test_the_policy_reaches_the_engine_and_a_new_drafter_starts_a_new_session(qtbot, window):
+    box = window.controls.drafting_box
+    box.policy_combo.setCurrentIndex(box.policy_combo.findData("heuristic"))
+    step(qtbot, window, 2)
+    assert window.controller.engine.worker.engine.policy.config.kind == "heuristic"
+    assert window.session.header.policy["kind"] == "heuristic"
+    first = window.session.session_id
+    box.drafter_combo.setCurrentIndex(box.drafter_combo.findData("early-exit"))
+    assert box.exit_spin.isEnabled() and not box.ngram_spin.isEnabled()
+    step(qtbot, window)
+    assert window.session.session_id != first
+    assert window.session.header.drafter["kind"] == "early-exit"
+
+
+def test_the_speedup_comes_from_the_cost_model_not_the_header(qtbot):
+    header = sample_header()  # calibrated once at 10 ms/token
+    probe = {"context_len": 3, "target_ms": [[1, 3.0], [2, 3.5], [5, 4.0]], "draft_ms": 1.0}
+    rounds = [dataclasses.replace(r, probes=probe, k=4) for r in sample_rounds()]
+    tracker = SpeedTracker(header)
+    points = [tracker.add(r) for r in rounds]
+    fig = points[-1].figures
+    assert fig.baseline_ms_per_token == 3.0  # the probes', not the header's 10
+    emitted = sum(r.n_emitted for r in rounds)
+    ms = sum(r.draft_ms + r.verify_ms for r in rounds)
+    assert points[-1].measured == pytest.approx(3.0 * emitted / ms)
+    text, tip = window_text(points[-1])
+    assert "baseline 3.00 ms/token" in text and "rounds 1\u20132" in text
+    assert "c 0.33" in text and "refined" in text and "Leviathan" in text
+    # a 1.0 trace (no probes) falls back to its header's calibration
+    old = SpeedTracker(header)
+    assert old.add(sample_rounds()[0]).figures.baseline_ms_per_token == 10.0
+
+
+def test_an_impossible_speedup_is_flagged_not_plotted(qtbot):
+    header = dataclasses.replace(sample_header(), baseline_ms_per_token=1000.0)
+    tracker = SpeedTracker(header)  # a baseline far too slow: > K + 1
+    stats = RunningStats.for_header(header)
+    plots = Plots()
+    qtbot.addWidget(plots)
+    for rnd in sample_rounds():
+        point = tracker.add(rnd)
+        plots.add(stats.add(rnd), stats, speed=point)
+    assert point.measured is None and point.impossible > 2
+    _, measured = plots.series(plots.speedup_measured)
+    _, flagged = plots.series(plots.speedup_impossible)
+    assert np.isnan(measured).all() and not np.isnan(flagged).any()
+    assert len(plots.speedup_impossible.getData()[0]) == 2  # hollow markers
+    assert "> K+1: impossible" in plots.describe("speedup", 2)
+    assert "impossible" in window_text(point)[0]
+
+
+def test_status_bar_and_remeasure_action(qtbot, window, monkeypatch):
+    asked = []
+    monkeypatch.setattr(window.controller, "remeasure", lambda: asked.append(1))
+    window.actions_.remeasure.trigger()
+    assert not asked  # no session yet
+    step(qtbot, window, 2)
+    text = window.status.cost.text()
+    assert "baseline" in text and "ms/token" in text and "Leviathan" in text
+    assert "rounds 1\u20132" in text
+    window.actions_.remeasure.trigger()
+    assert asked == [1]
+
+
+def test_greedy_check_finds_no_difference(qtbot, window):
+    window.controls.temperature_spin.setValue(0.0)
+    window.actions_.greedy.trigger()
+    assert "No rounds yet" in dialogs.shown[-1][2]
+    step(qtbot, window, 3)
+    window.actions_.greedy.trigger()
+    qtbot.waitUntil(lambda: window.greedy.last is not None, timeout=TIMEOUT)
+    n, diff = window.greedy.last
+    assert diff is None and n == sum(r.n_emitted for r in window.session.rounds)
+    assert dialogs.shown[-1][2].startswith("Same tokens")
+
+
+def test_greedy_check_refuses_a_sampled_session_and_names_a_difference(qtbot, window):
+    step(qtbot, window)
+    window.actions_.greedy.trigger()
+    assert "not greedy" in dialogs.shown[-1][2] and window.greedy.last is None
+    from specviz.core.greedycheck import GreedyDiff
+
+    text = describe(10, GreedyDiff(3, 7, 8, 1.25, 1.2500001, " a", " b"))
+    assert "token 4 of 10" in text and "1.250000" in text and "' b'" in text
