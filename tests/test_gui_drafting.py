@@ -85,6 +85,12 @@ def test_a_lookup_window_loads_no_draft_model(qtbot, pair_dirs):
     window.controls.set_prompt(PROMPT)
     step(qtbot, window, 2)
     assert window.session.header.drafter["kind"] == "lookup"
+    box = window.controls.drafting_box
+    box.drafter_combo.setCurrentIndex(box.drafter_combo.findData("model"))
+    assert window.controls.draft_edit.isEnabled()  # a folder pair: the draft is typed again
+    window.actions_.step.trigger()
+    qtbot.waitUntil(lambda: window.state == "error", timeout=TIMEOUT)
+    assert dialogs.shown[-1][1] == "No draft model loaded" and "Load" in dialogs.shown[-1][2]
     window.close_now()
 
 

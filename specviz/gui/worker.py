@@ -125,6 +125,14 @@ class Worker(QObject):
                 "Load a model pair first (Models box, Load), or open a trace.",
             )
             return
+        if self.drafter.kind == "model" and self.pair.draft is None:
+            self.error.emit(
+                "No draft model loaded",
+                "The models were loaded for a drafter without a draft model. Press Load "
+                "models to load the draft as well, or choose prompt lookup or early exit in "
+                "the Drafting box.",
+            )
+            return
         from ..core.engine import SpeculativeEngine
 
         self.busy.emit("reading the prompt and measuring the models' step times")
