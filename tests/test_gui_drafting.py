@@ -118,6 +118,7 @@ def test_lookup_rounds_show_k_and_the_copied_span_live_and_replayed(qtbot, windo
     assert shown.replace("\u21b5", "") == texts and len(copied) == end - start
     assert f"K {rnd.k}" in window.stream.round_label.text()
     assert "copied from context" in window.stream.round_label.text()
+    assert "copied by prompt lookup" in view.tooltip_at((rnd.index, 0))
     # the plots show K over rounds
     _, ks = window.plots.series(window.plots.k_curve)
     assert list(ks) == [r.k for r in session.rounds]

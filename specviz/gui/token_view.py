@@ -61,6 +61,12 @@ def token_tooltip(rnd: Round, index: int) -> str:
         lines.append(f"accept prob min(1, p/q) = {fmt(event.accept_prob)}")
         relation, verdict = ("&lt;", "kept") if kept else ("&ge;", "refused")
         lines.append(f"u = {fmt(event.u)} {relation} {fmt(event.accept_prob)}: {verdict}")
+    if rnd.copied_from is not None and event.status in ("accepted", "rejected", "discarded"):
+        start, end = rnd.copied_from
+        lines.append(
+            f"copied by prompt lookup from context [{start}, {end}) (blue when selected): "
+            "q is one-hot, so it is kept with probability p"
+        )
     if event.status == "discarded":
         lines.append("drafted after the first rejection: never judged")
     if event.status == "resampled":
