@@ -61,8 +61,7 @@ class SessionController(QObject):
         self.exported = True  # nothing unsaved
         self.confirm_discard: Callable[[str], bool] = lambda what: True
         self._request: str | None = None  # "load", "start", "step": what the worker does
-        # the drafter and K policy of the next session (a changed one: the next Step starts
-        # a new session), and of the live one
+        # the drafter and K policy of the next session (changed: a new one), and the live one's
         self.drafting: tuple[DrafterConfig, PolicyConfig] = (DrafterConfig(), PolicyConfig())
         self._session_drafting = self.drafting
         self._draw_until = 0  # a long trace is drawn up to this many rounds
@@ -215,7 +214,8 @@ class SessionController(QObject):
         if self.state is not State.RUNNING:
             self._set_state(State.STARTING)
         self._session_drafting = self.drafting
-        self.engine.request_drafting.emit(*self.drafting)  # queued: before the start
+        if hasattr(self.engine, "request_drafting"):  # a remote engine takes none (yet)
+            self.engine.request_drafting.emit(*self.drafting)  # queued: before the start
         self.engine.request_start.emit(prompt, settings)
 
     def _on_session_started(self, header: SessionHeader) -> None:
