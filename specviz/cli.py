@@ -119,19 +119,13 @@ def _open_window(args: argparse.Namespace) -> int:
         target, draft = pair_specs(args, drafter)
     except UsageError as e:
         return fail(str(e))
-    if drafter.kind != "model" and (args.connect or args.engine == "process"):
-        return fail(
-            f"--drafter {drafter.kind} runs on the window's own engine thread; drop "
-            "--connect / --engine process (they draft with the model)"
-        )
     from .gui.app import main as gui_main
 
     specs = (target, draft or "")
     drafting, options = (drafter, policy), load_options(args)
     return gui_main(
-        specs, args.device, args.dtype, args.trace, drafting=drafting, load_options=options,
-        **_engine_choice(args),
-    )  # fmt: skip
+        specs, args.device, args.dtype, args.trace, drafting, options, **_engine_choice(args)
+    )
 
 
 # Model options that the window's loader does not take yet: refused rather than silently

@@ -178,15 +178,12 @@ def test_window_takes_the_drafter_policy_and_loading_options(capsys, monkeypatch
         "--policy", "heuristic", "--device-map", "auto", "--revision", "v1",
     )  # fmt: skip
     assert code == 0, err
-    (specs, *_), kw = calls[0]
-    (drafter, policy), options = kw["drafting"], kw["load_options"]
+    (specs, _device, _dtype, _trace, (drafter, policy), options), _ = calls[0]
     assert specs == ("builtin:tiny", "")  # lookup: no draft model to load
     assert (drafter.kind, drafter.ngram_max, policy.kind) == ("lookup", 3, "heuristic")
     assert options.device_map == "auto" and options.revision == "v1"
     code, _, err = run_cli(capsys, "--drafter", "lookup", "--draft", "x", "--target", "y")
     assert code == 2 and "--draft" in err
-    code, _, err = run_cli(capsys, "--drafter", "lookup", "--engine", "process")
-    assert code == 2 and "--engine process" in err
 
 
 def test_ctrl_c_while_loading_is_no_traceback(capsys, monkeypatch):

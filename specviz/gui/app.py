@@ -45,14 +45,15 @@ def main(
     device: str = "cpu",
     dtype: str = "float32",
     trace: str | None = None,
+    drafting=None,
+    load_options=None,
     connect: str | None = None,
     token: str | None = None,
     engine: str = "thread",
-    drafting=None,
-    load_options=None,
 ) -> int:
     """Open the window on a model pair (None: this installation has no built-in pair) and,
-    if given, a trace to replay; return when it closes. connect: HOST:PORT of a `specviz
+    if given, a trace to replay; return when it closes. drafting: (DrafterConfig,
+    PolicyConfig); load_options: core.models.LoadOptions; connect: HOST:PORT of a `specviz
     serve` (its models, with `token`); engine "process": the pair in a child process."""
     if os.environ.get("SPECVIZ_NO_DIALOGS"):
         dialogs.AUTO_ANSWER = False

@@ -26,8 +26,6 @@ def greedy_problem(controller: SessionController) -> str | None:
             "The session is not greedy: set the temperature to 0 and start a new session "
             "(only greedy decoding has one right answer to compare with)."
         )
-    if not hasattr(controller.engine, "request_greedy_check"):
-        return "The check runs on local models only (not on a served engine)."
     if controller.waiting:
         return "The worker is busy: pause, wait for the round, then check."
     return None
@@ -58,8 +56,7 @@ class GreedyLink:
         self.controller = controller
         self.parent = parent
         self.last: tuple[int, object] | None = None  # (n_tokens, GreedyDiff | None)
-        if hasattr(controller.engine, "greedy_checked"):  # a remote engine has no check
-            controller.engine.greedy_checked.connect(self._on_checked)
+        controller.engine.greedy_checked.connect(self._on_checked)
 
     def check(self) -> bool:
         problem = greedy_problem(self.controller)

@@ -94,7 +94,7 @@ class MainWindow(QMainWindow):
             self.controls.drafting_box.set_drafting(*drafting)
             self.controls._drafter_changed()
         c.drafting = self.controls.drafting()
-        if load_options is not None and hasattr(c.engine, "request_load_options"):
+        if load_options is not None:
             c.engine.request_load_options.emit(load_options)
         self.controls.settings_changed.connect(c.apply_settings)
         self.stream.view.position_selected.connect(self.select_position)

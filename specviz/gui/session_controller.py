@@ -214,8 +214,7 @@ class SessionController(QObject):
         if self.state is not State.RUNNING:
             self._set_state(State.STARTING)
         self._session_drafting = self.drafting
-        if hasattr(self.engine, "request_drafting"):  # a remote engine takes none (yet)
-            self.engine.request_drafting.emit(*self.drafting)  # queued: before the start
+        self.engine.request_drafting.emit(*self.drafting)  # queued: before the start
         self.engine.request_start.emit(prompt, settings)
 
     def _on_session_started(self, header: SessionHeader) -> None:
