@@ -259,7 +259,10 @@ def view_state(window) -> dict:
     }
 
 
-def test_long_trace_is_drawn_in_slices(qtbot, tmp_path):
+def test_long_trace_is_drawn_in_slices(qtbot, tmp_path, monkeypatch):
+    # Every slice runs out of time after its first batch: on a fast machine 1,500 rounds
+    # could otherwise be drawn within one 50 ms slice, before open_trace returns.
+    monkeypatch.setattr(session_controller, "SLICE_S", 0.0)
     session = sample_session(1500)
     rounds = session.rounds
     save(session, tmp_path / "long.jsonl")
