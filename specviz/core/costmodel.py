@@ -320,7 +320,9 @@ class CostModel:
         """whatif_fates over the window: an estimate for K' = k."""
         return whatif_fates((r.fates for r in self.rounds), k)
 
-    def figures(self) -> Figures:
+    def figures(self, advisor: bool = True) -> Figures:
+        """The window's figures; advisor=False leaves out the curve over ADVISOR_KS (the
+        window's per-round speedup needs only the session's own K)."""
         costs = self.costs()
         rounds = list(self.rounds)
         emitted = sum(r.emitted for r in rounds)
@@ -335,7 +337,7 @@ class CostModel:
         curve: list[tuple[int, float]] = []
         refined = leviathan = None
         if alpha is not None:
-            for kk in ADVISOR_KS:
+            for kk in ADVISOR_KS if advisor else ():
                 value = costs.refined(acceptance_for(by_pos, kk, alpha))
                 if value is not None:
                     curve.append((kk, value))

@@ -56,7 +56,7 @@ class SpeedTracker:
             self.model.add_probes(self._seed)
             self.seeded = True
         self.model.add(rnd)
-        fig = self.model.figures()
+        fig = self.model.figures(advisor=False)  # the Tune panel draws the curve itself
         value = fig.speedup_measured
         k = rnd.k if rnd.k is not None else (rnd.settings.k if rnd.settings else fig.k)
         point = SpeedPoint(
