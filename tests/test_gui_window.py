@@ -531,3 +531,18 @@ def test_tune_panel_follows_the_session(qtbot, window):
     assert window.controls.k_spin.value() == 7
     window.actions_.reset.trigger()
     assert panel.summary.text() == "no rounds yet"
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")
+def test_tune_panel_opens_a_runs_trace_in_the_window(qtbot, tmp_path):
+    from specviz.core import tracefile
+
+    window = make_window(qtbot)  # no models: a replay needs none
+    path = tmp_path / "p001-bible-k02.jsonl"
+    session = sample_session(6)
+    tracefile.save(session, path)
+    window.actions_.tune.trigger()
+    window.tune.panel.open_trace.emit(str(path))  # what a per-prompt row's double-click sends
+    assert window.state == "replay"
+    assert window.session.header == session.header and len(window.session.rounds) == 6
+    window.close_now()

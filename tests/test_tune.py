@@ -220,3 +220,59 @@ def test_tune_with_the_lookup_drafter(pair_dirs, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["drafter"] == "lookup" and out["pair"]["draft"] is None
     assert [r["k"] for r in out["runs"]] == [2]
+
+
+def test_sweep_writes_each_runs_trace(pair, tmp_path):
+    from specviz.core import tracefile
+    from specviz.core.sweep import prompt_rows, trace_name
+
+    config = SweepConfig(ks=(1, 2), max_new_tokens=6, seed=1, probe_every=2)
+    result = run_sweep(pair, PROMPTS[:1], config, trace_dir=tmp_path)
+    assert len(result.runs) == 2
+    for run in result.runs:
+        assert run.trace_path == str(tmp_path / trace_name(0, "bible", run.k))
+        session = tracefile.load(run.trace_path)
+        assert session.header.settings.k == run.k and session.header.prompt == PROMPTS[0].text
+        assert [(r.n_drafted, r.n_accepted) for r in session.rounds] == [
+            (r.n_drafted, r.n_accepted) for r in run.rounds
+        ]
+        loaded_ids = [[t.id for t in r.tokens] for r in session.rounds]
+        assert loaded_ids == [[t.id for t in r.tokens] for r in run.rounds]
+        whole = [session.lines.details(r) for r in session.rounds]  # the lists, parsed
+        assert any(t.top for r in whole for t in r.tokens)  # the trace has the top-N lists
+        assert not any(t.top for r in run.rounds for t in r.tokens)  # memory does not
+    rows = prompt_rows(result.runs, tables_by_category(result.runs)["overall"].costs)
+    assert [(r.prompt_index, r.category, r.k) for r in rows] == [(0, "bible", 1), (0, "bible", 2)]
+    run = next(r for r in result.runs if r.k == 2)
+    judged = [
+        t.status for r in run.rounds for t in r.tokens if t.status in ("accepted", "rejected")
+    ]
+    assert rows[1].alpha == judged.count("accepted") / len(judged)
+    emitted = sum(r.n_emitted for r in run.rounds)
+    assert rows[1].tokens_per_pass == emitted / len(run.rounds)
+    assert rows[1].speedup_measured is not None and rows[1].trace_path == run.trace_path
+    assert trace_name(4, "a/b c", 3) == "p005-a_b_c-k03.jsonl"
+
+
+def test_tune_traces_writes_readable_traces(pair_dirs, tmp_path, capsys):
+    from specviz.core import tracefile
+
+    target, draft = pair_dirs
+    folder = tmp_path / "traces"
+    args = ["tune", "--target", str(target), "--draft", str(draft), "--prompts"]
+    args += [write_prompts(tmp_path), "--k", "1-2", "--max-new-tokens", "6"]
+    assert main([*args, "--traces", str(folder), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    runs = out["prompt_runs"]
+    assert [(r["prompt"], r["category"], r["k"]) for r in runs] == [
+        (0, "bible", 1), (0, "bible", 2), (1, "fortune", 1), (1, "fortune", 2)
+    ]  # fmt: skip
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "p001-bible-k01.jsonl", "p001-bible-k02.jsonl",
+        "p002-fortune-k01.jsonl", "p002-fortune-k02.jsonl",
+    ]  # fmt: skip
+    for r in runs:
+        session = tracefile.load(r["trace"])
+        assert session.header.settings.k == r["k"] and len(session.rounds) == r["rounds"]
+    assert main([*args, "--traces", str(folder / "p001-bible-k01.jsonl")]) == 2
+    assert "--traces: cannot use" in capsys.readouterr().err

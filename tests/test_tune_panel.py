@@ -128,6 +128,47 @@ def test_sweep_runs_on_a_worker_thread(panel, pair, qtbot, tmp_path):
     assert n_points(panel.plot.sweep) == 2 and n_points(panel.plot.sweep_curve) == 16
     panel.table.selectRow(1)
     assert panel.k_box.value() == 2
+    check_per_prompt_rows(panel, qtbot)
+
+
+def check_per_prompt_rows(panel, qtbot):
+    """The per-prompt table after a 2-prompt, K 1-2 sweep: a row per run with its figures;
+    double-click and "Open trace" emit open_trace with a trace of that run."""
+    from specviz.core import tracefile
+
+    runs = panel.runs
+    cells = [
+        [runs.table.item(i, j).text() for j in range(runs.table.columnCount())]
+        for i in range(runs.table.rowCount())
+    ]
+    assert [c[:3] for c in cells] == [
+        ["1", "bible", "1"], ["1", "bible", "2"], ["2", "fortune", "1"], ["2", "fortune", "2"]
+    ]  # fmt: skip
+    for row, c in zip(runs.rows, cells, strict=True):
+        run = next(
+            r for r in panel.result.runs if (r.prompt_index, r.k) == (row.prompt_index, row.k)
+        )
+        judged = [
+            t.status for r in run.rounds for t in r.tokens if t.status in ("accepted", "rejected")
+        ]
+        emitted = sum(r.n_emitted for r in run.rounds)
+        assert c[3] == f"{judged.count('accepted') / len(judged):.3f}"
+        assert c[4] == f"{emitted / len(run.rounds):.2f}" and c[5].endswith("x")
+    with qtbot.waitSignal(panel.open_trace) as opened:
+        runs.table.cellDoubleClicked.emit(3, 0)
+    run = next(r for r in panel.result.runs if (r.prompt_index, r.k) == (1, 2))
+    session = tracefile.load(opened.args[0])
+    assert session.header.settings.k == 2 and session.header.prompt == "A fool and his money"
+    assert [(r.n_drafted, r.n_accepted, [t.id for t in r.tokens]) for r in session.rounds] == [
+        (r.n_drafted, r.n_accepted, [t.id for t in r.tokens]) for r in run.rounds
+    ]
+    runs.table.selectRow(0)
+    with qtbot.waitSignal(panel.open_trace) as opened:
+        runs.open_button.click()
+    assert opened.args[0] == runs.rows[0].trace_path
+    assert tracefile.load(opened.args[0]).header.settings.k == 1
+    panel.category.setCurrentText("fortune")
+    assert [r.category for r in runs.rows] == ["fortune", "fortune"]
 
 
 def test_sweep_cancels(panel, pair, qtbot, tmp_path):

@@ -41,6 +41,10 @@ def add_parser(sub) -> None:
         help="with --temperature 0: compare each run with the target's own greedy decoding",
     )  # fmt: skip
     group.add_argument("--from-trace", metavar="TRACE", help="figures from a trace, no models")
+    group.add_argument(
+        "--traces", metavar="DIR",
+        help="write each run's trace to DIR (created if missing), named pNNN-CATEGORY-kKK.jsonl",
+    )  # fmt: skip
     group.add_argument("--json", action="store_true", help="print one JSON object")
     add_drafter_options(parser)
 
@@ -150,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         if args.limit is not None and args.limit < 1:
             raise UsageError("--limit must be >= 1")
         prompts = load_prompt_set(args.prompts)[: args.limit]
+        trace_dir = traces_folder(args.traces)
         target, draft = pair_specs(args, drafter)
         options = load_options(args)
     except (UsageError, PromptSetError, ValueError) as e:
@@ -164,12 +169,26 @@ def run(args: argparse.Namespace) -> int:
         pair = load_pair(target, draft, options, progress=progress)
     except ModelLoadError as e:
         return fail(str(e))
-    result = sweep(pair, prompts, config, progress)
+    result = sweep(pair, prompts, config, progress, trace_dir)
     print_result(args, result, target, draft)
     return 130 if result.cancelled else 0
 
 
-def sweep(pair, prompts, config, progress):
+def traces_folder(path: str | None):
+    """--traces: the folder (made if missing); UsageError if it cannot be one."""
+    if path is None:
+        return None
+    from pathlib import Path
+
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--traces: cannot use {path} as a folder ({e.strerror or e})") from None
+    return folder
+
+
+def sweep(pair, prompts, config, progress, trace_dir=None):
     """Run the sweep; the first Ctrl-C stops it after the round in progress (a second one
     stops at once); what finished is still reported."""
     from ..core.sweep import SweepResult, run_sweep
@@ -190,7 +209,7 @@ def sweep(pair, prompts, config, progress):
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, on_sigint) if main else None
     try:
-        return run_sweep(pair, prompts, config, cancel, on_run)
+        return run_sweep(pair, prompts, config, cancel, on_run, trace_dir)
     except KeyboardInterrupt:
         return SweepResult(runs=runs, total=len(prompts) * len(config.ks), cancelled=True)
     finally:
@@ -199,7 +218,7 @@ def sweep(pair, prompts, config, progress):
 
 
 def print_result(args, result, target: str, draft: str) -> None:
-    from ..core.sweep import tables_by_category
+    from ..core.sweep import prompt_rows, tables_by_category
 
     if not result.runs:
         tables = {}
@@ -226,6 +245,7 @@ def print_result(args, result, target: str, draft: str) -> None:
         if overall is not None:
             obj.update(_table_json(overall), costs=_costs_json(overall.costs))
             obj["categories"] = {n: _table_json(t) for n, t in tables.items() if n != "overall"}
+            obj["prompt_runs"] = [r.to_json() for r in prompt_rows(result.runs, overall.costs)]
         if args.check_greedy:
             obj["greedy_mismatches"] = mismatches
         print(json.dumps(obj))
@@ -241,6 +261,9 @@ def print_result(args, result, target: str, draft: str) -> None:
     print(format_table("overall", overall))
     print(format_costs(overall.costs))
     print(format_advisor(overall.curve, overall.advisor_best_k))
+    if args.traces:
+        print(f"traces: {sum(r.trace_path is not None for r in result.runs)} written to "
+              f"{plain(args.traces)}")  # fmt: skip
     print(
         "measured = T_t(1) x tokens / rounds' time; refined = E T_t(1) / (K T_d(1) + T_t(K+1) + o)"
         ", E = 1 + sum_i prod_{j<=i} a_j; Leviathan = (1 - a^(K+1)) / ((1 - a)(K c + 1))"

@@ -17,9 +17,11 @@ worker thread; `cancel` (a threading.Event) is checked between rounds.
 from __future__ import annotations
 
 import random
+import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from .costmodel import ADVISOR_KS, CostModel, Costs, acceptance_for, capped_ms
 from .drafters import DrafterConfig
@@ -27,8 +29,10 @@ from .greedycheck import GreedyDiff, check_greedy
 from .policies import PolicyConfig
 from .probes import ProbePlan, Prober
 from .promptsets import Prompt, categories
+from .session import Session
 from .stats import predicted_speedup
-from .trace import Round, Settings
+from .trace import Round, SessionHeader, Settings, TokenEvent
+from .tracefile import save
 
 
 @dataclass(frozen=True)
@@ -68,8 +72,9 @@ class SweepRun:
     prompt_index: int
     category: str
     k: int
-    rounds: tuple[Round, ...]
+    rounds: tuple[Round, ...]  # without their top-N lists (those are in the trace)
     greedy_diff: GreedyDiff | None = None  # with check_greedy: None = identical
+    trace_path: str | None = None  # with a trace folder: this run's trace
 
 
 @dataclass
@@ -96,25 +101,46 @@ def run_one(
     """One session at K with probes; stops early (returns what it has) when cancelled.
     full_probe: T_t(n) for every n after round 0 (else the light probe: n = 1, K + 1 and one
     more in rotation)."""
+    return run_session(pair, prompt, k, config, cancel, full_probe)[1]
+
+
+def run_session(
+    pair, prompt: str, k: int, config: SweepConfig, cancel=None, full_probe=True, trace=False
+) -> tuple[SessionHeader, tuple[Round, ...]]:
+    """run_one, with the session's header; trace=True records the top-N lists (the events'
+    time is kept out of the rounds' verify_ms, so the timings stay comparable)."""
     from .engine import SpeculativeEngine
 
     prober = Prober(ProbePlan(every=config.probe_every, full_first=full_probe))
     engine = SpeculativeEngine(
         pair,
         config.settings(k),
-        trace=False,
+        trace=trace,
         drafter=config.drafter,
         policy=config.policy,
         prober=prober,
     )
-    engine.prefill(prompt, calibrate=False)  # the probes are the calibration
+    header = engine.prefill(prompt, calibrate=False)  # the probes are the calibration
     engine.probing = True
     rounds = []
     for rnd in engine.run():
         rounds.append(rnd)
         if cancel is not None and cancel.is_set():
             break
-    return tuple(rounds)
+    return header, tuple(rounds)
+
+
+def trace_name(prompt_index: int, category: str, k: int) -> str:
+    """A run's trace file name: prompt number (from 1), category (file-name safe) and K."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", category).strip("_")[:40] or "prompt"
+    return f"p{prompt_index + 1:03d}-{safe}-k{k:02d}.jsonl"
+
+
+def _light(rnd: Round) -> Round:
+    """The round without its top-N lists (what the tables need; the trace has the rest)."""
+    empty = {"top": (), "top_text": (), "residual_top": (), "residual_text": ()}
+    tokens = tuple(TokenEvent(**{**vars(t), **empty}) for t in rnd.tokens)
+    return replace(rnd, tokens=tokens)
 
 
 def run_sweep(
@@ -123,10 +149,14 @@ def run_sweep(
     config: SweepConfig,
     cancel: threading.Event | None = None,
     on_run: Callable[[int, int, SweepRun], None] | None = None,
+    trace_dir: str | Path | None = None,
 ) -> SweepResult:
     """Every prompt at every K of config.ks. on_run(done, total, run) after each run (on the
     calling thread). A set `cancel` stops between rounds: the run in progress is dropped and
-    the result is marked cancelled."""
+    the result is marked cancelled. trace_dir (an existing folder): each run records its
+    top-N lists and is written there as a trace (trace_name) as soon as it finishes; the
+    runs kept in memory drop the lists, so a long sweep's memory stays small."""
+
     plan = sweep_plan(len(prompts), config.ks, config.seed)
     result = SweepResult(total=len(plan))
     probed: set[int] = set()
@@ -135,16 +165,23 @@ def run_sweep(
             break
         prompt = prompts[i]
         # T_t(n) for every n once per prompt (the costs are pooled over the sweep).
-        rounds = run_one(pair, prompt.text, k, config, cancel, full_probe=i not in probed)
+        header, rounds = run_session(
+            pair, prompt.text, k, config, cancel, i not in probed, trace=trace_dir is not None
+        )
         probed.add(i)
         if cancel is not None and cancel.is_set():
             break
+        path = None
+        if trace_dir is not None:
+            path = str(Path(trace_dir) / trace_name(i, prompt.category, k))
+            save(Session(header, list(rounds)), path)
+            rounds = tuple(_light(r) for r in rounds)
         diff = None
         if config.check_greedy and config.temperature == 0 and rounds:
             emitted = [t.id for r in rounds for t in r.tokens if t.emitted]
             prompt_ids = pair.tokenizer(prompt.text)["input_ids"]
             diff = check_greedy(pair, prompt_ids, emitted)
-        run = SweepRun(i, prompt.category, k, rounds, diff)
+        run = SweepRun(i, prompt.category, k, rounds, diff, path)
         result.runs.append(run)
         if on_run is not None:
             on_run(len(result.runs), result.total, run)
@@ -200,6 +237,63 @@ class SweepTable:
     advisor_best_k: int | None
 
 
+def _alpha_and_speedup(rounds: Sequence[Round], t1: float | None):
+    """(accepted / judged, T_t(1) x emitted / the rounds' time) of some rounds."""
+    emitted = sum(r.n_emitted for r in rounds)
+    ms = sum(capped_ms([(r.n_drafted, r.ms) for r in rounds]))
+    judged = [t.status for r in rounds for t in r.tokens if t.status in ("accepted", "rejected")]
+    alpha = judged.count("accepted") / len(judged) if judged else None
+    return alpha, (t1 * emitted / ms if t1 and ms > 0 and emitted else None)
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    """One run (a prompt at a K) of a sweep: its own figures and its trace, if written."""
+
+    prompt_index: int
+    category: str
+    k: int
+    rounds: int
+    alpha: float | None
+    tokens_per_pass: float | None
+    speedup_measured: float | None  # with the T_t(1) of the whole sweep's costs
+    trace_path: str | None
+
+    def to_json(self) -> dict:
+        return {
+            "prompt": self.prompt_index,
+            "category": self.category,
+            "k": self.k,
+            "rounds": self.rounds,
+            "alpha": self.alpha,
+            "tokens_per_pass": self.tokens_per_pass,
+            "speedup_measured": self.speedup_measured,
+            "trace": self.trace_path,
+        }
+
+
+def prompt_rows(runs: Sequence[SweepRun], costs: Costs) -> list[PromptRow]:
+    """One row per run, by prompt then K (costs: the whole sweep's, for T_t(1))."""
+    rows = []
+    for run in sorted(runs, key=lambda r: (r.prompt_index, r.k)):
+        alpha, measured = _alpha_and_speedup(run.rounds, costs.t_target(1))
+        emitted = sum(r.n_emitted for r in run.rounds)
+        per_pass = emitted / len(run.rounds) if run.rounds else None
+        rows.append(
+            PromptRow(
+                run.prompt_index,
+                run.category,
+                run.k,
+                len(run.rounds),
+                alpha,
+                per_pass,
+                measured,
+                run.trace_path,
+            )
+        )
+    return rows
+
+
 def pooled_model(runs: Sequence[SweepRun]) -> CostModel:
     model = CostModel(window=None, probe_window=None)
     for run in runs:
@@ -219,20 +313,16 @@ def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTa
     rows = []
     for k in sorted({run.k for run in runs}):
         rounds = [r for run in runs if run.k == k for r in run.rounds]
-        emitted = sum(r.n_emitted for r in rounds)
-        ms = sum(capped_ms([(r.n_drafted, r.ms) for r in rounds]))
-        judged = [
-            t.status for r in rounds for t in r.tokens if t.status in ("accepted", "rejected")
-        ]
-        alpha = judged.count("accepted") / len(judged) if judged else None
-        measured = t1 * emitted / ms if t1 and ms > 0 and emitted else None
+        alpha, measured = _alpha_and_speedup(rounds, t1)
         rows.append(
             KRow(
                 k=k,
                 runs=sum(1 for run in runs if run.k == k),
                 rounds=len(rounds),
                 alpha=alpha,
-                tokens_per_pass=emitted / len(rounds) if rounds else None,
+                tokens_per_pass=(
+                    sum(r.n_emitted for r in rounds) / len(rounds) if rounds else None
+                ),
                 speedup_measured=measured,
                 speedup_refined=costs.refined(acceptance_for(by_pos, k, alpha_all)),
                 speedup_leviathan=(

@@ -72,7 +72,7 @@ class MainWindow(QMainWindow):
         exporters["distribution"] = self.distribution
         self.files = Files(self, self.controller, self.status, exporters)
         self.lab = LabLink(self.controller, self.distribution)
-        self.tune = TuneLink(self.controller, self.controls)
+        self.tune = TuneLink(self.controller, self.controls, self.files.open_trace)
         self.greedy = GreedyLink(self.controller, self)
         self.speed = SpeedTracker()  # the cost model's figures of the session shown
         self.actions_ = build_actions(self)

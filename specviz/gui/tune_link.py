@@ -4,6 +4,7 @@ sweep that pauses the session while it runs. GUI thread only."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 from ..core.models import load_pair
@@ -14,9 +15,15 @@ from .session_controller import SessionController
 class TuneLink:
     """Opens the panel once (its own window) and keeps it fed while it exists."""
 
-    def __init__(self, controller: SessionController, controls: Controls):
+    def __init__(
+        self,
+        controller: SessionController,
+        controls: Controls,
+        open_trace: Callable[[str], object] | None = None,
+    ):
         self.controller = controller
         self.controls = controls
+        self.open_trace = open_trace  # the window's Files.open_trace: replay a trace file
         self.panel = None
         controller.rounds_added.connect(self._on_rounds)
         controller.session_reset.connect(lambda _header: self._reset())
@@ -33,6 +40,8 @@ class TuneLink:
             self.panel.apply_k.connect(self.controls.k_spin.setValue)  # from the next round
             self.panel.remeasure.connect(self.controller.remeasure)
             self.panel.sweep_running.connect(self._on_sweep)
+            if self.open_trace is not None:  # a sweep run's trace: replayed in the window
+                self.panel.open_trace.connect(self.open_trace)
             self._reset()
             self._on_settings(self.controls.settings())
             self._on_models(self.controller.models)

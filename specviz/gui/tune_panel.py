@@ -10,7 +10,8 @@ A self-contained widget; the window wires it with a few lines (README, "Tune"):
 Inputs (GUI thread): `add_rounds(rounds)`, `reset(rounds=())`, `set_settings(settings)`
 (sampling settings a sweep uses), `set_pair_source(callable)` (called on the sweep thread
 for the ModelPair: a fresh load, so that the sweep never shares the session's caches).
-Outputs: `apply_k(int)`, `remeasure()` (ask the engine for a full probe:
+Outputs: `open_trace(path)` (a sweep run's trace, from the per-prompt table: the window
+replays it), `apply_k(int)`, `remeasure()` (ask the engine for a full probe:
 `engine.prober.request_full()`), `sweep_running(bool)` (pause the session while a sweep
 runs, so the two do not slow each other's timings). All text from files or models is shown
 as plain text.
@@ -19,7 +20,9 @@ as plain text.
 from __future__ import annotations
 
 import itertools
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -39,9 +42,10 @@ from PySide6.QtWidgets import (
 
 from ..core.costmodel import CostModel, Figures, leviathan_curve
 from ..core.promptsets import PromptSetError, load_prompt_set
-from ..core.sweep import SweepConfig, SweepResult, SweepTable, tables_by_category
+from ..core.sweep import SweepConfig, SweepResult, SweepTable, prompt_rows, tables_by_category
 from ..core.trace import Round, Settings
 from .tune_plot import AdvisorPlot
+from .tune_runs import RunTable
 from .tune_worker import SweepRequest, start_worker
 
 COLUMNS = ("K", "alpha", "tokens/pass", "measured", "refined", "Leviathan", "measured/refined")
@@ -78,6 +82,7 @@ class TunePanel(QWidget):
     """The K advisor and the sweep. GUI thread only."""
 
     apply_k = Signal(int)  # the K to apply to the session
+    open_trace = Signal(str)  # a sweep run's trace file, to replay
     remeasure = Signal()  # the user asked for fresh cost-model probes
     sweep_running = Signal(bool)
     _request = Signal(object)  # a SweepRequest, to the worker's thread
@@ -94,6 +99,7 @@ class TunePanel(QWidget):
         self._sweep_id = 0
         self._worker = self._thread = None
         self._prompt_file: str | None = None
+        self._traces: tempfile.TemporaryDirectory | None = None  # the sweeps' run traces
 
         self.plot = AdvisorPlot()
         self.summary = QLabel("no rounds yet")
@@ -153,6 +159,8 @@ class TunePanel(QWidget):
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.table.itemSelectionChanged.connect(self._row_selected)
+        self.runs = RunTable()
+        self.runs.open_trace.connect(self.open_trace)
 
         row1 = QHBoxLayout()
         for widget in (QLabel("K from"), self.k_from, QLabel("to"), self.k_to):
@@ -173,7 +181,10 @@ class TunePanel(QWidget):
         layout.addLayout(row2)
         layout.addWidget(self.status)
         layout.addLayout(row3)
-        layout.addWidget(self.table)
+        tables = QHBoxLayout()
+        tables.addWidget(self.table, 1)
+        tables.addWidget(self.runs, 1)
+        layout.addLayout(tables)
         return box
 
     # ----------------------------------------------------------------- the session's rounds
@@ -274,13 +285,23 @@ class TunePanel(QWidget):
             self._worker.failed.connect(self._on_failed)
             self._request.connect(self._worker.run)
         self._sweep_id = next(self._ids)
+        if self._traces is None:
+            self._traces = tempfile.TemporaryDirectory(prefix="specviz-tune-")
+        trace_dir = f"{self._traces.name}/sweep-{self._sweep_id}"
+        try:
+            Path(trace_dir).mkdir()
+        except OSError as e:
+            self._sweep_id = 0
+            self.status.setText(f"cannot write the runs' traces: {e}")
+            return False
         self.result = SweepResult(total=len(prompts) * len(config.ks))
         self.progress.setRange(0, self.result.total)
         self.progress.setValue(0)
         self.status.setText(f"sweeping K = {lo}..{hi} over {len(prompts)} prompts")
         self._set_running(True)
         # Queued: run() executes on the worker's thread.
-        self._request.emit(SweepRequest(self._sweep_id, self.pair_source, prompts, config))
+        request = SweepRequest(self._sweep_id, self.pair_source, prompts, config, trace_dir)
+        self._request.emit(request)
         return True
 
     def cancel_sweep(self) -> None:
@@ -354,6 +375,12 @@ class TunePanel(QWidget):
             for j, text in enumerate(cells):
                 self.table.setItem(i, j, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
+        overall = self.tables.get("overall")
+        runs = self.result.runs if self.result is not None and overall is not None else []
+        if name != "overall":
+            category = "overall" if name == "overall (category)" else name
+            runs = [r for r in runs if r.category == category]
+        self.runs.set_rows(prompt_rows(runs, overall.costs) if runs else [])
 
     def _row_selected(self) -> None:
         rows = {i.row() for i in self.table.selectedItems()}
@@ -368,3 +395,6 @@ class TunePanel(QWidget):
             self._thread.wait()
             self._worker = self._thread = None
             self._sweep_id = 0
+        if self._traces is not None:  # a replayed trace is in memory: nothing reads these
+            self._traces.cleanup()
+            self._traces = None

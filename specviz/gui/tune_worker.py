@@ -22,6 +22,7 @@ class SweepRequest:
     pair_source: Callable[[], object]
     prompts: Sequence[Prompt]
     config: SweepConfig
+    trace_dir: str | None = None  # each run's trace is written there (core.sweep)
 
 
 class SweepWorker(QObject):
@@ -52,6 +53,7 @@ class SweepWorker(QObject):
                 request.config,
                 self.cancel_event,
                 lambda done, total, run: self.progress.emit(sweep_id, done, total, run),
+                request.trace_dir,
             )
         except Exception as e:  # noqa: BLE001 - every failure reaches the panel as text
             self.failed.emit(sweep_id, f"{type(e).__name__}: {e}")
