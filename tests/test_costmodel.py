@@ -305,3 +305,71 @@ def test_probes_keep_to_their_share_of_the_time(monkeypatch):
     assert prober.due(6) and not prober.due(5)  # and at least `every` rounds apart
     prober.request_full()
     assert prober.due(5)
+
+
+def test_the_baseline_probe_times_decoding_steps_as_decode_runs_them(pair, monkeypatch):
+    """T_t(1) is what target-only decoding costs per token: decode()'s own step (forward,
+    warp, sample), each fed the token the last one sampled, on a cache that grows (not one
+    pass repeated on a cache cropped back in between), one step per timed span and nothing
+    else in it (no crop, no setup), before any draft pass. A fake clock that only the step's
+    parts advance."""
+    from transformers import DynamicCache
+
+    import specviz.core.decode as decode_module
+    import specviz.core.probes as probes_module
+
+    engine = SpeculativeEngine(pair, Settings(k=3, seed=1, max_new_tokens=30), trace=False)
+    engine.prefill("A fool and his money", calibrate=False)
+    list(engine.run(max_rounds=2))
+    t_len = engine.t_cache.get_seq_length()
+    now, fed, picked, passes = [0.0], [], [], []
+    real_forward, real_warp, real_pick = (
+        decode_module.forward,
+        decode_module.warp,
+        decode_module.pick,
+    )
+    real_pass = probes_module.forward
+    real_crop = DynamicCache.crop
+
+    def forward(model, tokens, cache, vocab, keep):
+        fed.append((list(tokens), cache.get_seq_length()))
+        passes.append("step")
+        now[0] += 2.0
+        return real_forward(model, tokens, cache, vocab, keep)
+
+    def other_pass(model, *args, **kwargs):
+        passes.append("draft" if model is pair.draft else "target")
+        return real_pass(model, *args, **kwargs)
+
+    def warp(logits, config):
+        now[0] += 0.5
+        return real_warp(logits, config)
+
+    def pick(logits, config, generator):
+        picked.append(real_pick(logits, config, generator))
+        return picked[-1]
+
+    def crop(cache, n):
+        now[0] += 100.0
+        return real_crop(cache, n)
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return now[0] / 1000
+
+    monkeypatch.setattr(decode_module, "forward", forward)
+    monkeypatch.setattr(decode_module, "warp", warp)
+    monkeypatch.setattr(decode_module, "pick", pick)
+    monkeypatch.setattr(DynamicCache, "crop", crop)
+    monkeypatch.setattr(probes_module, "time", Clock)
+    monkeypatch.setattr(probes_module, "forward", other_pass)
+    record = engine.prober.probe(engine)
+    assert dict(record["target_ms"])[1] == pytest.approx(2.5)  # forward + warp, once
+    steps = engine.prober.plan.repeats + 1
+    # First, right after the round's own target pass: timed after the draft's passes, the
+    # target's first steps are slower (its weights are no longer in the CPU caches).
+    assert passes[:steps] == ["step"] * steps and "draft" in passes[steps:]
+    assert [length for _, length in fed] == [t_len + i for i in range(steps)]
+    assert [tokens for tokens, _ in fed[1:]] == [[t] for t in picked[:-1]]
+    assert engine.t_cache.get_seq_length() == t_len

@@ -54,17 +54,37 @@ def decode(
     eos_token_id: int | None = None,
 ) -> list[int]:
     """Target-only autoregressive decoding with a KV cache: one forward per token."""
+    if max_new_tokens < 1:
+        return []
     cache = DynamicCache()
-    logits = forward(model, prompt_ids, cache, vocab, keep=1)[0]  # [V]
-    out: list[int] = []
-    for _ in range(max_new_tokens):
-        probs = warp(logits, config)
-        token = int(probs.argmax()) if config.greedy else sample(probs, generator)
+    token = pick(forward(model, prompt_ids, cache, vocab, keep=1)[0], config, generator)
+    out = [token]
+    while token != eos_token_id and len(out) < max_new_tokens:
+        token = step(model, token, cache, vocab, config, generator)
         out.append(token)
-        if token == eos_token_id or len(out) == max_new_tokens:
-            break
-        logits = forward(model, [token], cache, vocab, keep=1)[0]
     return out
+
+
+def pick(logits: torch.Tensor, config: SamplingConfig, generator: torch.Generator | None) -> int:
+    """The next token from one row of logits [V]: warp, then argmax (greedy) or a draw."""
+    probs = warp(logits, config)
+    return int(probs.argmax()) if config.greedy else sample(probs, generator)
+
+
+def step(
+    model: torch.nn.Module,
+    token: int,
+    cache: DynamicCache,
+    vocab: int,
+    config: SamplingConfig,
+    generator: torch.Generator | None,
+) -> int:
+    """One step of target-only decoding: feed `token` after the cache, pick the next one.
+
+    What decode() repeats per token, and what the cost model's T_t(1) probe times
+    (core/probes.py), so that the baseline is this loop's cost and nothing else.
+    """
+    return pick(forward(model, [token], cache, vocab, keep=1)[0], config, generator)
 
 
 @torch.inference_mode()
