@@ -36,6 +36,20 @@ def fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+def finish_trace(live, session) -> int | None:
+    """Move a run's partial trace (core.livetrace.LiveTrace) onto its name and say where;
+    an exit status if that failed (the partial file stays), else None."""
+    from ..core.terminal import printable
+
+    try:
+        written = live.finish(session)
+    except OSError as e:
+        live.close()
+        return fail(f"could not write the trace: {e}")
+    print(f"trace written to {printable(str(written))}", file=sys.stderr)
+    return None
+
+
 # ---------------------------------------------------------------------------- value types
 
 

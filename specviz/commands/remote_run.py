@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 
 from ..core.terminal import printable
-from .common import UsageError, fail
+from .common import UsageError, fail, finish_trace
 
 EXIT_LOST = 1
 
@@ -127,13 +127,8 @@ def run_connected(
             + (" (in the trace)" if args.trace else ""),
             file=sys.stderr,
         )
-    if live is not None:
-        try:
-            written = live.finish(session)
-        except OSError as e:
-            live.close()
-            return fail(f"could not write the trace: {e}")
-        print(f"trace written to {printable(str(written))}", file=sys.stderr)
+    if live is not None and (status := finish_trace(live, session)) is not None:
+        return status
     if lost is not None:
         return EXIT_LOST
     return 130 if interrupted else 0

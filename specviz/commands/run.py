@@ -16,6 +16,7 @@ from .common import (
     add_sampling_args,
     adopt_generation_config,
     fail,
+    finish_trace,
     load_options,
     settings_from,
 )
@@ -212,11 +213,6 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"\n{printable(session.text)}\n")
         print(format_summary(result))
-    if live is not None:
-        try:
-            written = live.finish(session)
-        except OSError as e:
-            live.close()
-            return fail(f"could not write the trace: {e}")
-        print(f"trace written to {printable(str(written))}", file=sys.stderr)
+    if live is not None and (status := finish_trace(live, session)) is not None:
+        return status
     return 130 if interrupted else 0

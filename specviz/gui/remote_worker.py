@@ -20,7 +20,7 @@ from ..core.trace import Settings
 from ..remote.client import Cancelled, RemoteEngine
 from ..remote.protocol import ConnectionLost, RemoteError, model_info
 from ..remote.spawn import ChildServer
-from .worker import Loaded
+from .worker import EngineSignals, Loaded
 
 WATCH_MS = 1000  # how often an idle worker checks its connection (no network wait)
 
@@ -277,29 +277,13 @@ class RemoteWorker(QObject):
             self.child = None
 
 
-class RemoteEngineThread(QObject):
+class RemoteEngineThread(EngineSignals):
     """gui/worker.py's EngineThread for a RemoteWorker: the same request_* signals and
-    relayed signals, plus `disconnected`. Lives on the GUI thread."""
+    relayed signals (greedy_checked is never emitted: the check needs local models), plus
+    request_running and `disconnected`. Lives on the GUI thread."""
 
-    request_load = Signal(str, str, str, str)
-    request_load_options = Signal(object)
     request_running = Signal(bool)
-    request_drafting = Signal(object, object)
-    request_greedy_check = Signal(object, object)
-    request_start = Signal(str, object)
-    request_step = Signal()
-    request_settings = Signal(object)
-    request_continue = Signal(object)
-    request_remeasure = Signal()
-    request_position = Signal(object, object)
-    loaded = Signal(object)
-    session_started = Signal(object)
-    round_ready = Signal(object)
-    position_ready = Signal(object)
-    error = Signal(str, str)
-    busy = Signal(str)
     disconnected = Signal(str)
-    greedy_checked = Signal(object)  # never emitted: the check needs local models
 
     def __init__(
         self, address: str | None = None, token: str | None = None, parent: QObject | None = None

@@ -238,11 +238,10 @@ class Worker(QObject):
         self.position_ready.emit(result)
 
 
-class EngineThread(QObject):
-    """Owns the worker's QThread; lives on the GUI thread. Ask with the request_* signals;
-    the worker's signals are re-emitted here, on the GUI thread, so that any callable can
-    listen (a plain Python callable connected to the worker itself would run on the
-    worker's thread)."""
+class EngineSignals(QObject):
+    """What the session controller speaks to an engine, wherever it runs: the request_*
+    signals in, the worker's signals relayed out on the GUI thread. EngineThread (here)
+    and gui.remote_worker.RemoteEngineThread (a served engine) both are one."""
 
     request_load = Signal(str, str, str, str)
     request_load_options = Signal(object)
@@ -262,6 +261,13 @@ class EngineThread(QObject):
     greedy_checked = Signal(object)
     error = Signal(str, str)
     busy = Signal(str)
+
+
+class EngineThread(EngineSignals):
+    """Owns the worker's QThread; lives on the GUI thread. Ask with the request_* signals;
+    the worker's signals are re-emitted here, on the GUI thread, so that any callable can
+    listen (a plain Python callable connected to the worker itself would run on the
+    worker's thread)."""
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
