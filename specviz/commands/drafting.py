@@ -11,8 +11,11 @@ from .common import UsageError, model_specs
 _DEFAULT_DRAFTER, _DEFAULT_POLICY = DrafterConfig(), PolicyConfig()
 
 
-def add_drafter_options(parser: argparse.ArgumentParser) -> None:
-    """--drafter, --ngram-max, --exit-layer, --policy, --threshold."""
+def add_drafter_options(parser: argparse.ArgumentParser, lists: bool = False) -> None:
+    """--drafter, --ngram-max, --exit-layer, --policy, --threshold. lists: --drafter and
+    --policy take comma-separated lists (`tune` sweeps them; see drafting_lists)."""
+    choice = {"type": str, "metavar": "NAME[,NAME...]"} if lists else {}
+    listed = " (a comma-separated list: each one is swept)" if lists else ""
     group = parser.add_argument_group(
         "drafter and policy",
         "Every drafter and policy keeps the output exactly the target's: a deterministic "
@@ -20,12 +23,12 @@ def add_drafter_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--drafter",
-        choices=DRAFTERS,
+        **(choice or {"choices": DRAFTERS}),
         default=_DEFAULT_DRAFTER.kind,
         help="who proposes the K tokens: the draft model (default); 'lookup': n-grams copied "
         "from the prompt and text so far, no draft model (transformers' "
         "prompt_lookup_num_tokens); 'early-exit': the target's own first layers "
-        "(transformers' assistant_early_exit)",
+        "(transformers' assistant_early_exit)" + listed,
     )
     group.add_argument(
         "--ngram-max",
@@ -43,12 +46,12 @@ def add_drafter_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--policy",
-        choices=POLICIES,
+        **(choice or {"choices": POLICIES}),
         default=_DEFAULT_POLICY.kind,
         help="how K is chosen each round: --k every round (default); 'heuristic': +2 after a "
         "fully accepted round, -1 otherwise (num_assistant_tokens_schedule='heuristic'); "
         "'threshold': up to --k, stopping after a draft the draft model gives less than "
-        "--threshold (assistant_confidence_threshold)",
+        "--threshold (assistant_confidence_threshold)" + listed,
     )
     group.add_argument(
         "--threshold",
@@ -69,6 +72,35 @@ def drafting_from(args: argparse.Namespace) -> tuple[DrafterConfig, PolicyConfig
     except ValueError as e:
         raise UsageError(str(e)) from None
     return drafter, policy
+
+
+def _names(option: str, text: str, known: tuple[str, ...]) -> list[str]:
+    names = [n.strip() for n in text.split(",")]
+    for name in names:
+        if name not in known:
+            raise UsageError(f"{option}: unknown name {name!r} (one of {', '.join(known)})")
+    if len(set(names)) != len(names):
+        raise UsageError(f"{option}: {text!r} names one twice")
+    return names
+
+
+def drafting_lists(
+    args: argparse.Namespace,
+) -> tuple[tuple[DrafterConfig, ...], tuple[PolicyConfig, ...]]:
+    """The drafters and policies of comma-separated --drafter / --policy, or UsageError."""
+    drafters = tuple(
+        DrafterConfig(n, ngram_max=args.ngram_max, exit_layer=args.exit_layer)
+        for n in _names("--drafter", args.drafter, DRAFTERS)
+    )
+    policies = tuple(
+        PolicyConfig(n, threshold=args.threshold) for n in _names("--policy", args.policy, POLICIES)
+    )
+    try:
+        for config in (*drafters, *policies):
+            config.validate()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return drafters, policies
 
 
 def pair_specs(args: argparse.Namespace, drafter: DrafterConfig) -> tuple[str, str | None]:

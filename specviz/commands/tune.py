@@ -1,9 +1,11 @@
 """`specviz tune`: which K is fastest for a pair on this machine, and why.
 
-Runs every prompt of a set at every K of a range, interleaved (K orders shuffled per prompt),
-with cost-model probes, and prints per category and overall: K, alpha, tokens per target
-pass, the measured speedup, the refined and Leviathan predictions, measured / refined, the
-best measured K and the advisor's (the refined prediction for K = 1..16). With --from-trace
+Runs every prompt of a set at every K of a range, and at every drafter and policy given
+(comma-separated lists), interleaved (the (drafter, policy, K) orders shuffled per prompt),
+with cost-model probes, and prints per category and overall: drafter, policy, K, alpha,
+tokens per target pass, the measured speedup, the refined and Leviathan predictions,
+measured / refined, the best measured combination and the advisor's K (the refined
+prediction for K = 1..16, of the best combination). With --from-trace
 it reads a trace instead (no models): the cost-model figures, the advisor and, as an
 estimate, the acceptance a smaller K would have seen.
 """
@@ -17,11 +19,13 @@ import sys
 import threading
 
 from .common import UsageError, add_model_args, fail, load_options
-from .drafting import add_drafter_options, drafting_from, pair_specs
+from .drafting import add_drafter_options, drafting_lists, pair_specs
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("tune", help="sweep K on a prompt set: which K is fastest, and why")
+    parser = sub.add_parser(
+        "tune", help="sweep K (and drafters, policies) on a prompt set: which is fastest, and why"
+    )
     parser.description = __doc__
     add_model_args(parser)
     group = parser.add_argument_group("sweep")
@@ -43,10 +47,11 @@ def add_parser(sub) -> None:
     group.add_argument("--from-trace", metavar="TRACE", help="figures from a trace, no models")
     group.add_argument(
         "--traces", metavar="DIR",
-        help="write each run's trace to DIR (created if missing), named pNNN-CATEGORY-kKK.jsonl",
+        help="write each run's trace to DIR (created if missing), named pNNN-CATEGORY-kKK.jsonl "
+        "(pNNN-CATEGORY-DRAFTER-POLICY-kKK.jsonl when several drafters or policies are swept)",
     )  # fmt: skip
     group.add_argument("--json", action="store_true", help="print one JSON object")
-    add_drafter_options(parser)
+    add_drafter_options(parser, lists=True)
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -81,16 +86,21 @@ def plain(text: str) -> str:
 def format_table(name: str, table) -> str:
     lines = [
         f"== {plain(name)}",
-        "   K   alpha  tok/pass  measured   refined  Leviathan  meas/ref",
+        f"  {'drafter':<10s}  {'policy':<9s}   K   alpha  tok/pass  measured   refined  Leviathan"
+        "  meas/ref",
     ]
     for r in table.rows:
         flag = "  IMPOSSIBLE (above K+1)" if r.impossible else ""
         lines.append(
-            f"  {r.k:2d}  {_f(r.alpha, '{:6.3f}')}  {_f(r.tokens_per_pass, '{:8.2f}')}"
+            f"  {r.drafter:<10s}  {r.policy:<9s}  {r.k:2d}  {_f(r.alpha, '{:6.3f}')}"
+            f"  {_f(r.tokens_per_pass, '{:8.2f}')}"
             f"  {_f(r.speedup_measured, '{:7.2f}x')}  {_f(r.speedup_refined, '{:7.2f}x')}"
             f"  {_f(r.speedup_leviathan, '{:8.2f}x')}  {_f(r.ratio, '{:8.2f}')}{flag}"
         )
     lines.append(f"  best measured K: {_f(table.best_k, '{}')}")
+    if table.best is not None:
+        drafter, policy, k = table.best
+        lines.append(f"  best measured: drafter {drafter}, policy {policy}, K {k}")
     return "\n".join(lines)
 
 
@@ -112,6 +122,9 @@ def _table_json(table) -> dict:
     return {
         "runs": [r.to_json() for r in table.rows],
         "best_k": table.best_k,
+        "best": (
+            dict(zip(("drafter", "policy", "k"), table.best)) if table.best is not None else None
+        ),
         "advisor": {"curve": [list(kv) for kv in table.curve], "best_k": table.advisor_best_k},
     }
 
@@ -136,10 +149,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         ks = parse_ks(args.k)
-        drafter, policy = drafting_from(args)
+        drafters, policies = drafting_lists(args)
+        variants = tuple((d, p) for d in drafters for p in policies)
         config = SweepConfig(
-            drafter=drafter,
-            policy=policy,
+            drafter=drafters[0],
+            policy=policies[0],
+            variants=variants if len(variants) > 1 else (),
             ks=ks,
             temperature=args.temperature,
             top_k=args.top_k,
@@ -155,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--limit must be >= 1")
         prompts = load_prompt_set(args.prompts)[: args.limit]
         trace_dir = traces_folder(args.traces)
-        target, draft = pair_specs(args, drafter)
+        target, draft = pair_specs(args, _pair_drafter(args, drafters))
         options = load_options(args)
     except (UsageError, PromptSetError, ValueError) as e:
         return fail(str(e))
@@ -172,6 +187,19 @@ def run(args: argparse.Namespace) -> int:
     result = sweep(pair, prompts, config, progress, trace_dir)
     print_result(args, result, target, draft)
     return 130 if result.cancelled else 0
+
+
+def _pair_drafter(args, drafters):
+    """The drafter that decides which models load: a model drafter (needs a draft model)
+    if the list has one, else the first."""
+    model = [d for d in drafters if d.kind == "model"]
+    if model and len(drafters) > 1 and args.target and not args.draft:
+        others = ",".join(d.kind for d in drafters if d.kind != "model")
+        raise UsageError(
+            "--drafter model needs a draft model: give --draft (or --pair), or sweep "
+            f"--drafter {others} alone"
+        )
+    return model[0] if model else drafters[0]
 
 
 def traces_folder(path: str | None):
@@ -198,7 +226,10 @@ def sweep(pair, prompts, config, progress, trace_dir=None):
 
     def on_run(done, total, run):
         runs.append(run)
-        progress(f"run {done}/{total}: prompt {run.prompt_index + 1} ({run.category}), K={run.k}")
+        progress(
+            f"run {done}/{total}: prompt {run.prompt_index + 1} ({run.category}), "
+            f"{run.drafter}/{run.policy} K={run.k}"
+        )
 
     def on_sigint(signum, frame):
         if cancel.is_set():
@@ -211,7 +242,8 @@ def sweep(pair, prompts, config, progress, trace_dir=None):
     try:
         return run_sweep(pair, prompts, config, cancel, on_run, trace_dir)
     except KeyboardInterrupt:
-        return SweepResult(runs=runs, total=len(prompts) * len(config.ks), cancelled=True)
+        total = len(prompts) * len(config.ks) * len(config.combos())
+        return SweepResult(runs=runs, total=total, cancelled=True)
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)
@@ -225,7 +257,13 @@ def print_result(args, result, target: str, draft: str) -> None:
     else:
         tables = tables_by_category(result.runs)
     mismatches = [
-        {"prompt": r.prompt_index, "k": r.k, **vars(r.greedy_diff)}
+        {
+            "prompt": r.prompt_index,
+            "drafter": r.drafter,
+            "policy": r.policy,
+            "k": r.k,
+            **vars(r.greedy_diff),
+        }
         for r in result.runs
         if r.greedy_diff is not None
     ]
@@ -273,7 +311,8 @@ def print_result(args, result, target: str, draft: str) -> None:
             print("greedy check: every run equals the target's own greedy decoding")
         for m in mismatches:
             print(
-                f"greedy check: prompt {m['prompt'] + 1} K={m['k']} differs at token "
+                f"greedy check: prompt {m['prompt'] + 1} {m['drafter']}/{m['policy']} "
+                f"K={m['k']} differs at token "
                 f"{m['position']}: ours {json.dumps(m['text_ours'])} (logit "
                 f"{m['logit_ours']:.4f}), target {json.dumps(m['text_theirs'])} "
                 f"(logit {m['logit_theirs']:.4f})"

@@ -51,6 +51,11 @@ class SweepConfig:
     # model and a constant K. With a policy that varies K, each swept K is its --k.
     drafter: DrafterConfig | None = None
     policy: PolicyConfig | None = None
+    # Several (drafter, policy) combinations, each at every K (empty: just the one above).
+    variants: tuple[tuple[DrafterConfig | None, PolicyConfig | None], ...] = ()
+
+    def combos(self) -> tuple[tuple[DrafterConfig | None, PolicyConfig | None], ...]:
+        return self.variants or ((self.drafter, self.policy),)
 
     def settings(self, k: int) -> Settings:
         s = Settings(
@@ -75,6 +80,8 @@ class SweepRun:
     rounds: tuple[Round, ...]  # without their top-N lists (those are in the trace)
     greedy_diff: GreedyDiff | None = None  # with check_greedy: None = identical
     trace_path: str | None = None  # with a trace folder: this run's trace
+    drafter: str = "model"  # the drafter's and the policy's kinds
+    policy: str = "constant"
 
 
 @dataclass
@@ -84,8 +91,9 @@ class SweepResult:
     cancelled: bool = False
 
 
-def sweep_plan(n_prompts: int, ks: Sequence[int], seed: int = 0) -> list[tuple[int, int]]:
-    """(prompt index, K) in run order: prompt by prompt, each with all K shuffled."""
+def sweep_plan(n_prompts: int, ks: Sequence, seed: int = 0) -> list[tuple]:
+    """(prompt index, K) in run order: prompt by prompt, each with all K shuffled (K may be
+    any item, e.g. a (combination, K) pair)."""
     rng = random.Random(seed)
     plan = []
     for i in range(n_prompts):
@@ -93,6 +101,11 @@ def sweep_plan(n_prompts: int, ks: Sequence[int], seed: int = 0) -> list[tuple[i
         rng.shuffle(order)
         plan.extend((i, k) for k in order)
     return plan
+
+
+def kinds(drafter: DrafterConfig | None, policy: PolicyConfig | None) -> tuple[str, str]:
+    """The (drafter, policy) kinds of a combination (None: the defaults)."""
+    return (drafter or DrafterConfig()).kind, (policy or PolicyConfig()).kind
 
 
 def run_one(
@@ -130,10 +143,12 @@ def run_session(
     return header, tuple(rounds)
 
 
-def trace_name(prompt_index: int, category: str, k: int) -> str:
-    """A run's trace file name: prompt number (from 1), category (file-name safe) and K."""
+def trace_name(prompt_index: int, category: str, k: int, variant: str = "") -> str:
+    """A run's trace file name: prompt number (from 1), category (file-name safe), the
+    variant if any (drafter-policy, when a sweep has several) and K."""
     safe = re.sub(r"[^A-Za-z0-9_-]+", "_", category).strip("_")[:40] or "prompt"
-    return f"p{prompt_index + 1:03d}-{safe}-k{k:02d}.jsonl"
+    middle = f"-{variant}" if variant else ""
+    return f"p{prompt_index + 1:03d}-{safe}{middle}-k{k:02d}.jsonl"
 
 
 def _light(rnd: Round) -> Round:
@@ -157,23 +172,29 @@ def run_sweep(
     top-N lists and is written there as a trace (trace_name) as soon as it finishes; the
     runs kept in memory drop the lists, so a long sweep's memory stays small."""
 
-    plan = sweep_plan(len(prompts), config.ks, config.seed)
+    combos = config.combos()
+    items = [(c, k) for c in range(len(combos)) for k in config.ks]
+    plan = sweep_plan(len(prompts), items, config.seed)
     result = SweepResult(total=len(plan))
     probed: set[int] = set()
-    for i, k in plan:
+    for i, (c, k) in plan:
         if cancel is not None and cancel.is_set():
             break
         prompt = prompts[i]
+        drafter, policy = combos[c]
+        d_kind, p_kind = kinds(drafter, policy)
+        run_config = replace(config, drafter=drafter, policy=policy)
         # T_t(n) for every n once per prompt (the costs are pooled over the sweep).
         header, rounds = run_session(
-            pair, prompt.text, k, config, cancel, i not in probed, trace=trace_dir is not None
+            pair, prompt.text, k, run_config, cancel, i not in probed, trace=trace_dir is not None
         )
         probed.add(i)
         if cancel is not None and cancel.is_set():
             break
         path = None
         if trace_dir is not None:
-            path = str(Path(trace_dir) / trace_name(i, prompt.category, k))
+            variant = f"{d_kind}-{p_kind}" if len(combos) > 1 else ""
+            path = str(Path(trace_dir) / trace_name(i, prompt.category, k, variant))
             save(Session(header, list(rounds)), path)
             rounds = tuple(_light(r) for r in rounds)
         diff = None
@@ -181,7 +202,7 @@ def run_sweep(
             emitted = [t.id for r in rounds for t in r.tokens if t.emitted]
             prompt_ids = pair.tokenizer(prompt.text)["input_ids"]
             diff = check_greedy(pair, prompt_ids, emitted)
-        run = SweepRun(i, prompt.category, k, rounds, diff, path)
+        run = SweepRun(i, prompt.category, k, rounds, diff, path, d_kind, p_kind)
         result.runs.append(run)
         if on_run is not None:
             on_run(len(result.runs), result.total, run)
@@ -205,6 +226,8 @@ class KRow:
     speedup_refined: float | None
     speedup_leviathan: float | None
     impossible: bool  # measured above K + 1: not to be believed
+    drafter: str = "model"
+    policy: str = "constant"
 
     @property
     def ratio(self) -> float | None:
@@ -215,6 +238,8 @@ class KRow:
 
     def to_json(self) -> dict:
         return {
+            "drafter": self.drafter,
+            "policy": self.policy,
             "k": self.k,
             "runs": self.runs,
             "rounds": self.rounds,
@@ -235,6 +260,9 @@ class SweepTable:
     best_k: int | None  # the K of the best measured speedup (a possible one)
     curve: tuple[tuple[int, float], ...]  # the advisor: refined prediction for K = 1..16
     advisor_best_k: int | None
+    # (drafter, policy, K) of the best measured speedup; best_k is its K. With several
+    # combinations the advisor's curve is that combination's (else the first's).
+    best: tuple[str, str, int] | None = None
 
 
 def _alpha_and_speedup(rounds: Sequence[Round], t1: float | None):
@@ -258,9 +286,13 @@ class PromptRow:
     tokens_per_pass: float | None
     speedup_measured: float | None  # with the T_t(1) of the whole sweep's costs
     trace_path: str | None
+    drafter: str = "model"
+    policy: str = "constant"
 
     def to_json(self) -> dict:
         return {
+            "drafter": self.drafter,
+            "policy": self.policy,
             "prompt": self.prompt_index,
             "category": self.category,
             "k": self.k,
@@ -275,7 +307,7 @@ class PromptRow:
 def prompt_rows(runs: Sequence[SweepRun], costs: Costs) -> list[PromptRow]:
     """One row per run, by prompt then K (costs: the whole sweep's, for T_t(1))."""
     rows = []
-    for run in sorted(runs, key=lambda r: (r.prompt_index, r.k)):
+    for run in sorted(runs, key=lambda r: (r.prompt_index, r.drafter, r.policy, r.k)):
         alpha, measured = _alpha_and_speedup(run.rounds, costs.t_target(1))
         emitted = sum(r.n_emitted for r in run.rounds)
         per_pass = emitted / len(run.rounds) if run.rounds else None
@@ -289,6 +321,8 @@ def prompt_rows(runs: Sequence[SweepRun], costs: Costs) -> list[PromptRow]:
                 per_pass,
                 measured,
                 run.trace_path,
+                run.drafter,
+                run.policy,
             )
         )
     return rows
@@ -302,44 +336,65 @@ def pooled_model(runs: Sequence[SweepRun]) -> CostModel:
 
 
 def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTable:
-    """The table of these runs; costs default to those pooled over the same runs (pass the
-    whole sweep's costs for a per-category table)."""
+    """The table of these runs, a row per (drafter, policy, K); costs default to those
+    pooled over the same runs (pass the whole sweep's costs for a per-category table). The
+    measured speedups share the table's T_t(1) (the target alone); with several
+    combinations, each one's predictions use its own pooled acceptance and costs."""
     model = pooled_model(runs)
     costs = costs or model.costs()
-    by_pos = model.acceptance_by_position()
-    fig = model.figures()
-    alpha_all = fig.alpha if fig.alpha is not None else 0.0
-    t1, c = costs.t_target(1), costs.cost_ratio
-    rows = []
-    for k in sorted({run.k for run in runs}):
-        rounds = [r for run in runs if run.k == k for r in run.rounds]
-        alpha, measured = _alpha_and_speedup(rounds, t1)
-        rows.append(
-            KRow(
-                k=k,
-                runs=sum(1 for run in runs if run.k == k),
-                rounds=len(rounds),
-                alpha=alpha,
-                tokens_per_pass=(
-                    sum(r.n_emitted for r in rounds) / len(rounds) if rounds else None
-                ),
-                speedup_measured=measured,
-                speedup_refined=costs.refined(acceptance_for(by_pos, k, alpha_all)),
-                speedup_leviathan=(
-                    predicted_speedup(alpha, k, c) if alpha is not None and c is not None else None
-                ),
-                impossible=measured is not None and measured > k + 1,
+    t1 = costs.t_target(1)
+    combos = sorted({(run.drafter, run.policy) for run in runs})
+    rows, predictors = [], {}
+    for combo in combos:
+        combo_runs = [run for run in runs if (run.drafter, run.policy) == combo]
+        if len(combos) == 1:
+            c_model, c_costs = model, costs
+        else:
+            c_model = pooled_model(combo_runs)
+            c_costs = c_model.costs()
+        by_pos = c_model.acceptance_by_position()
+        fig = c_model.figures()
+        alpha_all = fig.alpha if fig.alpha is not None else 0.0
+        predictors[combo] = (c_costs, by_pos, alpha_all)
+        c = c_costs.cost_ratio
+        for k in sorted({run.k for run in combo_runs}):
+            rounds = [r for run in combo_runs if run.k == k for r in run.rounds]
+            alpha, measured = _alpha_and_speedup(rounds, t1)
+            rows.append(
+                KRow(
+                    k=k,
+                    runs=sum(1 for run in combo_runs if run.k == k),
+                    rounds=len(rounds),
+                    alpha=alpha,
+                    tokens_per_pass=(
+                        sum(r.n_emitted for r in rounds) / len(rounds) if rounds else None
+                    ),
+                    speedup_measured=measured,
+                    speedup_refined=c_costs.refined(acceptance_for(by_pos, k, alpha_all)),
+                    speedup_leviathan=(
+                        predicted_speedup(alpha, k, c)
+                        if alpha is not None and c is not None
+                        else None
+                    ),
+                    impossible=measured is not None and measured > k + 1,
+                    drafter=combo[0],
+                    policy=combo[1],
+                )
             )
-        )
     possible = [r for r in rows if r.speedup_measured is not None and not r.impossible]
-    best = max(possible, key=lambda r: r.speedup_measured).k if possible else None
-    curve = tuple(
-        (k, v)
-        for k in ADVISOR_KS
-        if (v := costs.refined(acceptance_for(by_pos, k, alpha_all))) is not None
-    )
+    best_row = max(possible, key=lambda r: r.speedup_measured) if possible else None
+    best = (best_row.drafter, best_row.policy, best_row.k) if best_row else None
+    curve_combo = best[:2] if best else (combos[0] if combos else None)
+    curve: tuple[tuple[int, float], ...] = ()
+    if curve_combo is not None:
+        c_costs, by_pos, alpha_all = predictors[curve_combo]
+        curve = tuple(
+            (k, v)
+            for k in ADVISOR_KS
+            if (v := c_costs.refined(acceptance_for(by_pos, k, alpha_all))) is not None
+        )
     advisor = max(curve, key=lambda kv: kv[1])[0] if curve else None
-    return SweepTable(tuple(rows), costs, best, curve, advisor)
+    return SweepTable(tuple(rows), costs, best[2] if best else None, curve, advisor, best)
 
 
 def tables_by_category(runs: Sequence[SweepRun]) -> dict[str, SweepTable]:
