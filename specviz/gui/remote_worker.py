@@ -14,7 +14,7 @@ import collections
 import json
 import threading
 
-from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 
 from ..core.trace import Settings
 from ..remote.client import Cancelled, RemoteEngine
@@ -289,39 +289,13 @@ class RemoteEngineThread(EngineSignals):
         self, address: str | None = None, token: str | None = None, parent: QObject | None = None
     ):
         super().__init__(parent)
-        self.worker = RemoteWorker(address, token)
-        self.thread = QThread()
-        self.thread.setObjectName("specviz-remote-engine")
-        self.worker.moveToThread(self.thread)
-        self.request_load.connect(self.worker.load)
-        self.request_start.connect(self.worker.start_session)
-        self.request_step.connect(self.worker.step)
-        self.request_settings.connect(self.worker.update_settings)
-        self.request_continue.connect(self.worker.continue_session)
-        self.request_remeasure.connect(self.worker.remeasure)
-        self.request_position.connect(self.worker.compute_position)
-        self.request_load_options.connect(self.worker.set_load_options)
+        self._attach(RemoteWorker(address, token), "specviz-remote-engine")
         self.request_running.connect(self.worker.set_running)
-        self.request_drafting.connect(self.worker.set_drafting)
-        self.request_greedy_check.connect(self.worker.check_greedy)
-        for name in (
-            "loaded",
-            "session_started",
-            "round_ready",
-            "position_ready",
-            "error",
-            "busy",
-            "disconnected",
-        ):
-            getattr(self.worker, name).connect(getattr(self, name))
+        self.worker.disconnected.connect(self.disconnected)
         # The socket belongs to the worker's thread: close it there, as the thread ends.
         self.thread.finished.connect(self.worker.close, Qt.ConnectionType.DirectConnection)
         self.thread.start()
 
     def shutdown(self, timeout_ms: int = 30_000) -> bool:
         """Cancel the request in flight (within 0.1 s), close, end the thread, join it."""
-        if not self.thread.isRunning():
-            return True
-        self.worker.stop_event.set()
-        self.thread.quit()
-        return self.thread.wait(timeout_ms)
+        return super().shutdown(timeout_ms)

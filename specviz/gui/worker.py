@@ -262,6 +262,44 @@ class EngineSignals(QObject):
     error = Signal(str, str)
     busy = Signal(str)
 
+    # request signal -> the worker's slot; the worker's signals re-emitted here
+    REQUESTS = {
+        "request_load": "load",
+        "request_load_options": "set_load_options",
+        "request_drafting": "set_drafting",
+        "request_greedy_check": "check_greedy",
+        "request_start": "start_session",
+        "request_step": "step",
+        "request_settings": "update_settings",
+        "request_continue": "continue_session",
+        "request_remeasure": "remeasure",
+        "request_position": "compute_position",
+    }
+    RELAYED = ("loaded", "session_started", "round_ready", "position_ready", "greedy_checked",
+               "error", "busy")  # fmt: skip
+
+    def _attach(self, worker: QObject, name: str) -> None:
+        """Move `worker` to a new QThread called `name` and wire it to these signals (the
+        worker's own signals reach this object through a queued connection: a thread hop);
+        the caller starts self.thread."""
+        self.worker = worker
+        self.thread = QThread()
+        self.thread.setObjectName(name)
+        worker.moveToThread(self.thread)
+        for request, slot in self.REQUESTS.items():
+            getattr(self, request).connect(getattr(worker, slot))
+        for signal in self.RELAYED:
+            if hasattr(worker, signal):
+                getattr(worker, signal).connect(getattr(self, signal))
+
+    def shutdown(self, timeout_ms: int = 60_000) -> bool:
+        """Stop after the current round or request, end the thread and join it."""
+        if not self.thread.isRunning():
+            return True
+        self.worker.stop_event.set()
+        self.thread.quit()
+        return self.thread.wait(timeout_ms)
+
 
 class EngineThread(EngineSignals):
     """Owns the worker's QThread; lives on the GUI thread. Ask with the request_* signals;
@@ -271,30 +309,5 @@ class EngineThread(EngineSignals):
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
-        self.worker = Worker()
-        self.thread = QThread()
-        self.thread.setObjectName("specviz-engine")
-        self.worker.moveToThread(self.thread)
-        self.request_load.connect(self.worker.load)
-        self.request_load_options.connect(self.worker.set_load_options)
-        self.request_drafting.connect(self.worker.set_drafting)
-        self.request_greedy_check.connect(self.worker.check_greedy)
-        self.request_start.connect(self.worker.start_session)
-        self.request_step.connect(self.worker.step)
-        self.request_settings.connect(self.worker.update_settings)
-        self.request_continue.connect(self.worker.continue_session)
-        self.request_remeasure.connect(self.worker.remeasure)
-        self.request_position.connect(self.worker.compute_position)
-        relayed = ("loaded", "session_started", "round_ready", "position_ready", "greedy_checked",
-                   "error", "busy")  # fmt: skip
-        for name in relayed:
-            getattr(self.worker, name).connect(getattr(self, name))  # queued: a thread hop
+        self._attach(Worker(), "specviz-engine")
         self.thread.start()
-
-    def shutdown(self, timeout_ms: int = 60_000) -> bool:
-        """Stop after the current round (or load step), end the thread and join it."""
-        if not self.thread.isRunning():
-            return True
-        self.worker.stop_event.set()
-        self.thread.quit()
-        return self.thread.wait(timeout_ms)
