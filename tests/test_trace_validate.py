@@ -9,6 +9,7 @@ import pytest
 
 from specviz.core.session import Session
 from specviz.core.trace import NUMBERS_BY_STATUS, Round, TokenEvent
+from specviz.core.tracefile import load, save
 from specviz.core.validate import Problem, check_session, expected_accept_prob
 from tests.fixtures import synthetic_header, synthetic_rounds, synthetic_session
 
@@ -180,3 +181,24 @@ def test_limit_stops_early():
     rounds = [dataclasses.replace(r, context_len=0) for r in synthetic_rounds(header, 30, top_n=0)]
     assert len(check_session(Session(header, rounds))) == 30
     assert len(check_session(Session(header, rounds), limit=5)) == 5
+
+
+@pytest.mark.parametrize("name", ["p_rest", "q_rest"])
+def test_rest_without_a_top_list(session, name, tmp_path):
+    # p_rest / q_rest are the mass outside `top`: on a token without one they mean nothing.
+    i = first_round(session, "accepted")
+    rest = {"p_rest": None, "q_rest": None, name: 0.5}
+    bad = edit_token(session, i, 0, top=(), top_text=(), **rest)
+    problems = check_session(bad)
+    assert where(problems) == [(i + 2, f"tokens[0].{name}")]
+    assert "present without a top list" in problems[0].message
+    # Read from a file, by the full check (inspect's); the check on opening leaves the top-N
+    # lists unparsed, so it must not take a sound token's rest for one without a list.
+    loaded = saved(bad, tmp_path / "bad.jsonl")
+    assert where(check_session(loaded)) == [(i + 2, f"tokens[0].{name}")]
+    assert check_session(saved(session, tmp_path / "sound.jsonl"), top_lists=False) == []
+
+
+def saved(session: Session, path) -> Session:
+    save(session, path)
+    return load(path)

@@ -78,6 +78,10 @@ class RoundLines:
         """The line round `index` was read from; None for a round added since."""
         return self._numbers[index] if 0 <= index < len(self._numbers) else None
 
+    def deferred(self, index: int) -> bool:
+        """Whether round `index` was read without its top-N lists (details() has them)."""
+        return 0 <= index < len(self._raw) and self._raw[index] is not None
+
     def text(self, index: int) -> str | None:
         """The line of round `index` as it was read, for writing it back unchanged (fields
         of a newer version kept, nothing parsed); None if the round was parsed whole."""

@@ -85,13 +85,15 @@ def iter_problems(
     for index, rnd in enumerate(session.rounds):
         if progress is not None and index % step == 0:
             progress(index / len(session.rounds))
-        if top_lists and session.lines is not None:
+        lists = session.lines is None or not session.lines.deferred(index)
+        if top_lists and not lists:
             try:
                 rnd = session.details(index)
+                lists = True
             except TraceError as e:
                 yield Problem(e.line, e.field_name or "", e.reason)
         line = session.line_number(index)
-        yield from check_round(rnd, header, line, so_far, last=index == last)
+        yield from check_round(rnd, header, line, so_far, last=index == last, lists=lists)
     if progress is not None:
         progress(1.0)
 
@@ -135,10 +137,16 @@ def check_header(header: SessionHeader) -> Iterator[Problem]:
 
 
 def check_round(
-    rnd: Round, header: SessionHeader, line: int, so_far: _SoFar | None = None, last: bool = True
+    rnd: Round,
+    header: SessionHeader,
+    line: int,
+    so_far: _SoFar | None = None,
+    last: bool = True,
+    lists: bool = True,
 ) -> Iterator[Problem]:
     """The problems of one round, read from `line`; so_far: what the rounds before it hold
-    (updated here), None to check the round on its own."""
+    (updated here), None to check the round on its own; lists=False: its top-N lists were
+    left unparsed (a loaded trace's), so what they hold is not checked."""
     settings = rnd.settings or header.settings
     statuses = [t.status for t in rnd.tokens]
     emitted = [t.id for t in rnd.tokens if t.status in _EMITTED]
@@ -150,7 +158,7 @@ def check_round(
         yield from _eos_exact(rnd, header.eos_token_id, settings, line)
     vocab = vocabulary(header)
     for j, event in enumerate(rnd.tokens):
-        for name, message in check_token(event, vocab, settings.top_n):
+        for name, message in check_token(event, vocab, settings.top_n, lists):
             yield Problem(line, f"tokens[{j}].{name}", message)
     if so_far is not None:
         so_far.context += len(emitted)  # the true count, so one bad value is reported once

@@ -45,10 +45,14 @@ def expected_accept_prob(p: float, q: float) -> float:
     return 1.0 if p > 0 else 0.0
 
 
-def check_token(event: TokenEvent, vocab: int, top_n: int) -> list[tuple[str, str]]:
+def check_token(
+    event: TokenEvent, vocab: int, top_n: int, lists: bool = True
+) -> list[tuple[str, str]]:
     """Every problem of one token: vocab bounds its ids, top_n its lists' lengths. A token
     that passes a step's quick test (a few set and C-level operations) skips the step: the
-    checks on opening a trace run on half a million tokens."""
+    checks on opening a trace run on half a million tokens. lists=False: the token's top-N
+    lists were left unparsed (a loaded trace's, Session.lines), so it cannot tell whether
+    it has any."""
     found: list[tuple[str, str]] = []
     fields = vars(event)
     given = {name for name in EVENT_NUMBERS if fields[name] is not None}
@@ -69,6 +73,8 @@ def check_token(event: TokenEvent, vocab: int, top_n: int) -> list[tuple[str, st
     if event.top:
         found += _ids(event, vocab)
         found += _top(event, top_n)
+    elif lists and (fields["p_rest"] is not None or fields["q_rest"] is not None):
+        found += _rest_without_top(event)
     if event.residual_top:
         found += _residual_top(event, top_n)
     if event.status in JUDGED and (verdict := _verdict(event)) is not None:
@@ -92,6 +98,13 @@ def _fields_by_status(event: TokenEvent) -> Found:
         for name in ("residual_top", "residual_text"):
             if getattr(event, name):
                 yield name, f"present on a '{event.status}' token (resampled tokens only)"
+
+
+def _rest_without_top(event: TokenEvent) -> Found:
+    """p_rest and q_rest are the mass outside `top`: without a top list they mean nothing."""
+    for name in ("p_rest", "q_rest"):
+        if getattr(event, name) is not None:
+            yield name, "present without a top list (it is the mass outside `top`)"
 
 
 def _in_unit(value: float | None, slack: float = PROB_TOL) -> bool:
