@@ -178,3 +178,30 @@ def test_progress_on_a_terminal(tmp_path, capsys, monkeypatch):
     assert code == 0 and "rounds      300" in out
     assert "reading the trace: 100%" in err and "checking it:  50%" in err
     assert "checking it: 100%" in err
+
+
+def _no_constants(name: str):
+    raise AssertionError(f"{name} in --json output: not strict JSON")
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        ('"temperature": NaN', "temperature"),
+        ('"top_p": Infinity', "top_p"),
+        ('"temperature": -Infinity', "temperature"),
+        ('"top_p": 1' + "0" * 400, "top_p"),  # reads as an infinite float
+    ],
+)
+def test_json_is_strict_for_an_invalid_header(tmp_path, capsys, edit, field):
+    lines = list(session_lines(synthetic_session(3)))
+    header = json.loads(lines[0])
+    header["settings"][field] = "@"
+    lines[0] = json.dumps(header).replace(f'"{field}": "@"', edit)
+    path = tmp_path / "nan.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    code, out, err = inspect(capsys, path, "--json")
+    assert code == 2 and "line 1: field 'settings'" in err
+    report = json.loads(out, parse_constant=_no_constants)
+    assert report["valid"] is False and report["settings"][field] is None
+    assert report["settings"]["k"] == 4  # the finite values are as they were

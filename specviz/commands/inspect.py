@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -67,6 +68,18 @@ def describe(session, problems: list) -> dict[str, Any]:
         "accepted_lengths": fold(session).accepted_lengths,
         "whatif": whatif(session.rounds),
     }
+
+
+def strict_json(value: Any) -> Any:
+    """value with every NaN and infinity (a header may hold them: json reads NaN, a 400-digit
+    number reads as infinity) as None, so that --json prints strict JSON (null)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    return value
 
 
 def _f(value: float | None, fmt: str = "{:.3f}") -> str:
@@ -214,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
     problems = check_session(session, limit=MAX_PROBLEMS, progress=_progress("checking it"))
     report = describe(session, problems)
     if args.json:
-        print(json.dumps({"file": path, **report}))  # ASCII: no C1 control reaches a terminal
+        # ASCII (no C1 control reaches a terminal) and strict: NaN and infinities as null
+        print(json.dumps(strict_json({"file": path, **report}), allow_nan=False))
     else:  # every string from the trace escaped: no control sequence reaches the terminal
         print(format_report(printable(path, keep_lines=False), printable_fields(report)))
     if problems:
