@@ -45,8 +45,12 @@ def test_a_loaded_round_is_a_plain_value():
 def test_field_lists_derive_from_the_records():
     assert trace.EVENT_NUMBERS == (
         "p", "q", "accept_prob", "u", "alpha", "residual", "p_rest", "q_rest",
+        "unjudged_p", "unjudged_p_rest",
     )  # fmt: skip
-    assert trace.EVENT_LISTS == ("top", "top_text", "residual_top", "residual_text")
+    assert trace.EVENT_LISTS == (
+        "top", "top_text", "residual_top", "residual_text", "unjudged_top_p",
+    )  # fmt: skip
+    assert set(trace.UNJUDGED) <= {*trace.EVENT_NUMBERS, *trace.EVENT_LISTS}
     assert "u" not in trace.PROBABILITIES and "alpha" in trace.PROBABILITIES
     assert trace.HEADER_OPTIONAL == ("drafter", "policy", "eos_token_id")
     header_fields = {f.name for f in dataclasses.fields(SessionHeader)} - {"extra"}

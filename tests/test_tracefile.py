@@ -308,7 +308,7 @@ def test_atomic_write_gives_normal_permissions(tmp_path):
 
 # ------------------------------------------------------------------ top-N lists, deferred
 
-TOP_LIST_KEYS = ("top", "top_text", "residual_top", "residual_text")
+TOP_LIST_KEYS = ("top", "top_text", "residual_top", "residual_text", "unjudged_top_p")
 
 
 def without_keys(obj: dict) -> dict:
@@ -363,6 +363,8 @@ def random_round_line(rng: random.Random) -> dict:
         if rng.random() < 0.3:
             token["residual_top"] = [[rng.randrange(100), number()] for _ in range(n)]
             token["residual_text"] = [random_text(rng) for _ in range(n)]
+        if rng.random() < 0.3:  # schema 1.2: a flat list of numbers
+            token["unjudged_top_p"] = [rng.choice([0.0, 1, rng.random(), 1e-9]) for _ in range(n)]
         if rng.random() < 0.3:
             token["later"] = random_text(rng)  # a field after the lists (a newer version)
         keys = list(token)

@@ -7,7 +7,7 @@ position kind and one host transfer per tensor; the GUI only displays them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -29,6 +29,8 @@ class _TopLists:
     texts: list  # the texts of their ids
     p_rest: list  # target mass outside each list
     q_rest: list  # draft mass outside each list (None at the bonus position)
+    # p of each entry per drafted position: what a discarded token records as unjudged_top_p
+    top_p: list = field(default_factory=list)
     residual_top: tuple = ()  # (id, r) of the residual a resampled token was drawn from
     residual_text: tuple = ()
 
@@ -47,7 +49,8 @@ def _top_lists(
         tp, tq = p_k.gather(1, idx), q.gather(1, idx)  # [K, N]
         lists.p_rest = [max(0.0, 1 - s) for s in tp.sum(1).tolist()] + [None]
         lists.q_rest = [max(0.0, 1 - s) for s in tq.sum(1).tolist()] + [None]
-        for i, (row_i, row_p, row_q) in enumerate(zip(idx.tolist(), tp.tolist(), tq.tolist())):
+        lists.top_p = tp.tolist()
+        for i, (row_i, row_p, row_q) in enumerate(zip(idx.tolist(), lists.top_p, tq.tolist())):
             lists.tops[i] = tuple(zip(row_i, row_p, row_q))
     bonus_p, bonus_i = _largest(p[k], top_n)  # [N]
     lists.tops[k] = tuple((i, v, None) for i, v in zip(bonus_i.tolist(), bonus_p.tolist()))
@@ -121,7 +124,9 @@ def _drafted_events(
                 )
             )
         else:
-            # Drafted after the first rejection: never judged; only its draft side exists.
+            # Drafted after the first rejection: never judged. The target's pass scored it
+            # all the same: its p is recorded apart (schema 1.2's unjudged_*), and `top`
+            # keeps p null, as a judged p would be there.
             events.append(
                 TokenEvent(
                     id=token,
@@ -131,6 +136,9 @@ def _drafted_events(
                     top=tuple((e[0], None, e[2]) for e in lists.tops[i]),
                     top_text=lists.texts[i],
                     q_rest=lists.q_rest[i],
+                    unjudged_p=p_x[i],
+                    unjudged_p_rest=lists.p_rest[i],
+                    unjudged_top_p=tuple(lists.top_p[i]) if lists.top_p else (),
                 )
             )
     return events

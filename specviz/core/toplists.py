@@ -16,17 +16,18 @@ import orjson
 from .trace import EVENT_LISTS, Round
 from .traceparse import line_json, line_text, parse_round
 
-# The top-N lists of a round line (top, top_text, residual_top, residual_text) are four
-# fifths of its bytes and most of its parse time, yet a view needs them for one position at
-# a time. At load they are cut out of the line unparsed, the rest is parsed, and the line is
-# kept in the session's RoundLines for Session.details(). A ',"' never occurs inside a JSON
-# string, so a key found by _LIST_KEY is a key. A list of [id, p, q] entries holds no string:
-# it ends at the first "]]" if no quote comes before it. A list of texts is matched string
-# by string.
+# The top-N lists of a round line (top, top_text, residual_top, residual_text and, schema
+# 1.2, unjudged_top_p) are four fifths of its bytes and most of its parse time, yet a view
+# needs them for one position at a time. At load they are cut out of the line unparsed, the
+# rest is parsed, and the line is kept in the session's RoundLines for Session.details().
+# A ',"' never occurs inside a JSON string, so a key found by _LIST_KEY is a key. A list of
+# [id, p, q] entries holds no string: it ends at the first "]]" if no quote comes before
+# it; a list of numbers at the first "]". A list of texts is matched string by string.
 # A wrong cut can only leave text that is not JSON (a value inside an object where a key
 # must be), and a line whose light part is not JSON is read again whole.
 _LIST_KEY = re.compile(rb',"(' + "|".join(EVENT_LISTS).encode() + rb')":\[')
 _NUMBER_LISTS = (b"top", b"residual_top")
+_FLAT_LISTS = (b"unjudged_top_p",)  # [p, ...]: ends at the first "]"
 _STRING = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
 _STRING_LIST = re.compile(rb"\[(?:" + _STRING + rb"(?:," + _STRING + rb")*+)?\]")
 
@@ -44,6 +45,11 @@ def without_top_lists(raw: bytes) -> tuple[bytes, bool]:
                     return raw, False
                 end = stop
             end += 1
+        elif found.group(1) in _FLAT_LISTS:
+            stop = find(b"]", end)
+            if stop < 0 or find(b'"', end, stop) >= 0:
+                return raw, False
+            end = stop + 1
         else:
             texts = _STRING_LIST.match(raw, end - 1)
             if texts is None:

@@ -1,6 +1,6 @@
 """The trace records (SessionHeader, Round, TokenEvent, Settings, ModelInfo), the format's
 vocabulary (statuses, which numbers each status carries, field lists) and their JSON form,
-schema "specviz.trace/1.1".
+schema "specviz.trace/1.2".
 
 A trace is one JSON object per line: the session header, one line per round, and an
 optional summary. Records are plain frozen values: they cross from the worker thread to the
@@ -17,10 +17,11 @@ import orjson
 
 from .checks import check_sampling
 
-SCHEMA = "specviz.trace/1.1"
+SCHEMA = "specviz.trace/1.2"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 1  # 1.1 added optional fields only: k, stop, events_ms, probes, copied_from,
-# drafter, policy; a 1.0 trace reads as a 1.1 trace without them
+SCHEMA_MINOR = 2  # each minor version added optional fields only, so an older file reads
+# as a newer one without them: 1.1 k, stop, events_ms, probes, copied_from, drafter, policy,
+# eos_token_id; 1.2 the UNJUDGED numbers below
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
@@ -43,6 +44,12 @@ NUMBERS_BY_STATUS = {
     "resampled": ("p", "q", "alpha", "residual"),
     "bonus": ("p",),
 }
+# Schema 1.2, optional, on discarded tokens only: what the target computed at a position it
+# never judged. Its one pass scores all K + 1 positions, so at a draft after the round's
+# first rejection p exists, but no accept test ran on it. The numbers have names of their
+# own, not p / p_rest / top's p column (which stay absent / null there, as in 1.1), so a
+# 1.1 reader, which ignores unknown token fields, reads a 1.2 trace and still finds it valid.
+UNJUDGED = ("unjudged_p", "unjudged_p_rest", "unjudged_top_p")
 
 
 class TraceError(ValueError):
@@ -115,7 +122,7 @@ class TokenEvent:
     id: int
     text: str
     status: str  # one of STATUSES
-    p: float | None = None  # target probability of this token (None: discarded)
+    p: float | None = None  # target probability of this token (None: discarded, see below)
     q: float | None = None  # draft probability of this token (None: bonus)
     accept_prob: float | None = None  # min(1, p/q), judged tokens only
     u: float | None = None  # the uniform draw compared with accept_prob
@@ -123,6 +130,10 @@ class TokenEvent:
     residual: float | None = None  # probability under norm(max(0, p - q)) (resampled)
     p_rest: float | None = None  # target mass outside `top`
     q_rest: float | None = None  # draft mass outside `top`
+    # Schema 1.2, discarded tokens only (UNJUDGED): the target's p of this token and its mass
+    # outside `top`, from the round's target pass; never judged (no accept test ran here).
+    unjudged_p: float | None = None
+    unjudged_p_rest: float | None = None
     # The top-N tokens by max(p, q) at this position: (id, p, q); q is None at a bonus
     # position and p is None at a discarded one.
     top: tuple[tuple[int, float | None, float | None], ...] = ()
@@ -131,6 +142,9 @@ class TokenEvent:
     # For a resampled token: the top-N of the normalised residual it was drawn from.
     residual_top: tuple[tuple[int, float], ...] = ()
     residual_text: tuple[str, ...] = ()  # texts of the ids in residual_top
+    # Schema 1.2, discarded tokens only: the target's p of each entry of `top`, in its order
+    # (`top` itself keeps p null there).
+    unjudged_top_p: tuple[float, ...] = ()
 
     def __init__(
         self,
@@ -145,10 +159,13 @@ class TokenEvent:
         residual: float | None = None,
         p_rest: float | None = None,
         q_rest: float | None = None,
+        unjudged_p: float | None = None,
+        unjudged_p_rest: float | None = None,
         top: tuple = (),
         top_text: tuple[str, ...] = (),
         residual_top: tuple = (),
         residual_text: tuple[str, ...] = (),
+        unjudged_top_p: tuple[float, ...] = (),
     ) -> None:
         # The fields in one step: a frozen dataclass's generated __init__ sets them one at a
         # time through object.__setattr__, half the cost of reading a token from a trace
@@ -159,8 +176,10 @@ class TokenEvent:
             {
                 "id": id, "text": text, "status": status, "p": p, "q": q,
                 "accept_prob": accept_prob, "u": u, "alpha": alpha, "residual": residual,
-                "p_rest": p_rest, "q_rest": q_rest, "top": top, "top_text": top_text,
+                "p_rest": p_rest, "q_rest": q_rest, "unjudged_p": unjudged_p,
+                "unjudged_p_rest": unjudged_p_rest, "top": top, "top_text": top_text,
                 "residual_top": residual_top, "residual_text": residual_text,
+                "unjudged_top_p": unjudged_top_p,
             },
         )  # fmt: skip
 
@@ -259,7 +278,8 @@ HEADER_OPTIONAL = _optional(SessionHeader)  # drafter, policy, eos_token_id
 HEADER_KEYS = frozenset(("type", "schema", *HEADER_FIELDS))  # any other key is kept in extra
 ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(Round) if f.name != "session_id")
 ROUND_OPTIONAL = _optional(Round)
-# A token's numbers (p, q, accept_prob, u, alpha, residual, p_rest, q_rest) and its lists.
+# A token's numbers (p, q, accept_prob, u, alpha, residual, p_rest, q_rest, unjudged_p,
+# unjudged_p_rest) and its lists (top, top_text, residual_top, residual_text, unjudged_top_p).
 EVENT_NUMBERS = _optional(TokenEvent)
 EVENT_LISTS = tuple(f.name for f in dataclasses.fields(TokenEvent) if f.default == ())
 # The numbers that are probabilities (u is a uniform draw in [0, 1), checked as such).

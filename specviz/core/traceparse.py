@@ -287,7 +287,19 @@ def parse_event(obj: Any, line: int, where: str) -> TokenEvent:
         top_text=_strings(get("top_text"), line, prefix + "top_text"),
         residual_top=_entries(get("residual_top"), line, prefix + "residual_top", 2),
         residual_text=_strings(get("residual_text"), line, prefix + "residual_text"),
+        unjudged_top_p=_numbers(get("unjudged_top_p"), line, prefix + "unjudged_top_p"),
     )
+
+
+def _numbers(value: Any, line: int, name: str) -> tuple[float, ...]:
+    """A list of numbers (schema 1.2's unjudged_top_p), integers read as floats."""
+    if value is None:
+        return ()
+    if type(value) is not list or not set(map(type, value)) <= {float, int}:
+        raise TraceError("expected a list of numbers", line, name)
+    if int in set(map(type, value)):
+        return tuple(_float(v, line, name) if type(v) is int else v for v in value)
+    return tuple(value)
 
 
 _FLOAT_OR_NONE = {float, type(None)}

@@ -16,7 +16,14 @@ from functools import partial
 from itertools import islice
 from operator import ge, is_not, itemgetter
 
-from .trace import EVENT_NUMBERS, JUDGED, NUMBERS_BY_STATUS, PROBABILITIES, TokenEvent
+from .trace import (
+    EVENT_NUMBERS,
+    JUDGED,
+    NUMBERS_BY_STATUS,
+    PROBABILITIES,
+    UNJUDGED,
+    TokenEvent,
+)
 
 # accept_prob is min(1, p/q) computed in float64 from the stored p and q; a relative error
 # above this means it was not. Probabilities are float32 sums, so [0, 1] gets the same slack.
@@ -27,11 +34,14 @@ _REST_OF = {"p_rest": "p", "q_rest": "q"}
 # Which columns of `top` a status fills: [id, p, q]; p is null at a discarded position (never
 # judged), q at a bonus one (nothing drafted there).
 _TOP_COLUMNS = {"discarded": (False, True), "bonus": (True, False)}
+# Schema 1.2: the target's numbers at a position it never judged, on discarded tokens only.
+_UNJUDGED_NUMBERS = frozenset(name for name in UNJUDGED if name in EVENT_NUMBERS)
 # Per status: the numbers it must carry, and the numbers it may carry.
 _BY_STATUS = {
     status: (
         frozenset(present),
-        frozenset(name for name in EVENT_NUMBERS if _REST_OF.get(name, name) in present),
+        frozenset(name for name in EVENT_NUMBERS if _REST_OF.get(name, name) in present)
+        | (_UNJUDGED_NUMBERS if status == "discarded" else frozenset()),
     )
     for status, present in NUMBERS_BY_STATUS.items()
 }
@@ -57,7 +67,12 @@ def check_token(
     fields = vars(event)
     given = {name for name in EVENT_NUMBERS if fields[name] is not None}
     required, allowed = _BY_STATUS[event.status]
-    if not required <= given <= allowed or (event.status != "resampled" and event.residual_top):
+    discarded = event.status == "discarded"
+    if (
+        not required <= given <= allowed
+        or (event.status != "resampled" and event.residual_top)
+        or (not discarded and event.unjudged_top_p)
+    ):
         found += _fields_by_status(event)
     values = [fields[name] for name in given if name != "u"]
     u = fields["u"]
@@ -75,6 +90,8 @@ def check_token(
         found += _top(event, top_n)
     elif lists and (fields["p_rest"] is not None or fields["q_rest"] is not None):
         found += _rest_without_top(event)
+    if discarded and (event.unjudged_top_p or fields["unjudged_p_rest"] is not None):
+        found += _unjudged(event, lists)
     if event.residual_top:
         found += _residual_top(event, top_n)
     if event.status in JUDGED and (verdict := _verdict(event)) is not None:
@@ -84,20 +101,24 @@ def check_token(
 
 def _fields_by_status(event: TokenEvent) -> Found:
     """The numbers a token of its status carries are there, and the others are not."""
-    present = NUMBERS_BY_STATUS[event.status]
-    for name in present:
+    allowed = _BY_STATUS[event.status][1]
+    for name in NUMBERS_BY_STATUS[event.status]:
         if getattr(event, name) is None:
             yield name, f"missing on a '{event.status}' token"
             return
     for name in EVENT_NUMBERS:
-        absent = _REST_OF.get(name, name) not in present
-        if absent and getattr(event, name) is not None:
-            yield name, f"present on a '{event.status}' token, which has none"
+        if name not in allowed and getattr(event, name) is not None:
+            if name in _UNJUDGED_NUMBERS:
+                yield name, f"present on a '{event.status}' token (discarded tokens only)"
+            else:
+                yield name, f"present on a '{event.status}' token, which has none"
             return
     if event.status != "resampled":
         for name in ("residual_top", "residual_text"):
             if getattr(event, name):
                 yield name, f"present on a '{event.status}' token (resampled tokens only)"
+    if event.status != "discarded" and event.unjudged_top_p:
+        yield "unjudged_top_p", f"present on a '{event.status}' token (discarded tokens only)"
 
 
 def _rest_without_top(event: TokenEvent) -> Found:
@@ -146,8 +167,8 @@ def _descending(keys: list) -> bool:
 
 def _top(event: TokenEvent, top_n: int) -> Found:
     """[[id, p, q], ...]: at most top_n entries, the columns its status fills (and no other),
-    probabilities, most likely first (by max(p, q), or by p at a bonus position), a text
-    for each entry."""
+    probabilities, most likely first (by max(p, q), or by p at a bonus position; at a
+    discarded one by max(unjudged_top_p, q) where it is given), a text for each entry."""
     top = event.top
     if not top:
         return
@@ -170,13 +191,52 @@ def _top(event: TokenEvent, top_n: int) -> Found:
         j = next(j for j, e in enumerate(top) if not (_in_unit(e[1]) and _in_unit(e[2])))
         yield f"top[{j}]", f"[p, q] = [{top[j][1]}, {top[j][2]}] not in [0, 1]"
         return
-    if event.status != "discarded":  # its p is unknown: the order by max(p, q) is too
+    if event.status == "discarded":  # p is in unjudged_top_p (schema 1.2), if anywhere
+        ps = list(event.unjudged_top_p)
+        if len(ps) != len(top) or None in ps or not _column_in_unit(ps):
+            ps = None  # unknown (a 1.1 trace), or named by _unjudged
+    if ps is not None:  # most likely first by max(p, q); p unknown: the order is too
         keys = ps if not has_q else list(map(max, ps, qs))
         if not _descending(keys):
             j = next(j for j in range(1, len(keys)) if keys[j] > keys[j - 1])
             yield f"top[{j}]", "more likely than the entry before it (most likely first)"
     if event.top_text and len(event.top_text) != len(top):
         yield "top_text", f"{len(event.top_text)} texts for {len(top)} entries"
+
+
+def _unjudged(event: TokenEvent, lists: bool) -> Found:
+    """Schema 1.2 on a discarded token: unjudged_top_p holds one probability per `top` entry
+    (its order is checked with `top`'s), the token's own entry is unjudged_p, and
+    unjudged_p_rest, the mass outside the list, comes with it; all with unjudged_p."""
+    ps, top = list(event.unjudged_top_p), event.top
+    if event.unjudged_p is None:
+        name = "unjudged_top_p" if ps else "unjudged_p_rest"
+        yield name, "present without unjudged_p (the target's p of the token itself)"
+        return
+    if not lists:  # the lists were left unparsed: nothing more to check
+        return
+    if event.unjudged_p_rest is not None and not ps:
+        yield "unjudged_p_rest", "present without unjudged_top_p (the rest is outside it)"
+        return
+    if not ps:
+        return
+    if len(ps) != len(top):
+        yield "unjudged_top_p", f"{len(ps)} values for {len(top)} entries of `top`"
+        return
+    if None in ps or not _column_in_unit(ps):
+        j = next(j for j, v in enumerate(ps) if v is None or not _in_unit(v))
+        yield f"unjudged_top_p[{j}]", f"{ps[j]} is not a probability in [0, 1]"
+        return
+    for j, entry in enumerate(top):
+        if entry[0] == event.id and not _close(ps[j], event.unjudged_p):
+            yield (
+                f"unjudged_top_p[{j}]",
+                f"{ps[j]!r}, but the token's own unjudged_p is {event.unjudged_p!r}",
+            )
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= REL_TOL * abs(b) + 1e-12
 
 
 def _residual_top(event: TokenEvent, top_n: int) -> Found:
