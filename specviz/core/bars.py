@@ -21,8 +21,10 @@ class PositionBars:
 
     Bar lists are parallel; the last bar is "everything else" (id None) so that each of
     p and q adds up to 1. A value is None where the trace cannot tell it: p at a discarded
-    position (never judged), q at a bonus position (nothing was drafted), min and max(0,
-    p - q) of the "everything else" bar when alpha is unknown.
+    position of a trace that did not record it (schema 1.1), q at a bonus position (nothing
+    was drafted), min and max(0, p - q) of the "everything else" bar when alpha is unknown.
+    At a discarded position no accept test ran: min and max(0, p - q) are None there even
+    where p is known (p_never_judged).
     """
 
     round_index: int
@@ -49,6 +51,9 @@ class PositionBars:
     residual_labels: tuple[str, ...] = ()
     residual: tuple[float, ...] = ()
     residual_bar: int | None = None  # index of the resampled token among the residual bars
+    # p is the target's at a position it never judged (a discarded draft; schema 1.2's
+    # unjudged_* numbers): computed by the round's target pass, but no accept test used it
+    p_never_judged: bool = False
 
     @property
     def n_bars(self) -> int:
@@ -97,19 +102,18 @@ def events_at(rnd: Round, position: int) -> tuple[TokenEvent | None, TokenEvent 
 
 def _rest_mass(
     stored_rest: float | None,
-    stored: list[tuple],
+    stored_ids: list[int],
+    stored: list[float | None],
     ids: list[int | None],
     shown: list[float | None],
-    column: int,
 ) -> float | None:
     """Mass outside the shown bars: the stored rest, plus stored entries not shown, minus
     shown tokens that the stored top-N did not hold (their mass was in the stored rest)."""
     if stored_rest is None or any(v is None for v in shown):
         return None
-    stored_ids = {e[0] for e in stored}
-    shown_ids = set(ids)
-    dropped = sum(e[column] or 0.0 for e in stored if e[0] not in shown_ids)
-    added = sum(v for i, v in zip(ids, shown) if i not in stored_ids)
+    shown_ids, held = set(ids), set(stored_ids)
+    dropped = sum(v or 0.0 for i, v in zip(stored_ids, stored) if i not in shown_ids)
+    added = sum(v for i, v in zip(ids, shown) if i not in held)
     return max(0.0, stored_rest + dropped - added)
 
 
@@ -147,6 +151,21 @@ class _Columns:
     q: list[float | None]
 
 
+def _p(event: TokenEvent) -> float | None:
+    """The target's p of a token: judged, or (a discarded one, schema 1.2) never judged."""
+    return event.unjudged_p if event.status == "discarded" else event.p
+
+
+def _stored_p(full: TokenEvent) -> list[float | None]:
+    """p of each entry of full.top: its column, or at a discarded position the aligned
+    unjudged_top_p (None where a trace did not record it)."""
+    if full.status != "discarded":
+        return [e[1] for e in full.top]
+    if len(full.unjudged_top_p) == len(full.top):
+        return list(full.unjudged_top_p)
+    return [None] * len(full.top)
+
+
 def _top_columns(
     full: TokenEvent, drafted: TokenEvent | None, emitted: TokenEvent | None, n: int | None
 ) -> _Columns:
@@ -155,18 +174,18 @@ def _top_columns(
     stored = full.top
     texts = list(full.top_text) + [f"#{e[0]}" for e in stored[len(full.top_text) :]]
     keep = len(stored) if n is None else max(0, min(n, len(stored)))
-    has_p, has_q = full.status != "discarded", drafted is not None
+    has_q = drafted is not None
     bars = _Columns(
         ids=[e[0] for e in stored[:keep]],
         labels=texts[:keep],
-        p=[e[1] if has_p else None for e in stored[:keep]],
+        p=_stored_p(full)[:keep],
         q=[e[2] if has_q else None for e in stored[:keep]],
     )
     for event in (drafted, emitted):
         if event is not None and event.id not in bars.ids:
             bars.ids.append(event.id)
             bars.labels.append(event.text)
-            bars.p.append(event.p if has_p else None)
+            bars.p.append(_p(event))
             bars.q.append(event.q if has_q else None)
     return bars
 
@@ -200,13 +219,20 @@ def position_bars(
     # emitted one where it has them (it knows p at a position whose draft was discarded).
     source = drafted if drafted is not None else emitted
     full = emitted if emitted is not None and emitted.top else source
-    has_p, has_q = full.status != "discarded", drafted is not None
+    never_judged = full.status == "discarded"
+    has_q = drafted is not None
     bars = _top_columns(full, drafted, emitted, n)
-    stored = list(full.top)
-    p_rest = _rest_mass(full.p_rest if has_p else None, stored, bars.ids, bars.p, 1)
-    q_rest = _rest_mass(source.q_rest if has_q else None, stored, bars.ids, bars.q, 2)
-    alpha = full.alpha if has_p and has_q else None
-    mins, excess = _min_and_excess(bars, p_rest, q_rest, alpha)
+    stored_ids = [e[0] for e in full.top]
+    stored_rest = full.unjudged_p_rest if never_judged else full.p_rest
+    p_rest = _rest_mass(stored_rest, stored_ids, _stored_p(full), bars.ids, bars.p)
+    q_rest = _rest_mass(
+        source.q_rest if has_q else None, stored_ids, [e[2] for e in full.top], bars.ids, bars.q
+    )
+    alpha = full.alpha if not never_judged and has_q else None
+    if never_judged:  # no accept test ran here: no min(p, q) and no residual's mass
+        mins = excess = [None] * (len(bars.ids) + 1)
+    else:
+        mins, excess = _min_and_excess(bars, p_rest, q_rest, alpha)
     judged = drafted is not None and drafted.status in JUDGED
     ids = (*bars.ids, None)
     labels = (*bars.labels, REST_LABEL)
@@ -235,4 +261,5 @@ def position_bars(
         residual_labels=res_labels,
         residual=res_vals,
         residual_bar=res_bar,
+        p_never_judged=never_judged and any(v is not None for v in bars.p),
     )

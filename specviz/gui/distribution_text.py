@@ -11,6 +11,14 @@ from . import palette
 from .token_view import fmt
 
 LABEL_CHARS = 16
+# The main plot's title; at a discarded position whose p the trace recorded (schema 1.2's
+# unjudged numbers) it says that no accept test used that p.
+MAIN_TITLE = "p and q at this position"
+UNJUDGED_TITLE = "target's p (never judged: an earlier draft was rejected) and q"
+
+
+def main_title(bars: PositionBars | None) -> str:
+    return UNJUDGED_TITLE if bars is not None and bars.p_never_judged else MAIN_TITLE
 
 
 def token_label(text: str) -> str:
@@ -28,14 +36,17 @@ def row_text(bars: PositionBars, row: int) -> str:
         return ""
     name = bars.labels[row]
     lines = [repr(name) if bars.ids[row] is not None else name]
+    # unjudged: p from the target's pass at a discarded position, where no accept test ran
+    unjudged = bars.p_never_judged
+    missing = "no accept test here" if unjudged else "not known here"
     for label, values in (
-        ("p (target)", bars.p),
+        ("p (target, never judged)" if unjudged else "p (target)", bars.p),
         ("q (draft)", bars.q),
         ("min(p, q)", bars.min_pq),
         ("max(0, p \u2212 q)", bars.excess),
     ):
         value = values[row]
-        lines.append(f"{label} = {fmt(value) if value is not None else 'not known here'}")
+        lines.append(f"{label} = {fmt(value) if value is not None else missing}")
     if row == bars.drafted_bar:
         lines.append(f"the drafted token ({bars.drafted_event.status})")
     if row == bars.emitted_bar and bars.emitted_event is not None:
@@ -74,6 +85,12 @@ def summary_html(bars: PositionBars | None) -> str:
                 f"the target gives it p = {fmt(drafted.p)}, so it is kept with probability "
                 f"min(1, p/q) = {fmt(bars.accept_prob)}; the draw u = {fmt(bars.u)} "
                 f"{relation} {fmt(bars.accept_prob)}: <b style='color:{colour}'>{verdict}</b>"
+            )
+        elif bars.p_never_judged:  # unjudged: schema 1.2's p at a discarded position
+            parts.append(
+                "it came after the first rejection, so it was never judged: the target's "
+                f"pass gave it p = {fmt(drafted.unjudged_p)} (the p bars), but no accept test "
+                "ran on it, as an earlier draft of the round was rejected"
             )
         else:
             parts.append("it came after the first rejection, so it was never judged")

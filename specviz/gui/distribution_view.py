@@ -32,7 +32,7 @@ from ..core.session import Session
 from ..core.trace import Round, TraceError
 from . import palette
 from .accept_gauge import AcceptGauge
-from .distribution_text import drafted_tag, row_text, summary_html, token_label
+from .distribution_text import drafted_tag, main_title, row_text, summary_html, token_label
 from .plots import cache_axes, fit_tick_labels, fix_axis_width
 from .token_view import fmt
 
@@ -118,7 +118,7 @@ class DistributionView(QWidget):
             "Probabilities on a log axis: a draft's own q of 7.6e-05 next to 0.03 is visible"
         )
         self.log_check.toggled.connect(lambda _: self._redraw())
-        self.main = _plot("p and q at this position")
+        self.main = _plot(main_title(None))
         self.residual_plot = _plot("residual")
         self.residual_plot.setToolTip(
             "norm(max(0, p \u2212 q)): what a token is drawn from after a rejection"
@@ -287,6 +287,8 @@ class DistributionView(QWidget):
 
     def _draw_main(self, bars: PositionBars | None) -> None:
         item = self.main.getPlotItem()
+        if (title := main_title(bars)) != item.titleLabel.text:  # unjudged: p never judged
+            item.setTitle(title, size="9pt")
         log = self.log_check.isChecked()
         item.getAxis("bottom").setLogMode(log)
         item.setLabel("bottom", "probability (log)" if log else "probability")
@@ -329,7 +331,9 @@ class DistributionView(QWidget):
         zeros = np.full(n, x0)
         # p is drawn as an outline around min + excess; filled where they are unknown
         p_fill = [_brush(palette.P, 90 if bars.min_pq[i] is None else 0) for i in self.rows]
-        self.p_item.setOpts(x0=zeros, y=y + 0.2, width=p_w, brushes=p_fill)
+        dash = Qt.PenStyle.DashLine if bars.p_never_judged else Qt.PenStyle.SolidLine
+        pen = pg.mkPen(palette.P, width=2, style=dash)  # unjudged: a dashed p outline
+        self.p_item.setOpts(x0=zeros, y=y + 0.2, width=p_w, brushes=p_fill, pen=pen)
         self.min_item.setOpts(x0=zeros, y=y + 0.2, width=min_w)
         self.excess_item.setOpts(x0=ex0, y=y + 0.2, width=ex_w)
         self.q_item.setOpts(x0=zeros, y=y - 0.2, width=q_w)

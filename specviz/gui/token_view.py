@@ -51,10 +51,14 @@ def token_tooltip(rnd: Round, index: int) -> str:
     """The hover text of a token: its fate and the numbers the round recorded for it."""
     event = rnd.tokens[index]
     position = position_of(rnd, index)
+    # unjudged: a discarded token's p from the target's pass (schema 1.2), never judged
+    p_label, p = ("p (target)", event.p)
+    if event.unjudged_p is not None:
+        p_label, p = ("p (target, never judged)", event.unjudged_p)
     lines = [
         f"<b>{_html(repr(event.text))}</b> &nbsp; {event.status} "
         f"(round {rnd.index + 1}, position {position + 1})",
-        f"p (target) = {fmt(event.p)} &nbsp; q (draft) = {fmt(event.q)}",
+        f"{p_label} = {fmt(p)} &nbsp; q (draft) = {fmt(event.q)}",
     ]
     if event.accept_prob is not None:
         kept = event.status == "accepted"
