@@ -180,6 +180,10 @@ def seeds(pair) -> list[bytes]:
     return [("\n".join(session_lines(s)) + "\n").encode() for s in sessions]
 
 
+def _not_json(constant: str):
+    raise AssertionError(f"inspect --json printed {constant}: not strict JSON")
+
+
 def inspect_in_process(path: Path, capsys, as_json: bool) -> tuple[int, int]:
     """inspect's exit status and its peak traced memory."""
     tracemalloc.start()
@@ -190,6 +194,8 @@ def inspect_in_process(path: Path, capsys, as_json: bool) -> tuple[int, int]:
         tracemalloc.stop()
     out, err = capsys.readouterr()
     (out + err).encode("utf-8")  # text a terminal can take (no lone surrogate)
+    if as_json:
+        json.loads(out, parse_constant=_not_json)  # strict JSON: no NaN, no Infinity
     assert "Traceback" not in err
     if code == 2:
         assert err.startswith("specviz: error: "), err[:300]
