@@ -233,6 +233,8 @@ def cases(live: Session) -> list[tuple[tuple[int, int], dict, str]]:
     wrong = list(live.rounds[i].tokens[j].unjudged_top_p)
     wrong[k] *= 0.999
     found.append(((i, j), {"unjudged_top_p": tuple(wrong)}, f"unjudged_top_p[{k}]"))
+    # a bad unjudged_p of a token in its own `top` is named once, as itself
+    found += [((i, j), {"unjudged_p": bad}, "unjudged_p") for bad in (NAN, 1.5)]
     return found
 
 

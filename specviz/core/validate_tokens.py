@@ -227,6 +227,8 @@ def _unjudged(event: TokenEvent, lists: bool) -> Found:
         j = next(j for j, v in enumerate(ps) if v is None or not _in_unit(v))
         yield f"unjudged_top_p[{j}]", f"{ps[j]} is not a probability in [0, 1]"
         return
+    if not _in_unit(event.unjudged_p):
+        return  # named by _numbers
     for j, entry in enumerate(top):
         if entry[0] == event.id and not _close(ps[j], event.unjudged_p):
             yield (
