@@ -42,7 +42,7 @@ def main() -> int:
     from specviz.core.models import load_pair
     from specviz.gui.distribution_view import MAIN_LABEL_ROOM
     from specviz.gui.main_window import MainWindow
-    from specviz.gui.plots import fix_axis_width
+    from specviz.gui.plot_kit import fix_axis_width
 
     session = record(load_pair("builtin:tiny", "builtin:tiny"), args.rounds, seed=0)
     window = MainWindow(None, autosave=False)

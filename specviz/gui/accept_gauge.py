@@ -7,7 +7,7 @@ import pyqtgraph as pg
 
 from ..core.bars import PositionBars
 from . import palette
-from .plots import cache_axes
+from .plot_kit import cache_axes
 
 
 def _brush(colour: str, alpha: int = 255):

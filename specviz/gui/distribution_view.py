@@ -33,7 +33,7 @@ from ..core.trace import Round, TraceError
 from . import palette
 from .accept_gauge import AcceptGauge
 from .distribution_text import drafted_tag, main_title, row_text, summary_html, token_label
-from .plots import cache_axes, fit_tick_labels, fix_axis_width
+from .plot_kit import cache_axes, fit_tick_labels, fix_axis_width
 from .token_view import fmt
 
 THICK = 0.38  # bar thickness (rows are 1 apart)

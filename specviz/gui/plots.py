@@ -11,27 +11,18 @@ widget is rebuilt and no Python loop runs over past rounds. Numbers come from
 from __future__ import annotations
 
 import math
-import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph import exporters
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QCursor, QFontMetrics
-from PySide6.QtWidgets import (
-    QApplication,
-    QFrame,
-    QGraphicsItem,
-    QScrollArea,
-    QToolTip,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtGui import QCursor
+from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QToolTip, QVBoxLayout, QWidget
 
 from ..core.stats import RoundStats, RunningStats
 from . import palette
+from .plot_kit import Series, cache_axes, fix_axis_width, one_point_per_pixel, svg_closed_paths
 
 PLOTS = ("acceptance", "speedup", "accepted_length", "by_position")
 TITLES = {
@@ -44,104 +35,12 @@ SYMBOL_ROUNDS = 200  # the per-round acceptance has a marker per point up to thi
 MIN_HEIGHT = 760  # below this the plots scroll (legible at 1280 x 720)
 
 
-@contextmanager
-def _svg_closed_paths():
-    """pyqtgraph 0.14's SVG exporter cannot read the "Z" (close path) that Qt 6.12 writes
-    (pyqtgraph issue #3485): take it out around its coordinate fix-up and put it back."""
-    module = sys.modules[exporters.SVGExporter.__module__]
-    correct = module.correctCoordinates
-
-    def tolerant(node, defs, item, options):
-        closed = []
-        for path in node.getElementsByTagName("path"):
-            tokens = path.getAttribute("d").split()
-            if any(t in ("Z", "z") for t in tokens):
-                path.setAttribute("d", " ".join(t for t in tokens if t not in ("Z", "z")))
-                closed.append(path)
-        correct(node, defs, item, options)
-        for path in closed:
-            path.setAttribute("d", path.getAttribute("d").strip() + " Z")
-
-    module.correctCoordinates = tolerant
-    try:
-        yield
-    finally:
-        module.correctCoordinates = correct
-
-
-class Series:
-    """A growing (x, y) series in numpy arrays with doubling capacity: O(1) amortised."""
-
-    def __init__(self, capacity: int = 256):
-        self._x = np.empty(capacity)
-        self._y = np.empty(capacity)
-        self.n = 0
-
-    def append(self, x: float, y: float | None) -> None:
-        if self.n == len(self._x):
-            self._x = np.concatenate([self._x, np.empty(len(self._x))])
-            self._y = np.concatenate([self._y, np.empty(len(self._y))])
-        self._x[self.n] = x
-        self._y[self.n] = np.nan if y is None else y
-        self.n += 1
-
-    def clear(self) -> None:
-        self.n = 0
-
-    @property
-    def x(self) -> np.ndarray:
-        return self._x[: self.n]
-
-    @property
-    def y(self) -> np.ndarray:
-        return self._y[: self.n]
-
-
-def _tick_text(axis: pg.AxisItem) -> tuple[QFontMetrics, int]:
-    """The metrics of an axis's tick labels, and the pixels between its edge and them."""
-    metrics = QFontMetrics(axis.style["tickFont"] or QApplication.font())
-    return metrics, axis.style["tickTextOffset"][0] + max(axis.style["tickLength"], 0)
-
-
-def fix_axis_width(axis: pg.AxisItem, widest: str) -> None:
-    """Reserve room for tick labels as wide as `widest`, once. An axis that fits itself to
-    its labels relays out its whole scene whenever they change (new ranges, other tokens),
-    and the bars jump sideways; a fixed width makes a Step's redraw 1.03-1.12x faster
-    (benchmarks/gui_axes.py). Plots that share a width also line up."""
-    metrics, offset = _tick_text(axis)
-    axis.setWidth(metrics.horizontalAdvance(widest) + offset + 4)
-
-
-def fit_tick_labels(axis: pg.AxisItem, labels: list[str]) -> list[str]:
-    """Labels cut at the end to the room of a fixed-width axis: pyqtgraph hides a label
-    wider than its axis."""
-    metrics, offset = _tick_text(axis)
-    room = int((axis.fixedWidth or axis.width()) - offset)
-    return [metrics.elidedText(text, Qt.TextElideMode.ElideRight, room) for text in labels]
-
-
-def cache_axes(plot: pg.PlotItem) -> None:
-    """Keep each axis as a pixmap, drawn again only when it changes: text in software
-    rendering is most of a plot's paint, and a refresh often leaves the axes as they were
-    (1.13-1.14x on a Step's redraw, benchmarks/gui_axes.py). The PNG and SVG exports draw
-    the items afresh at their own resolution."""
-    for side in ("left", "bottom"):
-        plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-
-
 def _curve(plot: pg.PlotItem, name: str, colour: str, style=None, width: float = 2, **kw):
     pen = pg.mkPen(colour, width=width, style=style) if style else pg.mkPen(colour, width=width)
     curve = plot.plot([], [], pen=pen, connect="finite", **kw)
     curve.legend_name = name
     one_point_per_pixel(curve)
     return curve
-
-
-def one_point_per_pixel(curve: pg.PlotDataItem) -> None:
-    """Auto-downsample a long series to about a point per pixel (pyqtgraph's default is
-    five): a Step's redraw at round 1,500 paints a third fewer segments, 1.16x faster
-    (benchmarks/gui_axes.py), and a curve of peaks per pixel looks the same."""
-    curve.opts["autoDownsampleFactor"] = 1.0
 
 
 def _legend(layout: pg.GraphicsLayout, curves: list[tuple[object, str]]):
@@ -433,7 +332,7 @@ class Plots(QWidget):
         item = self.panels[name]  # the plot and its legend
         suffix = path.suffix.lower()
         if suffix == ".svg":
-            with _svg_closed_paths():
+            with svg_closed_paths():
                 exporters.SVGExporter(item).export(str(path))
             return
         if suffix == ".png":

@@ -1,0 +1,107 @@
+"""Small pyqtgraph helpers shared by the window's plots and the distribution panel: growing
+series, fixed-width and cached axes, tick labels cut to fit, axis ranges that move in steps,
+and pyqtgraph's SVG export made to read Qt 6's paths. GUI thread only."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+
+import numpy as np
+import pyqtgraph as pg
+from pyqtgraph import exporters
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import QApplication, QGraphicsItem
+
+
+@contextmanager
+def svg_closed_paths():
+    """pyqtgraph 0.14's SVG exporter cannot read the "Z" (close path) that Qt 6.12 writes
+    (pyqtgraph issue #3485): take it out around its coordinate fix-up and put it back."""
+    module = sys.modules[exporters.SVGExporter.__module__]
+    correct = module.correctCoordinates
+
+    def tolerant(node, defs, item, options):
+        closed = []
+        for path in node.getElementsByTagName("path"):
+            tokens = path.getAttribute("d").split()
+            if any(t in ("Z", "z") for t in tokens):
+                path.setAttribute("d", " ".join(t for t in tokens if t not in ("Z", "z")))
+                closed.append(path)
+        correct(node, defs, item, options)
+        for path in closed:
+            path.setAttribute("d", path.getAttribute("d").strip() + " Z")
+
+    module.correctCoordinates = tolerant
+    try:
+        yield
+    finally:
+        module.correctCoordinates = correct
+
+
+class Series:
+    """A growing (x, y) series in numpy arrays with doubling capacity: O(1) amortised."""
+
+    def __init__(self, capacity: int = 256):
+        self._x = np.empty(capacity)
+        self._y = np.empty(capacity)
+        self.n = 0
+
+    def append(self, x: float, y: float | None) -> None:
+        if self.n == len(self._x):
+            self._x = np.concatenate([self._x, np.empty(len(self._x))])
+            self._y = np.concatenate([self._y, np.empty(len(self._y))])
+        self._x[self.n] = x
+        self._y[self.n] = np.nan if y is None else y
+        self.n += 1
+
+    def clear(self) -> None:
+        self.n = 0
+
+    @property
+    def x(self) -> np.ndarray:
+        return self._x[: self.n]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._y[: self.n]
+
+
+def _tick_text(axis: pg.AxisItem) -> tuple[QFontMetrics, int]:
+    """The metrics of an axis's tick labels, and the pixels between its edge and them."""
+    metrics = QFontMetrics(axis.style["tickFont"] or QApplication.font())
+    return metrics, axis.style["tickTextOffset"][0] + max(axis.style["tickLength"], 0)
+
+
+def fix_axis_width(axis: pg.AxisItem, widest: str) -> None:
+    """Reserve room for tick labels as wide as `widest`, once. An axis that fits itself to
+    its labels relays out its whole scene whenever they change (new ranges, other tokens),
+    and the bars jump sideways; a fixed width makes a Step's redraw 1.03-1.12x faster
+    (benchmarks/gui_axes.py). Plots that share a width also line up."""
+    metrics, offset = _tick_text(axis)
+    axis.setWidth(metrics.horizontalAdvance(widest) + offset + 4)
+
+
+def fit_tick_labels(axis: pg.AxisItem, labels: list[str]) -> list[str]:
+    """Labels cut at the end to the room of a fixed-width axis: pyqtgraph hides a label
+    wider than its axis."""
+    metrics, offset = _tick_text(axis)
+    room = int((axis.fixedWidth or axis.width()) - offset)
+    return [metrics.elidedText(text, Qt.TextElideMode.ElideRight, room) for text in labels]
+
+
+def cache_axes(plot: pg.PlotItem) -> None:
+    """Keep each axis as a pixmap, drawn again only when it changes: text in software
+    rendering is most of a plot's paint, and a refresh often leaves the axes as they were
+    (1.13-1.14x on a Step's redraw, benchmarks/gui_axes.py). The PNG and SVG exports draw
+    the items afresh at their own resolution."""
+    for side in ("left", "bottom"):
+        plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+
+def one_point_per_pixel(curve: pg.PlotDataItem) -> None:
+    """Auto-downsample a long series to about a point per pixel (pyqtgraph's default is
+    five): a Step's redraw at round 1,500 paints a third fewer segments, 1.16x faster
+    (benchmarks/gui_axes.py), and a curve of peaks per pixel looks the same."""
+    curve.opts["autoDownsampleFactor"] = 1.0
