@@ -33,7 +33,7 @@ from ..core.trace import Round, TraceError
 from . import palette
 from .accept_gauge import AcceptGauge
 from .distribution_text import drafted_tag, main_title, row_text, summary_html, token_label
-from .plot_kit import cache_axes, fit_tick_labels, fix_axis_width
+from .plot_kit import cache_axes, fit_tick_labels, fix_axis_width, nice_ceiling
 from .token_view import fmt
 
 THICK = 0.38  # bar thickness (rows are 1 apart)
@@ -42,6 +42,7 @@ THICK = 0.38  # bar thickness (rows are 1 apart)
 MAIN_LABEL_ROOM = "never judged \u25b8 " + "0" * 10
 RESIDUAL_LABEL_ROOM = "resampled \u25b8 " + "0" * 6
 LOG_FLOOR = 1e-6  # the log scale's left edge: smaller probabilities start there
+SUMMARY_HEIGHT = 52  # the summary's least height (px); it grows to its longest text
 
 
 def _values(values: tuple[float | None, ...]) -> np.ndarray:
@@ -65,6 +66,12 @@ def _plot(title: str) -> pg.PlotWidget:
     item.hideButtons()
     widget.setMouseEnabled(x=False, y=False)
     return widget
+
+
+def _set_title(item: pg.PlotItem, title: str) -> None:
+    """A new title relays out the plot (about 1 ms): only when it changes."""
+    if item.titleLabel.text != title:
+        item.setTitle(title, size="9pt")
 
 
 def rows_that_fit(widget: QWidget) -> int:
@@ -103,7 +110,7 @@ class DistributionView(QWidget):
         self.summary = QLabel("Click a token to see its position's distributions.")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
-        self.summary.setMinimumHeight(52)
+        self.summary.setMinimumHeight(SUMMARY_HEIGHT)
         self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.n_spin = QSpinBox()
         self.n_spin.setRange(1, 1000)
@@ -162,6 +169,9 @@ class DistributionView(QWidget):
         item.invertY(True)
         item.setLabel("bottom", "probability")
         item.showGrid(x=True, alpha=0.25)
+        # Grid lines at the major and minor ticks only: this axis (its grid spans the plot)
+        # is drawn again at almost every position; a third level made it 1.5x as costly.
+        item.getAxis("bottom").setStyle(maxTickLevel=1, maxTextLevel=1)
         no_pen = pg.mkPen(None)
         self.band = pg.BarGraphItem(x0=[], y=[], width=[], height=1.0, brushes=[], pen=no_pen)
         self.band.setZValue(-10)
@@ -207,11 +217,13 @@ class DistributionView(QWidget):
             rnd = rnd if session is None else session.details(rnd.index)
             limits = self.row_limits()
             bars = position_bars(rnd, position, *limits)
-            # The summary's height sets the plots': when it changes, lay it out first, then
-            # fit the rows (a layout pass costs about 5 ms: only then).
-            before = self.summary.heightForWidth(self.summary.width())
+            # The summary's height sets the plots': it only grows (until the panel is
+            # resized), so that most positions leave the layout, and the plots' sizes and
+            # axes, as they were (a layout pass and the repaint it causes cost about 5 ms).
             self.summary.setText(summary_html(bars))
-            if self.summary.heightForWidth(self.summary.width()) != before:
+            needed = self.summary.heightForWidth(self.summary.width())
+            if needed > self.summary.minimumHeight():
+                self.summary.setMinimumHeight(needed)
                 self.layout().activate()
             if self.row_limits() != limits:
                 bars = position_bars(rnd, position, *self.row_limits())
@@ -239,6 +251,7 @@ class DistributionView(QWidget):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
+        self.summary.setMinimumHeight(SUMMARY_HEIGHT)  # fitted again to the new width
         self._redraw()  # as many rows as now fit
 
     def _on_n(self, n: int) -> None:
@@ -290,8 +303,9 @@ class DistributionView(QWidget):
         if (title := main_title(bars)) != item.titleLabel.text:  # unjudged: p never judged
             item.setTitle(title, size="9pt")
         log = self.log_check.isChecked()
-        item.getAxis("bottom").setLogMode(log)
-        item.setLabel("bottom", "probability (log)" if log else "probability")
+        if item.getAxis("bottom").logMode != log:  # a new label relays out the plot: on change
+            item.getAxis("bottom").setLogMode(log)
+            item.setLabel("bottom", "probability (log)" if log else "probability")
         if bars is None:
             self.rows, self.token_labels = [], []
             for bar in (self.band, self.p_item):
@@ -311,6 +325,9 @@ class DistributionView(QWidget):
         mins, excess = _values(bars.min_pq)[pick], _values(bars.excess)[pick]
         # fit the tokens; a larger "everything else" bar is clipped and labelled
         top = max(float(np.max(p[:-1], initial=0)), float(np.max(q[:-1], initial=0)), 0.02) * 1.15
+        # a round number: positions with similar bars share the axis, which is then not
+        # drawn again (its grid spans the plot: the largest item of a Step's repaint)
+        top = nice_ceiling(top)
         rest = max(p[-1], q[-1])
         if log:  # bars from the floor to log10(value); p - q between log min and log p
             top = 0.05  # log10(1) = 0: the axis ends at 1
@@ -328,6 +345,8 @@ class DistributionView(QWidget):
             x0, p_w, q_w, min_w, ex0, ex_w, left = 0.0, p, q, mins, mins, excess, 0.0
         self.rest_text.setText(f"{rest:.2f} \u25b8" if rest > top and not log else "")
         self.rest_text.setPos(top, n - 1)
+        # a TextItem moves itself in its paint, which asks for a second paint: only when shown
+        self.rest_text.setVisible(bool(self.rest_text.toPlainText()))
         zeros = np.full(n, x0)
         # p is drawn as an outline around min + excess; filled where they are unknown
         p_fill = [_brush(palette.P, 90 if bars.min_pq[i] is None else 0) for i in self.rows]
@@ -363,6 +382,9 @@ class DistributionView(QWidget):
         axis.setTicks([list(enumerate(self.token_labels))])
         item.setYRange(-0.6, n - 0.4, padding=0)
         item.setXRange(left, top, padding=0)
+        # Move the bars to the new range now: pyqtgraph would do it in the paint, and the
+        # moved items would then ask for a second paint of the whole view.
+        item.getViewBox().updateMatrix()
 
     def _draw_residual(self, bars: PositionBars | None) -> None:
         item = self.residual_plot.getPlotItem()
@@ -372,10 +394,9 @@ class DistributionView(QWidget):
             item.getAxis("bottom").setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "1")]])
             item.setXRange(0, 1, padding=0)
             item.setYRange(0, 1, padding=0)
-            title = "residual" if bars is None else "residual: none"
-            item.setTitle(title, size="9pt")
+            _set_title(item, "residual" if bars is None else "residual: none")
             return
-        item.setTitle("residual", size="9pt")
+        _set_title(item, "residual")
         n = len(bars.residual)
         values = np.array(bars.residual, dtype=float)
         brushes = [
@@ -393,8 +414,9 @@ class DistributionView(QWidget):
         axis = item.getAxis("left")
         axis.setTicks([list(enumerate(fit_tick_labels(axis, labels)))])
         item.setYRange(-0.6, n - 0.4, padding=0)
-        right = max(float(values.max()), 0.05) * 1.1
+        right = nice_ceiling(max(float(values.max()), 0.05) * 1.1)  # as the main plot's
         item.setXRange(0, right, padding=0)
+        item.getViewBox().updateMatrix()  # now, not in the paint (as in _draw_main)
         # three ticks: the panel is narrow, and five labels would run into each other
         ticks = [0.0, float(f"{right / 2:.1g}"), float(f"{right * 0.95:.1g}")]
         item.getAxis("bottom").setTicks([[(t, f"{t:g}") for t in ticks if t <= right]])

@@ -4,6 +4,7 @@ and pyqtgraph's SVG export made to read Qt 6's paths. GUI thread only."""
 
 from __future__ import annotations
 
+import math
 import sys
 from contextlib import contextmanager
 
@@ -47,6 +48,8 @@ class Series:
         self._x = np.empty(capacity)
         self._y = np.empty(capacity)
         self.n = 0
+        self.low: float | None = None  # the smallest and largest finite y so far
+        self.high: float | None = None
 
     def append(self, x: float, y: float | None) -> None:
         if self.n == len(self._x):
@@ -55,9 +58,13 @@ class Series:
         self._x[self.n] = x
         self._y[self.n] = np.nan if y is None else y
         self.n += 1
+        if y is not None and math.isfinite(y):
+            self.low = y if self.low is None else min(self.low, y)
+            self.high = y if self.high is None else max(self.high, y)
 
     def clear(self) -> None:
         self.n = 0
+        self.low = self.high = None
 
     @property
     def x(self) -> np.ndarray:
@@ -105,3 +112,50 @@ def one_point_per_pixel(curve: pg.PlotDataItem) -> None:
     five): a Step's redraw at round 1,500 paints a third fewer segments, 1.16x faster
     (benchmarks/gui_axes.py), and a curve of peaks per pixel looks the same."""
     curve.opts["autoDownsampleFactor"] = 1.0
+
+
+FINE = (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)  # round numbers per decade
+COARSE = (1, 2, 5)
+
+
+def nice_ceiling(value: float, ladder: tuple[float, ...] = FINE) -> float:
+    """The smallest of ladder x 10^n at or above value (> 0)."""
+    if value <= 0 or not math.isfinite(value):
+        return 1.0
+    scale = 10.0 ** math.floor(math.log10(value))
+    for step in (*ladder, 10):
+        nice = float(f"{step * scale:.6g}")  # 0.3, not 0.30000000000000004
+        if nice >= value * (1 - 1e-12):
+            return nice
+    return float(f"{10 * scale:.6g}")
+
+
+class StickyRange:
+    """An axis range that follows the data in steps: it grows to a round number with room
+    above the highest value, and shrinks only when the data would fill less than a third
+    of it. Between steps the axis (a cached pixmap, `cache_axes`) is not drawn again and
+    the view box need not fit itself to the data before each paint (pyqtgraph's
+    auto-range does that in the paint, and the changed axis then asks for a second paint)."""
+
+    def __init__(self, low=0.0, high=1.0, headroom: float = 1.15, ladder=FINE):
+        self.low, self.high, self.headroom, self.ladder = low, high, headroom, ladder
+        self._floor = (low, high)
+
+    def reset(self) -> None:
+        self.low, self.high = self._floor
+
+    def fit(self, low: float | None, high: float | None) -> bool:
+        """Take in the data's extent (None: no data); True when the range changed."""
+        floor_low, floor_high = self._floor
+        if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+            low, high = floor_low, floor_high
+        new_low = (
+            floor_low if low >= floor_low else -nice_ceiling(-low * self.headroom, self.ladder)
+        )
+        top = max(high, floor_high)
+        if top <= self.high and top >= self.high / 3 and new_low == self.low:
+            return False
+        new_high = max(nice_ceiling(top * self.headroom, self.ladder), floor_high)
+        changed = (new_low, new_high) != (self.low, self.high)
+        self.low, self.high = new_low, new_high
+        return changed

@@ -22,7 +22,15 @@ from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QToolTip, QVBo
 
 from ..core.stats import RoundStats, RunningStats
 from . import palette
-from .plot_kit import Series, cache_axes, fix_axis_width, one_point_per_pixel, svg_closed_paths
+from .plot_kit import (
+    COARSE,
+    Series,
+    StickyRange,
+    cache_axes,
+    fix_axis_width,
+    one_point_per_pixel,
+    svg_closed_paths,
+)
 
 PLOTS = ("acceptance", "speedup", "accepted_length", "by_position")
 TITLES = {
@@ -187,6 +195,14 @@ class Plots(QWidget):
             self.k_curve,
         )
         self._series = {curve: Series() for curve in self.curves}
+        # y axes that move in steps (no auto-range: see plot_kit.StickyRange)
+        self._y_ranges = {
+            speed.vb: (StickyRange(0.0, 2.0), self.curves[4:8]),
+            self.per_forward_view: (StickyRange(0.0, 1.0), self.curves[8:]),
+            lengths.vb: (StickyRange(0.0, 1.0, 1.25, COARSE), ()),  # counts: 1-2-5 steps
+        }
+        for view, (sticky, _) in self._y_ranges.items():
+            view.setYRange(sticky.low, sticky.high, padding=0)
         self._x_span = 10  # the round axes grow in steps: an axis repaints only when it moves
         self._bar_counts = (-1, -1)  # (accepted lengths, positions) the bar axes were set for
         self.rounds = 0
@@ -208,6 +224,9 @@ class Plots(QWidget):
         self._bar_counts = (-1, -1)
         self.rounds = 0
         self._running = None
+        for view, (sticky, _) in self._y_ranges.items():
+            sticky.reset()
+            view.setYRange(sticky.low, sticky.high, padding=0)
 
     def add(
         self, stats: RoundStats, running: RunningStats, redraw: bool = True, speed=None
@@ -258,6 +277,18 @@ class Plots(QWidget):
             self._x_span = max(10, 10 * math.ceil(last * 1.5 / 10))
             for name in ("acceptance", "speedup"):
                 self.plots[name].setXRange(0, self._x_span, padding=0.02)
+                self.plots[name].vb.updateMatrix()
+        for view, (sticky, curves) in self._y_ranges.items():
+            if curves:
+                series = [self._series[c] for c in curves if self._series[c].low is not None]
+                low = min((x.low for x in series), default=None)
+                high = max((x.high for x in series), default=None)
+            else:
+                counts = self._running.accepted_lengths if self._running else ()
+                low, high = 0.0, float(max(counts, default=0))
+            if sticky.fit(low, high):
+                view.setYRange(sticky.low, sticky.high, padding=0)
+                view.updateMatrix()  # now, not in the paint (which would then paint again)
         running = self._running
         if running is None:
             return

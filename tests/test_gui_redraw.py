@@ -1,0 +1,154 @@
+"""What keeps the window's redraw cheap and flat (benchmarks/gui_redraw.py measures it):
+one paint per view per round, axes that move in steps, the distribution summary's height
+that only grows, and rounds drawn together while running that show exactly what Steps
+show."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QEvent, QObject
+
+from specviz.core.stats import RunningStats
+from specviz.gui import dialogs
+from specviz.gui.distribution_view import DistributionView
+from specviz.gui.main_window import MainWindow
+from specviz.gui.plot_kit import StickyRange, nice_ceiling
+from specviz.gui.plots import Plots
+from specviz.gui.session_state import State
+from specviz.gui.worker import Loaded
+from tests.fixtures import synthetic_session
+
+
+@pytest.fixture(autouse=True)
+def quiet(monkeypatch, tmp_path):
+    monkeypatch.setattr(dialogs, "AUTO_ANSWER", True)
+    monkeypatch.setattr(dialogs, "shown", [])
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+
+
+class PaintCounter(QObject):
+    """Counts the paint events of the widgets it is installed on."""
+
+    def __init__(self, widgets: dict):
+        super().__init__()
+        self.counts = dict.fromkeys(widgets, 0)
+        self._names = {id(w): name for name, w in widgets.items()}
+        for widget in widgets.values():
+            widget.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Type.Paint:
+            self.counts[self._names[id(obj)]] += 1
+        return False
+
+
+def feed(window: MainWindow, rounds, running: bool = False) -> None:
+    """Rounds handed to the window's controller as the worker hands them."""
+    c = window.controller
+    if running:
+        c._set_state(State.RUNNING)
+    for rnd in rounds:
+        c.engine.round_ready.emit(rnd)
+
+
+def make_window(qtbot, session) -> MainWindow:
+    window = MainWindow(None, autosave=False)
+    qtbot.addWidget(window)
+    window.show()
+    h = session.header  # models "loaded" (the worker has none: a Step asks it for nothing)
+    window.controller.models = Loaded("synthetic", "synthetic", h.target, h.draft, "cpu", 50257)
+    window.controller.engine.session_started.emit(h)  # as the worker says it
+    return window
+
+
+def test_nice_ceiling_and_sticky_range():
+    assert [nice_ceiling(v) for v in (0.031, 0.3, 1.0, 1.01, 7.9, 130)] == [
+        0.04, 0.3, 1.0, 1.2, 8.0, 150.0,
+    ]  # fmt: skip
+    sticky = StickyRange(0.0, 1.0)
+    assert not sticky.fit(0.0, 0.9) and (sticky.low, sticky.high) == (0.0, 1.0)
+    assert sticky.fit(0.0, 3.1) and sticky.high == 4.0  # 3.1 x 1.15 -> 4
+    assert not sticky.fit(0.0, 3.4)  # still inside: the axis stays as it is
+    assert sticky.fit(0.0, 1.2) and sticky.high == 1.5  # the data fill < 1/3 of it
+    assert sticky.fit(-0.5, 1.2) and sticky.low == -0.6
+    sticky.reset()
+    assert (sticky.low, sticky.high) == (0.0, 1.0)
+
+
+def test_plot_axes_cover_the_data_and_move_in_steps(qtbot):
+    """No auto-range (it fits the view in the paint, then paints again): the y ranges are
+    set from the data, in steps, and always show every point."""
+    plots = Plots()
+    qtbot.addWidget(plots)
+    session = synthetic_session(300)
+    running = RunningStats.for_header(session.header)
+    views = {
+        "speedup": (plots.plots["speedup"].vb, plots.curves[4:8]),
+        "per_forward": (plots.per_forward_view, plots.curves[8:]),
+        "lengths": (plots.plots["accepted_length"].vb, ()),
+    }
+    ranges = {name: set() for name in views}
+    for rnd in session.rounds:
+        plots.add(running.add(rnd), running)
+        for name, (view, curves) in views.items():
+            assert not view.state["autoRange"][1]
+            low, high = view.viewRange()[1]
+            ranges[name].add((low, high))
+            data = [plots.series(c)[1] for c in curves]
+            if not curves:
+                data = [np.array(running.accepted_lengths, dtype=float)]
+            finite = np.concatenate([d[np.isfinite(d)] for d in data])
+            assert finite.size == 0 or low <= finite.min() and finite.max() <= high
+    assert all(1 <= len(r) <= 12 for r in ranges.values()), ranges  # not once per round
+
+
+def test_a_step_paints_each_view_once(qtbot):
+    session = synthetic_session(70)
+    window = make_window(qtbot, session)
+    rounds = [dataclasses.replace(r, finish_reason=None) for r in session.rounds]
+    window.controller.add_rounds(rounds[:50])
+    qtbot.wait(10)
+    d = window.distribution
+    views = {
+        "plots": window.plots.graphics.viewport(),
+        "main": d.main.viewport(),
+        "residual": d.residual_plot.viewport(),
+        "gauge": d.gauge.viewport(),
+    }
+    for rnd in rounds[50:53]:  # the summary's height settles
+        feed(window, [rnd])
+        qtbot.wait(5)
+    counter = PaintCounter(views)
+    for rnd in rounds[53:61]:
+        feed(window, [rnd])
+        assert window.distribution.selected[0] == rnd.index
+        for _ in range(3):
+            qtbot.wait(1)
+    # 8 Steps: the plots and the main bars once each (pyqtgraph's auto-range and view
+    # transform, left to the paint, asked for a second one); the small plots may be laid
+    # out again when their title changes ("residual: none")
+    assert counter.counts["plots"] == 8 and counter.counts["main"] == 8, counter.counts
+    assert counter.counts["residual"] <= 10 and counter.counts["gauge"] <= 10, counter.counts
+    window.close_now()
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_the_summary_only_grows(qtbot):
+    """The summary's height sets the plots' heights: it grows to the longest text shown and
+    does not shrink back (which would lay the panel out again at the next position)."""
+    view = DistributionView()
+    qtbot.addWidget(view)
+    view.resize(700, 600)
+    view.show()
+    session = synthetic_session(12)
+    heights = []
+    for rnd in session.rounds:
+        for position in range(len(rnd.tokens) - 1):
+            view.show_position(rnd, position, session)
+            needed = view.summary.heightForWidth(view.summary.width())
+            assert view.summary.minimumHeight() >= needed
+            heights.append(view.summary.minimumHeight())
+    assert heights == sorted(heights) and len(set(heights)) >= 2
