@@ -152,3 +152,51 @@ def test_the_summary_only_grows(qtbot):
             assert view.summary.minimumHeight() >= needed
             heights.append(view.summary.minimumHeight())
     assert heights == sorted(heights) and len(set(heights)) >= 2
+
+
+def window_state(window: MainWindow) -> dict:
+    plots = window.plots
+    return {
+        "stream": window.stream.view.toPlainText(),
+        "rounds": window.stream.view.round_count,
+        "slider": window.stream.slider.maximum(),
+        "label": window.stream.round_label.text(),
+        "series": [
+            [[None if np.isnan(v) else v for v in a] for a in plots.series(c)] for c in plots.curves
+        ],  # fmt: skip
+        "lengths": list(plots.length_bars.opts["height"]),
+        "status": [
+            label.text()
+            for label in (
+                window.status.rounds,
+                window.status.speed,
+                window.status.acceptance,
+                window.status.cost,
+            )
+        ],  # fmt: skip
+        "selected": window.distribution.selected,
+        "summary": window.distribution.summary.text(),
+        "bars": list(window.distribution.q_item.opts["width"]),
+    }
+
+
+def test_rounds_drawn_together_while_running_show_what_steps_show(qtbot):
+    """While running, the stream, slider and status bar follow at frame rate and the plots
+    and bars at REFRESH_MS; every round's figures still go into the plots, and once the run
+    pauses or ends the window shows exactly what a Step per round shows."""
+    session = synthetic_session(40)  # its last round ends the session
+    stepped = make_window(qtbot, session)
+    feed(stepped, session.rounds)
+    ran = make_window(qtbot, session)
+    feed(ran, session.rounds[:30], running=True)
+    # nothing was drawn per round: the stream waits for the frame timer
+    assert ran.stream.view.round_count < 30 and ran.plots.rounds == 30
+    qtbot.waitUntil(lambda: ran.stream.view.round_count == 30, timeout=5000)
+    ran.controller.pause()
+    assert ran.state is State.PAUSED and ran.stream.view.round_count == 30
+    assert ran.distribution.selected[0] == 29  # drawn at the pause
+    feed(ran, session.rounds[30:], running=True)  # Run again, to the session's end
+    assert ran.state is State.FINISHED
+    assert window_state(ran) == window_state(stepped)
+    for window in (stepped, ran):
+        window.close_now()

@@ -33,6 +33,7 @@ from .stream_panel import StreamPanel
 from .tune_link import TuneLink
 
 REFRESH_MS = 250  # while running, plots and bars are redrawn at most this often
+FRAME_MS = 50  # while running, the stream, slider and status bar follow at most this often
 
 
 class MainWindow(QMainWindow):
@@ -60,6 +61,14 @@ class MainWindow(QMainWindow):
         self._refresh_timer.setSingleShot(True)
         self._refresh_timer.setInterval(REFRESH_MS)
         self._refresh_timer.timeout.connect(self._refresh)
+        # Rounds that arrived while running and are not in the stream yet: drawn together at
+        # most every FRAME_MS (a round every 10-30 ms each paid its own stream layout, slider,
+        # status-bar layout and repaint), and at once when the run pauses or ends.
+        self._unshown: list = []
+        self._frame_timer = QTimer(self)
+        self._frame_timer.setSingleShot(True)
+        self._frame_timer.setInterval(FRAME_MS)
+        self._frame_timer.timeout.connect(self._show_rounds)
 
         self.controls = Controls()
         self.stream = StreamPanel()
@@ -165,6 +174,8 @@ class MainWindow(QMainWindow):
             self.stream.banner.show_end(c.finish_reason)
         else:
             self.stream.banner.hide()
+        if not running and self._unshown:
+            self._show_rounds()  # paused or finished: the stream shows every round
         if not running and self._refresh_timer.isActive():
             self._refresh()  # paused or finished: draw what the throttle held back
 
@@ -253,6 +264,8 @@ class MainWindow(QMainWindow):
 
     def _on_session_reset(self, header: SessionHeader | None) -> None:
         self._refresh_timer.stop()
+        self._frame_timer.stop()
+        self._unshown.clear()
         self._follow = True
         self.stream.clear(header)
         self.distribution.show_position(None)
@@ -266,23 +279,40 @@ class MainWindow(QMainWindow):
                 self.controls.drafting_box.show_header(header)
 
     def _on_rounds_added(self, added: list) -> None:
-        """New rounds in the session: the stream, slider and status bar show them at once;
-        the plots and the distribution panel (the costly paints) follow at most every
-        REFRESH_MS while running, and once at the end of a long replay's drawing."""
+        """New rounds in the session: their figures go into the plots' series at once (every
+        round's point, exact); on a Step the stream, slider, status bar, plots and
+        distribution panel show them at once. While running, the stream, slider and status
+        bar follow at most every FRAME_MS, the plots and the distribution panel (the costly
+        paints) at most every REFRESH_MS; a long replay's drawing shows its slices as they
+        come and draws the plots once at its end."""
         c = self.controller
         for rnd, stats in added:
             self.plots.add(stats, c.stats, redraw=False, speed=self.speed.add(rnd))
-        self.stream.append_rounds([rnd for rnd, _ in added])
-        self.stream.set_total(c.total_rounds)
-        self.status.set_figures(c.last_stats, len(c.session.rounds))
-        self.status.set_speed(self.speed.latest)
+        self._unshown.extend(rnd for rnd, _ in added)
+        running = c.state in (State.RUNNING, State.REPLAYING)
+        if not running:
+            self._show_rounds()
+        elif not self._frame_timer.isActive():
+            self._frame_timer.start()
         if c.drawing:
             return
-        if c.state in (State.RUNNING, State.REPLAYING):
+        if running:
             if not self._refresh_timer.isActive():
                 self._refresh_timer.start()
         else:
             self._refresh()
+
+    def _show_rounds(self) -> None:
+        """The stream, slider and status bar show every round of the session."""
+        self._frame_timer.stop()
+        c = self.controller
+        if not self._unshown or c.session is None:
+            return
+        self.stream.append_rounds(self._unshown)
+        self._unshown = []
+        self.stream.set_total(c.total_rounds)
+        self.status.set_figures(c.last_stats, len(c.session.rounds))
+        self.status.set_speed(self.speed.latest)
 
     def _refresh(self) -> None:
         """Draw the plots and, when following the newest round, select it."""
@@ -290,6 +320,7 @@ class MainWindow(QMainWindow):
         session = self.controller.session
         if session is None:
             return
+        self._show_rounds()  # the stream holds the round selected below
         self.plots.redraw()
         if self._follow and session.rounds:
             self.select_round(len(session.rounds) - 1)
@@ -352,6 +383,7 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop at a round boundary, join the worker thread, close the lab (idempotent)."""
         self._refresh_timer.stop()
+        self._frame_timer.stop()
         self.lab.close()
         self.tune.close()
         self.controller.shutdown()
