@@ -200,3 +200,22 @@ def test_rounds_drawn_together_while_running_show_what_steps_show(qtbot):
     assert window_state(ran) == window_state(stepped)
     for window in (stepped, ran):
         window.close_now()
+
+
+def test_hints_name_the_keys_that_work_in_a_text_field(qtbot):
+    """Space and R type into the prompt (issue 15 item 3): every hint names the F-keys the
+    actions really have."""
+    window = MainWindow(None, autosave=False)
+    qtbot.addWidget(window)
+    step = window.actions_.step.shortcuts()[0].toString()
+    run = window.actions_.run.shortcuts()[0].toString()
+    assert (step, run) == ("F10", "F5")
+    hints = [window.stream.round_label.text()]
+    window.stream.clear(synthetic_session(1).header)
+    hints.append(window.stream.round_label.text())
+    assert all(f"Step ({step})" in hint and "Space" not in hint for hint in hints)
+    assert f"Run ({run})" in hints[1] and "(R)" not in hints[1]
+    window.stream.banner.show_end("max_new_tokens")
+    continue_key = window.actions_.continue_.shortcut().toString()
+    assert window.stream.banner.continue_button.toolTip().endswith(f"({continue_key})")
+    window.close_now()

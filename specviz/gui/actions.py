@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu, QToolBar
 
+from . import keys
 from .plots import PLOTS, TITLES
 
 
@@ -32,9 +33,7 @@ def build_actions(window) -> Actions:
 
     def action(text: str, slot, shortcut=None, tip: str = "") -> QAction:
         a = QAction(text, window)
-        if isinstance(shortcut, tuple):
-            # An F-key first: it works from anywhere, a text field included; the letter key
-            # only where no text field has the focus (there it types, as it should).
+        if isinstance(shortcut, tuple):  # an F-key first (gui/keys.py)
             a.setShortcuts([QKeySequence(k) for k in shortcut])
         elif shortcut is not None:
             a.setShortcut(QKeySequence(shortcut))
@@ -45,16 +44,16 @@ def build_actions(window) -> Actions:
         return a
 
     acts = Actions(
-        step=action("Step", window.step, ("F10", "Space"), "Run one draft-and-verify round"),
+        step=action("Step", window.step, keys.STEP, "Run one draft-and-verify round"),
         run=action(
-            "Run", window.toggle_run, ("F5", "R"), "Run rounds until paused, EOS or max tokens"
+            "Run", window.toggle_run, keys.RUN, "Run rounds until paused, EOS or max tokens"
         ),
         continue_=action(
-            "Continue", window.continue_session, "F6",
+            "Continue", window.continue_session, keys.CONTINUE,
             "Go on after the session ended (more tokens, or past end-of-text)",
         ),
         reset=action(
-            "Reset", window.reset, "Shift+F5", "Start over (a replay rewinds to its first round)"
+            "Reset", window.reset, keys.RESET, "Start over (a replay rewinds to its first round)"
         ),
         new=action(
             "New session", window.new_session, QKeySequence.StandardKey.New, "Leave a replay"

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.trace import Round
-from . import palette
+from . import keys, palette
 from .token_view import TokenView, k_text
 
 
@@ -34,6 +34,9 @@ def round_text(rnd: Round, total: int) -> str:
         f"draft {rnd.draft_ms:.1f} ms \u00b7 verify {rnd.verify_ms:.1f} ms{sampling}{end}"
     )
 
+
+NO_ROUNDS = f"No rounds yet: type a prompt and press Step ({keys.STEP[0]})."
+NO_ROUNDS_YET = f"No rounds yet: press Step ({keys.STEP[0]}) or Run ({keys.RUN[0]})."
 
 ENDS = {
     "max_new_tokens": "it reached the maximum number of new tokens",
@@ -87,10 +90,10 @@ class EndBanner(QFrame):
             "Continue past end-of-text" if reason == "eos" else "Continue with more tokens"
         )
         self.continue_button.setToolTip(
-            "Ignore end-of-text from now on and go on"
-            if reason == "eos"
-            else "Raise max new tokens by as many again and go on"
-        )
+            ("Ignore end-of-text from now on and go on"
+             if reason == "eos" else "Raise max new tokens by as many again and go on")
+            + f" ({keys.CONTINUE})"
+        )  # fmt: skip
         self.show()
 
     def flash(self) -> None:
@@ -128,7 +131,7 @@ class StreamPanel(QWidget):
         self.next_button.setText("\u25b6")
         self.next_button.setToolTip("Next round")
         self.next_button.clicked.connect(lambda: self.slider.setValue(self.slider.value() + 1))
-        self.round_label = QLabel("No rounds yet: type a prompt and press Step (Space).")
+        self.round_label = QLabel(NO_ROUNDS)
         self.round_label.setTextFormat(Qt.TextFormat.RichText)
         self.round_label.setWordWrap(True)  # a long line must not widen the window
         row = QHBoxLayout()
@@ -151,11 +154,7 @@ class StreamPanel(QWidget):
         self.slider.setRange(0, 0)
         self.slider.blockSignals(False)
         self.slider.setEnabled(False)
-        self.round_label.setText(
-            "No rounds yet: press Step (Space) or Run (R)."
-            if header is not None
-            else "No rounds yet: type a prompt and press Step (Space)."
-        )
+        self.round_label.setText(NO_ROUNDS_YET if header is not None else NO_ROUNDS)
 
     def append_rounds(self, rounds: Sequence[Round]) -> None:
         self.view.append_rounds(rounds)
