@@ -16,7 +16,8 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot  # noqa: E402
 from specviz.core import lab  # noqa: E402
 from specviz.gui.lab_plots import show_token
 from specviz.gui.lab_window import LabWindow  # noqa: E402
-from specviz.gui.lab_worker import LabRequest, start_worker  # noqa: E402
+from specviz.gui.lab_worker import LabRequest, LabWorker  # noqa: E402
+from specviz.gui.threads import start_worker  # noqa: E402
 
 
 class Gate:
@@ -189,7 +190,7 @@ class Driver(QObject):
 
 
 def test_worker_cancel_on_its_thread(qtbot):
-    worker, thread = start_worker()
+    worker, thread = start_worker(LabWorker(), "specviz-lab")
     driver = Driver()
     driver.start.connect(worker.run)  # queued both ways: the worker lives on its thread
     worker.progress.connect(driver.on_progress)

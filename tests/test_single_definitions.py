@@ -37,3 +37,14 @@ def test_leviathan_is_cited_as_2211_17192():
             if number != "2211.17192":
                 wrong.append(f"{path.relative_to(ROOT)}: {number}")
     assert wrong == []
+
+
+def test_start_worker_is_defined_once():
+    """The lab and the Tune panel start their workers with one helper."""
+    defined = [
+        str(path.relative_to(ROOT))
+        for path in SOURCES
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.FunctionDef) and node.name == "start_worker"
+    ]
+    assert defined == ["specviz/gui/threads.py"]

@@ -29,7 +29,8 @@ from ..core.lab import (
     MonteCarloResult,
 )
 from .lab_plots import HISTOGRAM_SERIES, RIGHT, WRONG, GroupedBars
-from .lab_worker import LabRequest, start_worker
+from .lab_worker import LabRequest, LabWorker
+from .threads import start_worker
 
 RULE_NAMES = {
     "correct": "correct rule (Leviathan et al.)",
@@ -101,7 +102,7 @@ class MonteCarloPanel(QGroupBox):
         layout.addWidget(self.histogram, 1)
         layout.addWidget(self.figures)
 
-        self.worker, self.thread = start_worker()
+        self.worker, self.thread = start_worker(LabWorker(), "specviz-lab")
         self._start.connect(self.worker.run)
         self.worker.progress.connect(self._on_progress)
         self.worker.finished.connect(self._on_finished)

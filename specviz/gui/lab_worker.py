@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from ..core.lab import MonteCarloResult, monte_carlo
 
@@ -58,14 +58,3 @@ class LabWorker(QObject):
             self.failed.emit(run_id, f"{type(e).__name__}: {e}")
             return
         self.finished.emit(run_id, result)
-
-
-def start_worker() -> tuple[LabWorker, QThread]:
-    """A worker on a started thread. Stop it with thread.quit() and thread.wait()."""
-    thread = QThread()
-    thread.setObjectName("specviz-lab")
-    worker = LabWorker()
-    worker.moveToThread(thread)
-    thread.finished.connect(worker.deleteLater)
-    thread.start()
-    return worker, thread

@@ -44,9 +44,10 @@ from ..core.costmodel import CostModel, Figures, leviathan_curve
 from ..core.promptsets import PromptSetError, load_prompt_set
 from ..core.sweep import SweepConfig, SweepResult, SweepTable, prompt_rows, tables_by_category
 from ..core.trace import Round, Settings
+from .threads import start_worker
 from .tune_plot import AdvisorPlot
 from .tune_runs import RunTable
-from .tune_worker import SweepRequest, start_worker
+from .tune_worker import SweepRequest, SweepWorker
 
 COLUMNS = ("K", "alpha", "tokens/pass", "measured", "refined", "Leviathan", "measured/refined")
 SHIPPED = "shipped set (resources/prompts/tune.jsonl)"
@@ -279,7 +280,7 @@ class TunePanel(QWidget):
             self.status.setText(str(e))
             return False
         if self._worker is None:
-            self._worker, self._thread = start_worker()
+            self._worker, self._thread = start_worker(SweepWorker(), "specviz-tune")
             self._worker.progress.connect(self._on_progress)
             self._worker.finished.connect(self._on_finished)
             self._worker.failed.connect(self._on_failed)

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from ..core.promptsets import Prompt
 from ..core.sweep import SweepConfig, run_sweep
@@ -59,14 +59,3 @@ class SweepWorker(QObject):
             self.failed.emit(sweep_id, f"{type(e).__name__}: {e}")
             return
         self.finished.emit(sweep_id, result)
-
-
-def start_worker() -> tuple[SweepWorker, QThread]:
-    """A worker on a started thread. Stop it with cancel(), thread.quit(), thread.wait()."""
-    thread = QThread()
-    thread.setObjectName("specviz-tune")
-    worker = SweepWorker()
-    worker.moveToThread(thread)
-    thread.finished.connect(worker.deleteLater)
-    thread.start()
-    return worker, thread
