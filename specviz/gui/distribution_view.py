@@ -8,6 +8,7 @@ updated with setOpts / setData. GUI thread only.
 
 from __future__ import annotations
 
+import functools
 import html
 from pathlib import Path
 
@@ -49,6 +50,7 @@ def _values(values: tuple[float | None, ...]) -> np.ndarray:
     return np.array([0.0 if v is None else v for v in values], dtype=float)
 
 
+@functools.cache  # a few colours, one brush each (not one per bar per position)
 def _brush(colour: str, alpha: int = 255):
     c = pg.mkColor(colour)
     c.setAlpha(alpha)
@@ -217,14 +219,14 @@ class DistributionView(QWidget):
             rnd = rnd if session is None else session.details(rnd.index)
             limits = self.row_limits()
             bars = position_bars(rnd, position, *limits)
-            # The summary's height sets the plots': it only grows (until the panel is
-            # resized), so that most positions leave the layout, and the plots' sizes and
-            # axes, as they were (a layout pass and the repaint it causes cost about 5 ms).
+            # The summary's height sets the plots': lay it out now (the rows must fit the
+            # plots' new heights), and let it only grow (until the panel is resized), so
+            # that most positions leave the plots' sizes and axes as they were (a resize
+            # repaints the whole panel).
             self.summary.setText(summary_html(bars))
-            needed = self.summary.heightForWidth(self.summary.width())
-            if needed > self.summary.minimumHeight():
-                self.summary.setMinimumHeight(needed)
-                self.layout().activate()
+            self.layout().activate()
+            if self.summary.height() > self.summary.minimumHeight():
+                self.summary.setMinimumHeight(self.summary.height())
             if self.row_limits() != limits:
                 bars = position_bars(rnd, position, *self.row_limits())
         except TraceError as e:  # a trace's top-N lists are parsed when first shown
@@ -343,7 +345,9 @@ class DistributionView(QWidget):
             left = max(edge, smallest - 0.5)
         else:
             x0, p_w, q_w, min_w, ex0, ex_w, left = 0.0, p, q, mins, mins, excess, 0.0
-        self.rest_text.setText(f"{rest:.2f} \u25b8" if rest > top and not log else "")
+        rest_label = f"{rest:.2f} \u25b8" if rest > top and not log else ""
+        if rest_label != self.rest_text.toPlainText():
+            self.rest_text.setText(rest_label)
         self.rest_text.setPos(top, n - 1)
         # a TextItem moves itself in its paint, which asks for a second paint: only when shown
         self.rest_text.setVisible(bool(self.rest_text.toPlainText()))

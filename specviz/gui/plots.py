@@ -195,6 +195,7 @@ class Plots(QWidget):
             self.k_curve,
         )
         self._series = {curve: Series() for curve in self.curves}
+        self._blank = set(self.curves)  # curves drawn with no points (setData costs ~0.1 ms)
         # y axes that move in steps (no auto-range: see plot_kit.StickyRange)
         self._y_ranges = {
             speed.vb: (StickyRange(0.0, 2.0), self.curves[4:8]),
@@ -214,6 +215,7 @@ class Plots(QWidget):
         for curve, series in self._series.items():
             series.clear()
             curve.setData([], [])
+        self._blank = set(self.curves)
         self.length_bars.setOpts(x=[], height=[])
         self.position_bars.setOpts(x=[], height=[])
         for line in self.markers:
@@ -268,6 +270,12 @@ class Plots(QWidget):
         if self.acceptance_round.opts["symbol"] != symbol:
             self.acceptance_round.setSymbol(symbol)
         for curve, series in self._series.items():
+            if series.low is None:  # no value yet (often: impossible speedups, K): nothing
+                if curve not in self._blank:
+                    curve.setData([], [])
+                    self._blank.add(curve)
+                continue
+            self._blank.discard(curve)
             if curve is self.speedup_impossible:  # markers only where there is a value
                 keep = np.isfinite(series.y)
                 curve.setData(series.x[keep], series.y[keep])
