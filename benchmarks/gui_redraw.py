@@ -4,8 +4,14 @@ window open against headless. Not a test: never part of the test run.
 1. Redraw per round: a real session of the built-in pair is recorded headless, then fed to
    a MainWindow round by round as the worker would, each followed by processEvents (the
    paint). "step" draws everything each round (what Step does); "run" is the Run path
-   (stream, slider and status each round; plots and bars at most every REFRESH_MS).
-   Medians over rounds 5-15 and over the last 20 rounds of a long session.
+   (each round's figures into the plots' series; stream, slider and status at most every
+   FRAME_MS; plots and bars at most every REFRESH_MS), 20 ms of sleep between rounds as
+   the engine's time. Medians over rounds 5-15 and over the last 20 rounds of a long
+   session; for "run" also the means over the first and the last 100 rounds, which count
+   the rounds that draw a frame or a refresh (the medians mostly do not).
+   --phases: where a round's time goes (thread CPU ms per round, by phase: the views'
+   Python, each graphics view's paint, the token stream's paint; a Qt event filter and
+   wrappers, so the totals run a little slower than without).
 2. Engine tokens/s: the same settings headless (SpeculativeEngine.run) and in the window
    (Run until max new tokens, the worker on its thread, autosave on), interleaved,
    medians; both timed from the first round to the last (session start and calibration
@@ -53,15 +59,17 @@ def record(pair, n_rounds: int, seed: int) -> Session:
     return session
 
 
-def redraw_costs(app, session: Session, mode: str) -> list[float]:
+def redraw_costs(app, session: Session, mode: str, phases: dict | None = None) -> list[float]:
     """Rounds handed to a window's controller as the worker hands them; "step" mode times
-    rounds 5-15 and the last 20 (the others arrive in batches, drawn once), "run" mode all."""
+    rounds 5-15 and the last 20 (the others arrive in batches, drawn once), "run" mode all.
+    phases: filled with thread CPU ms per phase over the last 20 rounds."""
     from specviz.gui.main_window import MainWindow
     from specviz.gui.session_state import State
 
     window = MainWindow(None, autosave=False)
     window.show()
     app.processEvents()
+    probe = None if phases is None else PhaseProbe(window)
     controller = window.controller
     controller.engine.session_started.emit(session.header)  # as the worker says it
     app.processEvents()
@@ -73,6 +81,8 @@ def redraw_costs(app, session: Session, mode: str) -> list[float]:
     rounds = [dataclasses.replace(rnd, finish_reason=None) for rnd in session.rounds]
     i = 0
     while i < last:
+        if probe is not None and i == last - 20:
+            probe.reset()
         if not timed[i]:  # untimed rounds: one batch, drawn once
             j = i
             while j < last and not timed[j]:
@@ -92,9 +102,91 @@ def redraw_costs(app, session: Session, mode: str) -> list[float]:
             costs[-1] += 1000 * (time.perf_counter() - start)
         i += 1
     controller.state = State.PAUSED
+    if probe is not None:
+        phases.update(probe.per_round(20))
+        probe.remove()
     window.close_now()
     app.processEvents()
     return costs
+
+
+class PhaseProbe:
+    """Thread CPU time by phase in one window: wrappers on the views' methods and an event
+    filter on each graphics view's viewport and the token stream's (their paints)."""
+
+    def __init__(self, window):
+        from PySide6.QtCore import QEvent, QObject
+
+        self.totals: dict[str, float] = {}
+        self._undo = []
+        methods = {
+            "stream.append_rounds": (window.stream, "append_rounds"),
+            "plots.add": (window.plots, "add"),
+            "plots.redraw": (window.plots, "redraw"),
+            "distribution.show_position": (window.distribution, "show_position"),
+            "speed.add": (window.speed.__class__, "add"),
+            "status": (window.status, "set_figures"),
+        }
+        for name, (owner, attr) in methods.items():
+            self._wrap(name, owner, attr)
+        d = window.distribution
+        viewports = {
+            "paint.plots": window.plots.graphics.viewport(),
+            "paint.distribution": d.main.viewport(),
+            "paint.residual": d.residual_plot.viewport(),
+            "paint.gauge": d.gauge.viewport(),
+            "paint.stream": window.stream.view.viewport(),
+        }
+        names = {id(w): name for name, w in viewports.items()}
+        totals = self.totals
+
+        class Filter(QObject):
+            def eventFilter(self, obj, event):
+                if event.type() != QEvent.Type.Paint:
+                    return False
+                name = names[id(obj)]
+                start = time.thread_time()
+                obj.removeEventFilter(self)  # deliver the paint now, timed, then filter again
+                QApplication.sendEvent(obj, event)
+                obj.installEventFilter(self)
+                totals[name] = totals.get(name, 0.0) + time.thread_time() - start
+                return True
+
+        from PySide6.QtWidgets import QApplication
+
+        self._filter = Filter()
+        self._viewports = list(viewports.values())
+        for widget in self._viewports:
+            widget.installEventFilter(self._filter)
+
+    def _wrap(self, name: str, owner, attr: str) -> None:
+        original = getattr(owner, attr)
+        totals = self.totals
+
+        def timed(*args, **kwargs):
+            start = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                totals[name] = totals.get(name, 0.0) + time.thread_time() - start
+
+        setattr(owner, attr, timed)
+        if isinstance(owner, type):
+            self._undo.append(lambda: setattr(owner, attr, original))
+        else:
+            self._undo.append(lambda: owner.__dict__.pop(attr, None))
+
+    def reset(self) -> None:
+        self.totals.clear()
+
+    def per_round(self, rounds: int) -> dict[str, float]:
+        return {k: 1000 * v / rounds for k, v in sorted(self.totals.items(), key=lambda kv: -kv[1])}
+
+    def remove(self) -> None:
+        for widget in self._viewports:
+            widget.removeEventFilter(self._filter)
+        for undo in self._undo:
+            undo()
 
 
 def window_tokens_per_s(
@@ -155,6 +247,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="engine speed: runs each")
     parser.add_argument("--max-new-tokens", type=int, default=200)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--phases", action="store_true", help="CPU ms per round by phase")
+    parser.add_argument(
+        "--skip-engine", action="store_true", help="the redraw figures only (no tokens/s)"
+    )
     args = parser.parse_args(argv)
     from PySide6.QtWidgets import QApplication
     from transformers.utils import logging as hf_logging
@@ -169,12 +265,19 @@ def main(argv=None) -> int:
     session = record(pair, args.rounds, seed=0)
     result: dict = {"pair": spec, "rounds": args.rounds}
     for mode in ("step", "run"):
-        costs = redraw_costs(app, session, mode)
+        phases = {} if args.phases else None
+        costs = redraw_costs(app, session, mode, phases)
         early = costs[5:15] if mode == "run" else costs[:10]
         result[f"{mode}_ms_round_5_15"] = statistics.median(early)
         result[f"{mode}_ms_last_20"] = statistics.median(costs[-20:])
         if mode == "run":
             result["run_ms_mean_all"] = statistics.fmean(costs)
+            result["run_ms_mean_first_100"] = statistics.fmean(costs[:100])
+            result["run_ms_mean_last_100"] = statistics.fmean(costs[-100:])
+        if phases is not None:
+            result[f"{mode}_phases_cpu_ms_last_20"] = phases
+    if args.skip_engine:
+        return report(result, args.json)
     settings = Settings(k=4, seed=1, max_new_tokens=args.max_new_tokens)
     prompt = example_prompts()[1]
     headless, windowed, after = [], [], []
@@ -188,11 +291,20 @@ def main(argv=None) -> int:
     # the next round asked for only after the last one is drawn, as before
     result["window_no_prefetch_tokens_per_s"] = statistics.median(after)
     result["prefetch_gain"] = result["window_tokens_per_s"] / statistics.median(after)
+    return report(result, args.json)
+
+
+def report(result: dict, as_json: bool) -> int:
     result["load_average"] = os.getloadavg()[0]
-    if args.json:
+    if as_json:
         print(json.dumps(result, indent=1))
-    else:
-        for key, value in result.items():
+        return 0
+    for key, value in result.items():
+        if isinstance(value, dict):
+            print(key)
+            for name, ms in value.items():
+                print(f"  {name:28s} {ms:.2f}")
+        else:
             print(f"{key:28s} {value:.2f}" if isinstance(value, float) else f"{key:28s} {value}")
     return 0
 
