@@ -219,3 +219,19 @@ def test_hints_name_the_keys_that_work_in_a_text_field(qtbot):
     continue_key = window.actions_.continue_.shortcut().toString()
     assert window.stream.banner.continue_button.toolTip().endswith(f"({continue_key})")
     window.close_now()
+
+
+def test_status_figures_only_grow(qtbot):
+    """A new round's figures change the status bar's texts without laying the window out
+    again: their labels have a fixed size that grows to the widest text."""
+    from specviz.gui.status import Figure
+
+    label = Figure("")
+    qtbot.addWidget(label)
+    label.setText("rounds: 99")
+    wide = label.width()
+    assert label.minimumWidth() == label.maximumWidth() == wide >= label.sizeHint().width()
+    label.setText("rounds: 1")  # narrower: the label keeps its size
+    assert label.width() == wide and label.text() == "rounds: 1"
+    label.setText("rounds: 100000")
+    assert label.width() > wide and label.width() >= label.sizeHint().width()

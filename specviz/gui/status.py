@@ -22,6 +22,20 @@ STATE_COLOURS = {
 }
 
 
+class Figure(QLabel):
+    """A status-bar label whose width only grows. A label of fixed size changes its text
+    without asking the window to lay itself out again (Qt skips the geometry update of a
+    widget whose minimum and maximum sizes are equal), and most new texts (the next round's
+    figures) are no wider than the widest so far: one relayout of the whole window per
+    round, and a repaint of every label in the bar, become a repaint of the label."""
+
+    def setText(self, text: str) -> None:
+        super().setText(text)
+        hint = self.sizeHint()
+        if hint.width() > self.minimumWidth() or hint.height() != self.minimumHeight():
+            self.setFixedSize(max(hint.width(), self.minimumWidth()), hint.height())
+
+
 class StatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -33,10 +47,10 @@ class StatusBar(QStatusBar):
         self.busy_bar.hide()
         self.pair = QLabel("no models")
         self.device = QLabel("")
-        self.speed = QLabel("")
-        self.rounds = QLabel("")
-        self.acceptance = QLabel("")
-        self.cost = QLabel("")  # the cost model's speedup, both predictions, baseline, c
+        self.speed = Figure("")
+        self.rounds = Figure("")
+        self.acceptance = Figure("")
+        self.cost = Figure("")  # the cost model's speedup, both predictions, baseline, c
         self.state = QLabel("")
         for label in (self.busy_label, self.pair, self.device, self.speed, self.rounds,
                       self.acceptance, self.cost):  # fmt: skip
