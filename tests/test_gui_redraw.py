@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QWidget
 
 from specviz.core.stats import RunningStats
 from specviz.gui import dialogs
@@ -42,6 +43,22 @@ class PaintCounter(QObject):
     def eventFilter(self, obj, event) -> bool:
         if event.type() == QEvent.Type.Paint:
             self.counts[self._names[id(obj)]] += 1
+        return False
+
+
+class LayoutCounter(QObject):
+    """Counts the layout requests of a widget and its children."""
+
+    def __init__(self, top: QWidget):
+        super().__init__()
+        self.count, self.seen = 0, []
+        for widget in [top, *top.findChildren(QWidget)]:
+            widget.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.count += 1
+            self.seen.append(type(obj).__name__)
         return False
 
 
@@ -122,6 +139,7 @@ def test_a_step_paints_each_view_once(qtbot):
         feed(window, [rnd])
         qtbot.wait(5)
     counter = PaintCounter(views)
+    layouts = LayoutCounter(window)
     for rnd in rounds[53:61]:
         feed(window, [rnd])
         assert window.distribution.selected[0] == rnd.index
@@ -132,6 +150,9 @@ def test_a_step_paints_each_view_once(qtbot):
     # out again when their title changes ("residual: none")
     assert counter.counts["plots"] == 8 and counter.counts["main"] == 8, counter.counts
     assert counter.counts["residual"] <= 10 and counter.counts["gauge"] <= 10, counter.counts
+    # and nothing is laid out again: new texts fit the room they had (gui/rich_line.py,
+    # status.Figure), the axes keep their widths
+    assert layouts.count <= 1, layouts.seen
     window.close_now()
 
 
@@ -148,9 +169,8 @@ def test_the_summary_only_grows(qtbot):
     for rnd in session.rounds:
         for position in range(len(rnd.tokens) - 1):
             view.show_position(rnd, position, session)
-            needed = view.summary.heightForWidth(view.summary.width())
-            assert view.summary.minimumHeight() >= needed
-            heights.append(view.summary.minimumHeight())
+            assert view.summary.height() >= view.summary.needed_height()
+            heights.append(view.summary.height())
     assert heights == sorted(heights) and len(set(heights)) >= 2
 
 
@@ -235,3 +255,40 @@ def test_status_figures_only_grow(qtbot):
     assert label.width() == wide and label.text() == "rounds: 1"
     label.setText("rounds: 100000")
     assert label.width() > wide and label.width() >= label.sizeHint().width()
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_rich_line_grows_and_never_asks_for_a_layout_otherwise(qtbot):
+    """A new text in a RichLine repaints it; the panel around it is laid out again only when
+    the text needs more height than the line has (and when its width changes)."""
+    from PySide6.QtWidgets import QVBoxLayout
+
+    from specviz.gui.rich_line import RichLine
+
+    panel = QWidget()
+    qtbot.addWidget(panel)
+    line = RichLine("<b>one</b> line", 10)
+    box = QVBoxLayout(panel)
+    box.addWidget(line)
+    box.addStretch(1)
+    panel.resize(300, 400)
+    panel.show()
+    qtbot.waitExposed(panel)
+    qtbot.wait(20)  # the first layout (the line fitted to its width)
+    layouts = LayoutCounter(panel)
+    one = line.height()
+    line.setText("another <i>short</i> line")
+    qtbot.wait(5)
+    assert line.text() == "another <i>short</i> line" and line.height() == one
+    assert layouts.count == 0
+    line.setText("a long line " * 30)  # wraps at 300 px: taller, the panel is laid out
+    qtbot.wait(5)
+    taller = line.height()
+    assert taller > one and taller >= line.needed_height() and layouts.count >= 1
+    before = layouts.count
+    line.setText("short again")  # keeps its height: no layout
+    qtbot.wait(5)
+    assert line.height() == taller and layouts.count == before
+    panel.resize(700, 400)  # a new width: the height fits the text again
+    qtbot.wait(5)
+    assert line.height() == line.needed_height() < taller

@@ -35,6 +35,7 @@ from . import palette
 from .accept_gauge import AcceptGauge
 from .distribution_text import drafted_tag, main_title, row_text, summary_html, token_label
 from .plot_kit import cache_axes, fit_tick_labels, fix_axis_width, nice_ceiling
+from .rich_line import RichLine
 from .token_view import fmt
 
 THICK = 0.38  # bar thickness (rows are 1 apart)
@@ -109,11 +110,9 @@ class DistributionView(QWidget):
         self._round: Round | None = None
         self._position = 0
         self._session: Session | None = None
-        self.summary = QLabel("Click a token to see its position's distributions.")
-        self.summary.setWordWrap(True)
-        self.summary.setTextFormat(Qt.TextFormat.RichText)
-        self.summary.setMinimumHeight(SUMMARY_HEIGHT)
-        self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        # its height only grows (gui/rich_line.py): most positions leave the plots' sizes
+        self.summary = RichLine("Click a token to see its position's distributions.",
+                                SUMMARY_HEIGHT)  # fmt: skip
         self.n_spin = QSpinBox()
         self.n_spin.setRange(1, 1000)
         self.n_spin.setValue(12)
@@ -219,14 +218,10 @@ class DistributionView(QWidget):
             rnd = rnd if session is None else session.details(rnd.index)
             limits = self.row_limits()
             bars = position_bars(rnd, position, *limits)
-            # The summary's height sets the plots': lay it out now (the rows must fit the
-            # plots' new heights), and let it only grow (until the panel is resized), so
-            # that most positions leave the plots' sizes and axes as they were (a resize
-            # repaints the whole panel).
+            # The summary's height sets the plots': when a longer summary grows it, lay
+            # the panel out now, so that the rows fit the plots' new heights.
             self.summary.setText(summary_html(bars))
-            self.layout().activate()
-            if self.summary.height() > self.summary.minimumHeight():
-                self.summary.setMinimumHeight(self.summary.height())
+            self.layout().activate()  # nothing to do unless the summary grew
             if self.row_limits() != limits:
                 bars = position_bars(rnd, position, *self.row_limits())
         except TraceError as e:  # a trace's top-N lists are parsed when first shown
@@ -253,7 +248,6 @@ class DistributionView(QWidget):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        self.summary.setMinimumHeight(SUMMARY_HEIGHT)  # fitted again to the new width
         self._redraw()  # as many rows as now fit
 
     def _on_n(self, n: int) -> None:

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from ..core.trace import Round
 from . import keys, palette
+from .rich_line import RichLine
 from .token_view import TokenView, k_text
 
 
@@ -131,9 +132,9 @@ class StreamPanel(QWidget):
         self.next_button.setText("\u25b6")
         self.next_button.setToolTip("Next round")
         self.next_button.clicked.connect(lambda: self.slider.setValue(self.slider.value() + 1))
-        self.round_label = QLabel(NO_ROUNDS)
-        self.round_label.setTextFormat(Qt.TextFormat.RichText)
-        self.round_label.setWordWrap(True)  # a long line must not widen the window
+        # word-wrapped (a long line must not widen the window); a new round's line repaints
+        # it without laying the window out again (gui/rich_line.py)
+        self.round_label = RichLine(NO_ROUNDS)
         row = QHBoxLayout()
         row.addWidget(QLabel("Round"))
         row.addWidget(self.prev_button)
