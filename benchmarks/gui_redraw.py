@@ -15,8 +15,10 @@ window open against headless. Not a test: never part of the test run.
 2. Engine tokens/s: the same settings headless (SpeculativeEngine.run) and in the window
    (Run until max new tokens, the worker on its thread, autosave on), interleaved,
    medians; both timed from the first round to the last (session start and calibration
-   excluded). The window runs twice: asking for the next round before drawing the last one
-   (SessionController.prefetch, the default) and after it, as before.
+   excluded). The window runs as the app runs it (torch one thread short of its default,
+   gui.app.leave_a_core_for_the_window: a core for the window's thread) and with torch's
+   default threads as before, and asking for the next round after drawing the last one
+   (SessionController.prefetch off); headless always with torch's default threads.
 
     QT_QPA_PLATFORM=offscreen python benchmarks/gui_redraw.py --rounds 2000
 """
@@ -280,15 +282,35 @@ def main(argv=None) -> int:
         return report(result, args.json)
     settings = Settings(k=4, seed=1, max_new_tokens=args.max_new_tokens)
     prompt = example_prompts()[1]
-    headless, windowed, after = [], [], []
+    import torch
+
+    from specviz.gui.app import leave_a_core_for_the_window
+
+    default_threads = torch.get_num_threads()
+
+    def as_the_app(**kw) -> float:
+        leave_a_core_for_the_window()
+        try:
+            return window_tokens_per_s(app, (spec, spec), settings, prompt, **kw)
+        finally:
+            torch.set_num_threads(default_threads)
+
+    headless, windowed, all_threads, after = [], [], [], []
     for _ in range(args.repeats):  # interleaved
         headless.append(headless_tokens_per_s(pair, settings, prompt))
-        windowed.append(window_tokens_per_s(app, (spec, spec), settings, prompt))
-        after.append(window_tokens_per_s(app, (spec, spec), settings, prompt, prefetch=False))
+        windowed.append(as_the_app())
+        all_threads.append(window_tokens_per_s(app, (spec, spec), settings, prompt))
+        after.append(as_the_app(prefetch=False))
     result["headless_tokens_per_s"] = statistics.median(headless)
     result["window_tokens_per_s"] = statistics.median(windowed)
     result["window_over_headless"] = result["window_tokens_per_s"] / result["headless_tokens_per_s"]
-    # the next round asked for only after the last one is drawn, as before
+    result["torch_threads"] = default_threads
+    # the window with torch's default threads (as before 2026-12-01)
+    result["window_all_threads_tokens_per_s"] = statistics.median(all_threads)
+    result["all_threads_over_headless"] = (
+        result["window_all_threads_tokens_per_s"] / result["headless_tokens_per_s"]
+    )
+    # the next round asked for only after the last one is drawn
     result["window_no_prefetch_tokens_per_s"] = statistics.median(after)
     result["prefetch_gain"] = result["window_tokens_per_s"] / statistics.median(after)
     return report(result, args.json)

@@ -292,3 +292,19 @@ def test_rich_line_grows_and_never_asks_for_a_layout_otherwise(qtbot):
     panel.resize(700, 400)  # a new width: the height fits the text again
     qtbot.wait(5)
     assert line.height() == line.needed_height() < taller
+
+
+def test_the_app_leaves_a_core_for_the_window():
+    """The in-thread engine's torch pool is one thread short of its default, so that the
+    window's thread does not hold up the whole pool (process-wide: restored here)."""
+    import torch
+
+    from specviz.gui.app import leave_a_core_for_the_window
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert leave_a_core_for_the_window() == 2 and torch.get_num_threads() == 1
+        assert leave_a_core_for_the_window() == 1 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

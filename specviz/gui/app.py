@@ -40,6 +40,21 @@ def _application() -> QApplication:
     return app
 
 
+def leave_a_core_for_the_window() -> int:
+    """Give the in-thread engine one torch thread fewer than the cores torch would use (at
+    least one); returns the number before. With every core in torch's pool, each stretch of
+    work on the window's thread (a paint, a frame) holds up the whole pool at its next
+    barrier: on 2 cores the window kept 0.35 of the headless tokens/s with 2 threads and 0.57
+    with 1 (benchmarks/gui_redraw.py measures both, interleaved). Process-wide: the lab and
+    the Tune panel's sweeps use the same pool."""
+    import torch
+
+    before = torch.get_num_threads()
+    if before > 1:
+        torch.set_num_threads(before - 1)
+    return before
+
+
 def main(
     specs: tuple[str, str] | None,
     device: str = "cpu",
@@ -68,6 +83,8 @@ def main(
         worker = RemoteEngineThread(connect, token)  # no address: a child process
         if connect:
             specs = (f"specviz serve at {connect}",) * 2  # the server says which pair
+    else:
+        leave_a_core_for_the_window()  # the engine runs in this process
     window = MainWindow(
         specs, device=device, dtype=dtype, engine=worker, drafting=drafting,
         load_options=load_options,
