@@ -1,13 +1,16 @@
 """The window's tokens/s with its engine in a child process (`specviz --engine process`)
 against the in-thread worker (`--engine thread`, the default) and the headless engine, on
-the same pair, prompt, settings and seed, interleaved (headless, thread, process, headless,
-...), medians, as ratios to headless (issue 16's goal: process >= 0.90).
+the same pair, prompt, settings and seed, interleaved (headless, headless_1, thread,
+process, headless, ...), medians, as ratios to headless (issue 16's goal: process >= 0.90).
 
-Each window runs Run until max new tokens inside a real event loop, autosave on, timed from
-the first round's arrival to the last one's (model load, session start and calibration
-excluded: benchmarks/gui_redraw.py's window_tokens_per_s); the headless engine is timed the
-same way (SpeculativeEngine.run in this process). The child engine is `specviz serve --port
-0` on 127.0.0.1, a fresh one per window. Not a test: never part of the test run.
+headless: SpeculativeEngine.run in this process with torch's threads (one per core), as
+`specviz run`; headless_1: the same with the child engine's thread count (one per core but
+one: spawn.engine_threads()), for reference. Each window runs Run until max new tokens
+inside a real event loop, autosave on, timed from the first round reaching the views to the
+last one (model load, session start and calibration excluded), the headless engine from its
+first round to its last. The child engine is `specviz serve --port 0` on 127.0.0.1, a fresh
+one per window. `--frame-ms` sets the window's frame (remote_worker.FRAME_S): 0 hands every
+round over on its own, as before. Not a test: never part of the test run.
 
     QT_QPA_PLATFORM=offscreen python benchmarks/gui_engine_process.py --pair tiny \\
         --max-new-tokens 300 --repeats 5
@@ -27,13 +30,51 @@ os.environ.setdefault("SPECVIZ_NO_DIALOGS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gui_redraw
 
-from gui_redraw import headless_tokens_per_s, window_tokens_per_s  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+from gui_redraw import headless_tokens_per_s  # noqa: E402
 
 from specviz.core.models import load_pair  # noqa: E402
 from specviz.core.prompts import example_prompts  # noqa: E402
 from specviz.core.trace import Settings  # noqa: E402
 
-MODES = ("headless", "thread", "process")
+MODES = ("headless", "headless_1", "thread", "process")
+
+
+def window_tokens_per_s(app, specs, settings: Settings, prompt: str, engine=None) -> float:
+    """Run in a window until the session finishes, in a real event loop; tokens/s from the
+    first round handed to the views to the last (rounds come one by one or a frame's worth
+    at a time: what the user sees)."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    from specviz.gui.main_window import MainWindow
+
+    window = MainWindow(specs, engine=engine)  # as a user runs it: autosave on
+    loop = QEventLoop()
+    window.controller.engine.loaded.connect(lambda *_: loop.quit())
+    window.controller.engine.error.connect(lambda title, text: (print(title, text), loop.quit()))
+    loop.exec()  # the models load
+    window.controls.prompt_edit.setPlainText(prompt)
+    window.controls.k_spin.setValue(settings.k)
+    window.controls.max_tokens_spin.setValue(settings.max_new_tokens)
+    window.controls.seed_spin.setValue(settings.seed)
+    shown: list[tuple[float, int]] = []  # (time, tokens) per rounds_added
+    window.controller.rounds_added.connect(
+        lambda added: shown.append((time.perf_counter(), sum(r.n_emitted for r, _ in added)))
+    )
+    done = QTimer()
+    done.timeout.connect(lambda: loop.quit() if window.state == "finished" else None)
+    done.start(50)
+    window.show()
+    window.toggle_run()
+    loop.exec()
+    done.stop()
+    (start, _), (end, _) = shown[0], shown[-1]
+    tokens = sum(n for _, n in shown[1:])
+    window.close_now()
+    app.processEvents()
+    return tokens / (end - start)
 
 
 def main(argv=None) -> int:
@@ -42,13 +83,21 @@ def main(argv=None) -> int:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5, help="runs of each mode")
+    parser.add_argument("--frame-ms", type=float, help="the window's frame (default FRAME_S)")
+    parser.add_argument("--child-threads", type=int, help="default: spawn.engine_threads()")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     from PySide6.QtWidgets import QApplication
     from transformers.utils import logging as hf_logging
 
-    from specviz.gui import refguard
+    from specviz.gui import refguard, remote_worker
     from specviz.gui.remote_worker import RemoteEngineThread
+
+    if args.frame_ms is not None:
+        remote_worker.FRAME_S = args.frame_ms / 1000
+    if args.child_threads is not None:
+        remote_worker.engine_threads = lambda: args.child_threads
+    child_threads = remote_worker.engine_threads()
 
     hf_logging.disable_progress_bar()
     refguard.install()
@@ -58,18 +107,28 @@ def main(argv=None) -> int:
     settings = Settings(k=args.k, seed=1, max_new_tokens=args.max_new_tokens)
     prompt = example_prompts()[1]
     runs: dict[str, list[float]] = {mode: [] for mode in MODES}
+    threads = torch.get_num_threads()
     for _ in range(args.repeats):  # interleaved
         runs["headless"].append(headless_tokens_per_s(pair, settings, prompt))
+        torch.set_num_threads(child_threads)
+        runs["headless_1"].append(headless_tokens_per_s(pair, settings, prompt))
+        torch.set_num_threads(threads)
         runs["thread"].append(window_tokens_per_s(app, (spec, spec), settings, prompt))
         runs["process"].append(
             window_tokens_per_s(app, (spec, spec), settings, prompt, engine=RemoteEngineThread())
         )
     result: dict = {"pair": spec, "k": args.k, "max_new_tokens": args.max_new_tokens}
+    result["torch_threads"], result["child_threads"] = threads, child_threads
+    result["frame_ms"] = 1000 * remote_worker.FRAME_S
     for mode in MODES:
         result[f"{mode}_tokens_per_s"] = statistics.median(runs[mode])
     headless = result["headless_tokens_per_s"]
     result["thread_over_headless"] = result["thread_tokens_per_s"] / headless
     result["process_over_headless"] = result["process_tokens_per_s"] / headless
+    result["process_over_headless_1"] = (
+        result["process_tokens_per_s"] / result["headless_1_tokens_per_s"]
+    )
+    result["headless_1_over_headless"] = result["headless_1_tokens_per_s"] / headless
     result["process_over_thread"] = result["process_tokens_per_s"] / result["thread_tokens_per_s"]
     result["load_average"] = os.getloadavg()[0]
     if args.json:

@@ -21,6 +21,7 @@ from specviz.core.tracefile import load
 from specviz.gui import dialogs
 from specviz.gui.main_window import MainWindow
 from specviz.gui.remote_worker import RemoteEngineThread
+from specviz.remote import spawn
 from specviz.remote.server import Server
 from tests.test_remote import PROMPT, TOKEN, local_rounds, server, wire  # noqa: F401
 from tests.test_serve_cli import TOKEN as CLI_TOKEN
@@ -188,6 +189,8 @@ def test_engine_process_steps_a_session(qtbot, pair_dirs, open_window):
     window.step()
     wait_rounds(qtbot, window, 1)
     child = window.controller.engine.worker.child.proc
+    threads = child.args[child.args.index("--threads") + 1]
+    assert threads == str(spawn.engine_threads())  # a core is left to the window
     window.close_now()
     assert child.poll() is not None  # the engine process ends with the window
 
@@ -284,3 +287,31 @@ def test_run_pause_step_and_settings_stream_the_local_rounds(qtbot, server, pair
         expected.append(engine.step())
     assert [wire(r) for r in got] == [wire(r) for r in expected]
     assert [r.index for r in got] == list(range(len(got)))
+
+
+def test_a_run_reaches_the_views_a_frame_at_a_time(qtbot, server, pair, open_window):  # noqa: F811
+    """While running, the rounds streamed within a frame go to the views as one list (drawn
+    once); every round reaches the session, the autosave and the views, in order."""
+    engine = RemoteEngineThread(server.address, TOKEN)
+    engine.worker.frame_s = 600.0  # one frame outlasts the run: all rounds after the first
+    window = open_window(engine)
+    drawn = []
+    window.controller.rounds_added.connect(lambda added: drawn.append([r.index for r, _ in added]))
+    settings = window.controls.settings()
+    window.toggle_run()
+    qtbot.waitUntil(lambda: window.state == "finished", timeout=TIMEOUT)
+    got = window.session.rounds
+    assert [wire(r) for r in got] == [wire(r) for r in local_rounds(pair, settings, [None])]
+    assert len(got) > 2 and drawn == [[0], list(range(1, len(got)))]
+    assert fates(load(window.controller.autosaver.path).rounds) == fates(got)
+    assert window.stream.view.round_count == len(got)
+    assert window.distribution.selected[0] == len(got) - 1  # drawn once finished
+
+
+def test_a_window_engine_process_leaves_a_core_to_the_window(monkeypatch, capsys):
+    monkeypatch.setattr(spawn.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert spawn.engine_threads() == 1
+    monkeypatch.setattr(spawn.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert spawn.engine_threads() == 15
+    assert cli_main(["serve", "--threads", "0", "--port", "0"]) == 2
+    assert "--threads must be at least 1" in capsys.readouterr().err

@@ -18,7 +18,8 @@ from .worker import Loaded
 
 
 class ConnectedController(SessionController):
-    """A SessionController on a RemoteEngineThread (anything with `disconnected(str)`)."""
+    """A SessionController on a RemoteEngineThread (anything with `disconnected(str)` and
+    `rounds_ready(list)`)."""
 
     connection_changed = Signal(str)  # why the connection was lost; "" once connected
 
@@ -28,6 +29,7 @@ class ConnectedController(SessionController):
         self._load_args: tuple | None = None  # the last load: what reconnect repeats
         self._keep_session = False  # the load in flight is a reconnect
         engine.disconnected.connect(self._on_disconnected)
+        engine.rounds_ready.connect(self._on_round)  # while running: a frame's worth, drawn once
         self._streaming = False  # the worker was told the window runs
         self.state_changed.connect(self._sync_running)
 

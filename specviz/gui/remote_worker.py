@@ -13,16 +13,21 @@ from __future__ import annotations
 import collections
 import json
 import threading
+import time
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 
 from ..core.trace import Settings
 from ..remote.client import Cancelled, RemoteEngine
 from ..remote.protocol import ConnectionLost, RemoteError, model_info
-from ..remote.spawn import ChildServer
+from ..remote.spawn import ChildServer, engine_threads
 from .worker import EngineSignals, Loaded
 
 WATCH_MS = 1000  # how often an idle worker checks its connection (no network wait)
+# While running, rounds that arrive within one frame go to the window as one list, drawn once:
+# the window then redraws at most 1 / FRAME_S times a second however fast the engine is, and
+# leaves the rest of its core to the engine. Rounds slower than this are handed on at once.
+FRAME_S = 0.05
 
 
 def child_args(options) -> list[str]:
@@ -51,6 +56,7 @@ class RemoteWorker(QObject):
     loaded = Signal(object)  # Loaded
     session_started = Signal(object)  # SessionHeader
     round_ready = Signal(object)  # Round
+    rounds_ready = Signal(object)  # list[Round], in order: a frame's worth while running
     position_ready = Signal(object)  # core.lab.PositionDistributions
     error = Signal(str, str)  # title, message
     busy = Signal(str)
@@ -67,6 +73,8 @@ class RemoteWorker(QObject):
         self._running = False
         self._stream = None  # RemoteEngine.run() while running
         self._buffer: collections.deque = collections.deque()  # rounds made before a pause
+        self._frame_end = 0.0  # time.monotonic() before which a running window gets no rounds
+        self.frame_s = FRAME_S
         self.child: ChildServer | None = None
         self.calibrate = True
         self.load_options = None  # core.models.LoadOptions for a child engine's load
@@ -144,6 +152,7 @@ class RemoteWorker(QObject):
             if address is None:
                 self.busy.emit(f"starting an engine process for {target} + {draft}")
                 extra = ("--device", device, "--dtype", dtype, *child_args(self.load_options))
+                extra += ("--threads", str(engine_threads()))
                 self.child = ChildServer(target, draft, extra, cancel=cancel)
                 address, token = self.child.address, self.child.token
             self.busy.emit(f"connecting to {address}")
@@ -209,22 +218,44 @@ class RemoteWorker(QObject):
 
     @Slot()
     def step(self) -> None:
+        """The next round; while running, every round streamed within the frame (one list)."""
         if self._buffer and not self.stop_event.is_set():
             self.round_ready.emit(self._buffer.popleft())
             return
         if not self._ready() or self.remote.header is None or self.remote.finished:
             return
+        batch = []
         try:
             if self._running and self._stream is None:
                 self._stream = self.remote.run()
-            rnd = next(self._stream, None) if self._stream is not None else None
-            if rnd is None:  # not running, or the run ended
+            if self._stream is not None:
+                self._next_frame(batch)
+            if not batch:  # not running, or the run ended
                 self._stream = None
-                rnd = self.remote.step()
+                self.round_ready.emit(self.remote.step())
         except RemoteError as e:
+            if batch:  # received before the fault: the window keeps them
+                self.rounds_ready.emit(batch)
             self._failed("A round failed", e)
             return
-        self.round_ready.emit(rnd)
+        if batch:
+            self._frame_end = time.monotonic() + self.frame_s
+            self.rounds_ready.emit(batch)
+
+    def _next_frame(self, batch: list) -> None:
+        """Wait for the stream's next round, then add to `batch` those that arrive before
+        the frame ends; an empty batch: the run ended."""
+        while True:
+            rnd = next(self._stream, None)
+            if rnd is None:
+                self._stream = None
+                return
+            batch.append(rnd)
+            if rnd.finish_reason is not None or self.stop_event.is_set():
+                return
+            wait = self._frame_end - time.monotonic()
+            if wait <= 0 or not self.remote.wait_message(wait):
+                return
 
     @Slot(object)
     def update_settings(self, settings: Settings) -> None:
@@ -280,9 +311,10 @@ class RemoteWorker(QObject):
 class RemoteEngineThread(EngineSignals):
     """gui/worker.py's EngineThread for a RemoteWorker: the same request_* signals and
     relayed signals (greedy_checked is never emitted: the check needs local models), plus
-    request_running and `disconnected`. Lives on the GUI thread."""
+    request_running, `rounds_ready` and `disconnected`. Lives on the GUI thread."""
 
     request_running = Signal(bool)
+    rounds_ready = Signal(object)  # list[Round]: a frame's worth of a run
     disconnected = Signal(str)
 
     def __init__(
@@ -291,6 +323,7 @@ class RemoteEngineThread(EngineSignals):
         super().__init__(parent)
         self._attach(RemoteWorker(address, token), "specviz-remote-engine")
         self.request_running.connect(self.worker.set_running)
+        self.worker.rounds_ready.connect(self.rounds_ready)
         self.worker.disconnected.connect(self.disconnected)
         # The socket belongs to the worker's thread: close it there, as the thread ends.
         self.thread.finished.connect(self.worker.close, Qt.ConnectionType.DirectConnection)

@@ -227,23 +227,24 @@ class SessionController(QObject):
         self._request = "step"  # the Step or Run that asked for the session goes on
         self.engine.request_step.emit()
 
-    def _on_round(self, rnd: Round) -> None:
-        """A round from the worker (its thread emitted it; this runs on the GUI thread)."""
+    def _on_round(self, rnd: Round | list[Round]) -> None:
+        """A round, or a list in order drawn at once (a frame's worth from an engine elsewhere),
+        from the worker (its thread emitted it; this runs on the GUI thread)."""
         if self._request == "step":
             self._request = None
+        rounds, rnd = (rnd, rnd[-1]) if isinstance(rnd, list) else ([rnd], rnd)
         if self.session is None or not self.state.live or rnd.session_id != self.session.session_id:
             return  # a round of a session that was reset meanwhile
         running = self.state is State.RUNNING
         ahead = running and self.prefetch and rnd.finish_reason is None
-        if ahead:
-            # Ask for the next round before drawing this one: the worker computes it on the
-            # other core meanwhile. Still one request at a time.
+        if ahead:  # ask for the next round before drawing this one (still one request)
             self._request = "step"
             self.engine.request_step.emit()
-        if not self.add_rounds((rnd,)):
+        if not (added := self.add_rounds(rounds)):
             return
         self.exported = False
-        self._autosave("add", rnd)
+        for rnd in rounds[:added]:
+            self._autosave("add", rnd)
         if rnd.finish_reason is not None:
             self._set_state(State.FINISHED)
         elif running:

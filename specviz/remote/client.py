@@ -243,6 +243,14 @@ class RemoteEngine:
             elif kind == "bye":
                 self._lose(f"the server shut down ({message.get('reason', 'no reason given')})")
 
+    def wait_message(self, timeout: float) -> bool:
+        """Whether the next message is here, or arrives within `timeout` s: a run's next
+        round can then be read without waiting for the engine (a lost connection: True, the
+        read says so)."""
+        if self._backlog or self.lost is not None:
+            return True
+        return bool(self.socket.poll(max(0, int(1000 * timeout))))
+
     def pause(self) -> list[Round]:
         """Stop the run in flight; the rounds it made before it stopped (not yet yielded)."""
         self._request({"op": "pause"}, self.reply_timeout)

@@ -21,6 +21,17 @@ from .protocol import ConnectionLost, new_token
 READY = "specviz serve: listening on "
 
 
+def engine_threads() -> int:
+    """torch threads for a window's engine process: one per core but one, left to the window.
+    On 2 cores two engine threads and the window's painting stall each other (torch's
+    threads meet at a barrier every operation, and one of them waits for the painter)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 2
+    return max(1, cores - 1)
+
+
 class ChildServer:
     """A `specviz serve` child process: its address and token once it listens."""
 
