@@ -142,11 +142,9 @@ def _window_ignores(args: argparse.Namespace) -> str | None:
 
 
 def _add_engine_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("where the engine runs")
-    group.add_argument(
-        "--connect", metavar="HOST:PORT", help="drive a `specviz serve` engine (its models)"
-    )
-    group.add_argument("--token", help="the token `specviz serve` printed ($SPECVIZ_TOKEN)")
+    from .commands.remote_run import add_connect_args
+
+    group = add_connect_args(parser, "where the engine runs", timeout=False)
     group.add_argument(
         "--engine",
         choices=("thread", "process"),
@@ -157,24 +155,17 @@ def _add_engine_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _engine_choice(args: argparse.Namespace) -> dict:
-    token = args.token or os.environ.get("SPECVIZ_TOKEN")
-    return {"connect": args.connect, "token": token, "engine": args.engine}
+    from .commands.remote_run import connect_token
+
+    return {"connect": args.connect, "token": connect_token(args), "engine": args.engine}
 
 
 def _engine_problem(args: argparse.Namespace) -> str | None:
     """Why --connect / --engine cannot be followed, or None."""
     if not args.connect:
         return "--token is for --connect" if args.token else None
-    from .remote.client import parse_address
-
-    try:
-        parse_address(args.connect)
-    except ValueError as e:
-        return str(e)
     if args.engine == "process":
         return "--connect uses the server's engine: drop --engine process"
-    if args.target or args.draft or getattr(args, "pair", None):
-        return "with --connect the server's models are used: drop --target/--draft/--pair"
-    if not _engine_choice(args)["token"]:
-        return "--connect needs --token (the one `specviz serve` printed) or $SPECVIZ_TOKEN"
-    return None
+    from .commands.remote_run import connect_problem
+
+    return connect_problem(args)

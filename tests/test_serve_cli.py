@@ -197,3 +197,25 @@ def test_a_child_engine_stops_when_its_parent_goes(pair_dirs):
                 remote.step()
     finally:
         child.stop()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--connect", "127.0.0.1:5555"],
+        ["--connect", "nowhere", "--token", "t"],
+        ["--connect", "127.0.0.1:5555", "--token", "t", "--pair", "tiny"],
+    ],
+)
+def test_run_and_the_window_check_connect_flags_alike(capsys, monkeypatch, args):
+    """--connect/--token are defined and checked once (commands/remote_run.py)."""
+    monkeypatch.delenv("SPECVIZ_TOKEN", raising=False)
+    monkeypatch.setattr("specviz.gui.app.main", lambda *a, **k: pytest.fail("window opened"))
+    errors = []
+    for argv in (["run", *args], args):
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = e.code
+        errors.append((code, capsys.readouterr().err.strip()))
+    assert errors[0] == errors[1] and errors[0][0] == 2, errors

@@ -20,35 +20,58 @@ from .common import UsageError, fail, finish_trace
 EXIT_LOST = 1
 
 
-def add_connect_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("remote engine (see `specviz serve`)")
+def add_connect_args(
+    parser: argparse.ArgumentParser,
+    title: str = "remote engine (see `specviz serve`)",
+    timeout: bool = True,
+) -> argparse._ArgumentGroup:
+    """--connect and --token (and `run`'s --timeout), for `run` and the window (cli.py): one
+    definition. Returns the group, for a command's own options beside them."""
+    group = parser.add_argument_group(title)
     group.add_argument(
-        "--connect", metavar="HOST:PORT", help="run on a `specviz serve` engine (its models)"
+        "--connect", metavar="HOST:PORT", help="drive a `specviz serve` engine (its models)"
     )
     group.add_argument("--token", help="the token `specviz serve` printed ($SPECVIZ_TOKEN)")
-    group.add_argument(
-        "--timeout",
-        type=float,
-        default=600.0,
-        help="seconds to wait for any one answer of the server (default 600)",
-    )
+    if timeout:
+        group.add_argument(
+            "--timeout",
+            type=float,
+            default=600.0,
+            help="seconds to wait for any one answer of the server (default 600)",
+        )
+    return group
+
+
+def connect_token(args: argparse.Namespace) -> str | None:
+    return args.token or os.environ.get("SPECVIZ_TOKEN")
+
+
+def connect_problem(args: argparse.Namespace) -> str | None:
+    """Why args.connect cannot be followed (a bad address, models named, no token), or None."""
+    from ..remote.client import parse_address
+
+    try:
+        parse_address(args.connect)
+    except ValueError as e:
+        return str(e)
+    if args.target or args.draft or getattr(args, "pair", None):
+        return "with --connect the server's models are used: drop --target/--draft/--pair"
+    if not connect_token(args):
+        return "--connect needs --token (the one `specviz serve` printed) or $SPECVIZ_TOKEN"
+    return None
 
 
 def _connect(args: argparse.Namespace):
     from ..remote.client import RemoteEngine
 
-    token = args.token or os.environ.get("SPECVIZ_TOKEN")
-    if args.target or args.draft or args.pair:
-        raise UsageError(
-            "with --connect the server's models are used: drop --target/--draft/--pair"
-        )
+    problem = connect_problem(args)
+    if problem:
+        raise UsageError(problem)
     if args.use_generation_config:
         raise UsageError("--use-generation-config is not available with --connect")
-    if not token:
-        raise UsageError("--connect needs --token (the one `specviz serve` printed)")
     if not args.timeout > 0:
         raise UsageError(f"--timeout must be > 0, got {args.timeout}")
-    return RemoteEngine(args.connect, token, reply_timeout=args.timeout)
+    return RemoteEngine(args.connect, connect_token(args), reply_timeout=args.timeout)
 
 
 def run_connected(
