@@ -315,3 +315,19 @@ def test_a_window_engine_process_leaves_a_core_to_the_window(monkeypatch, capsys
     assert spawn.engine_threads() == 15
     assert cli_main(["serve", "--threads", "0", "--port", "0"]) == 2
     assert "--threads must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")
+def test_a_connected_window_refuses_a_sweep_naming_specviz_tune(qtbot, server, open_window):  # noqa: F811
+    """A sweep would load the server's models in the window's process: refused, saying what
+    to run on the server; the advisor still follows the session."""
+    window = open_window(RemoteEngineThread(server.address, TOKEN))
+    window.tune.open()
+    panel = window.tune.panel
+    assert panel.pair_source is None and not panel.start_sweep()
+    assert "specviz tune" in panel.status.text() and server.address in panel.status.text()
+    assert not panel.sweeping
+    window.step()
+    wait_rounds(qtbot, window, 1)
+    qtbot.waitUntil(lambda: len(panel.model.rounds) == 1, timeout=TIMEOUT)
+    window.tune.close()

@@ -321,6 +321,7 @@ class RemoteEngineThread(EngineSignals):
         self, address: str | None = None, token: str | None = None, parent: QObject | None = None
     ):
         super().__init__(parent)
+        self.address = address  # a `specviz serve` elsewhere; None: a child engine process
         self._attach(RemoteWorker(address, token), "specviz-remote-engine")
         self.request_running.connect(self.worker.set_running)
         self.worker.rounds_ready.connect(self.rounds_ready)

@@ -12,6 +12,18 @@ from .controls import Controls
 from .session_controller import SessionController
 
 
+def served_sweep_message(address: str, info) -> str:
+    """Why a connected window does not sweep, and what to run on the server instead."""
+    pair = f"--target {info.target_spec}" + (
+        f" --draft {info.draft_spec}" if info.draft_spec else ""
+    )
+    return (
+        f"A sweep loads the models in this window's process; this window drives the engine of "
+        f"`specviz serve` at {address}. Run the sweep on that machine: `specviz tune {pair} "
+        "--k 1-8` (the advisor above still follows this session)."
+    )
+
+
 class TuneLink:
     """Opens the panel once (its own window) and keeps it fed while it exists."""
 
@@ -69,8 +81,12 @@ class TuneLink:
             self.panel.set_settings(settings)
 
     def _on_models(self, info) -> None:
-        """A sweep loads its own copy of the pair (never the session's caches)."""
-        if self.panel is not None and info is not None:
+        """A sweep loads its own copy of the pair (never the session's caches), in this
+        process: not the models of a `specviz serve` elsewhere (--connect)."""
+        address = getattr(self.controller.engine, "address", None)
+        if self.panel is not None and info is not None and address:
+            self.panel.set_pair_source(None, served_sweep_message(address, info))
+        elif self.panel is not None and info is not None:
             dtype = info.target.dtype
             self.panel.set_pair_source(
                 partial(

@@ -91,6 +91,7 @@ class TunePanel(QWidget):
     def __init__(self, pair_source: Callable[[], object] | None = None, parent=None):
         super().__init__(parent)
         self.pair_source = pair_source
+        self._no_sweep = ""  # why a sweep is refused (a window on a served engine)
         self.settings = Settings()
         self.model = CostModel()
         self.figures: Figures | None = None
@@ -204,8 +205,10 @@ class TunePanel(QWidget):
     def set_settings(self, settings: Settings) -> None:
         self.settings = settings
 
-    def set_pair_source(self, pair_source: Callable[[], object] | None) -> None:
+    def set_pair_source(self, pair_source: Callable[[], object] | None, why_not: str = "") -> None:
+        """What a sweep loads its pair with; None and why_not: a sweep is refused, saying so."""
         self.pair_source = pair_source
+        self._no_sweep = why_not
 
     def _remeasure(self) -> None:
         self.model.target.clear()
@@ -261,7 +264,9 @@ class TunePanel(QWidget):
         if self.sweeping:
             return False
         if self.pair_source is None:
-            self.status.setText("no models to sweep with: open a model pair first")
+            self.status.setText(
+                self._no_sweep or "no models to sweep with: open a model pair first"
+            )
             return False
         lo, hi = sorted((self.k_from.value(), self.k_to.value()))
         path = self.prompt_set.currentText()
