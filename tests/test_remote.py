@@ -295,3 +295,30 @@ def test_continue_after_the_end_and_remeasure(server, pair):
     assert sum(r.n_emitted for r in got) >= 20 and got[-1].finish_reason
     first_after = next(r for r in got if r.context_len >= got[0].context_len + 6)
     assert first_after.probes is not None  # the full probe asked for
+
+
+def test_a_client_resumes_its_session_after_a_dropped_connection(server, pair):
+    """The session outlives its connection: a new connection resumes it, gets the rounds
+    the old one missed (none twice) and goes on, bit for bit as the local engine."""
+    settings = Settings(seed=8, max_new_tokens=60)
+    first = RemoteEngine(server.address, TOKEN)
+    header = first.start(PROMPT, settings, calibrate=False)
+    got = [first.step()]
+    stream = first.run()
+    next(stream)  # a second round made and sent; the client drops before reading on
+    first.socket.close(linger=0)  # gone without a word, as a dropped tunnel
+    first.monitor.close(linger=0)
+    first.context.term()
+    second = RemoteEngine(server.address, TOKEN)
+    got += second.resume(header, len(got))  # the run stops; every round it made comes
+    assert len(got) >= 2 and [r.index for r in got] == list(range(len(got)))
+    while not second.finished:
+        got.append(second.step())
+    assert [wire(r) for r in got] == [wire(r) for r in local_rounds(pair, settings, [None])]
+    with pytest.raises(P.RemoteError, match="received|rounds"):
+        second.resume(header, len(got) + 1)
+    other = dataclasses.replace(header, session_id="elsewhere")
+    with pytest.raises(P.RemoteError, match="session has ended") as e:
+        second.resume(other, 0)
+    assert e.value.code == "no_session"
+    second.close()

@@ -218,6 +218,23 @@ class RemoteEngine:
         self.rounds_received, self.finished = 0, False
         return self.header
 
+    def resume(self, header: SessionHeader, received: int) -> list[Round]:
+        """Drive again the server's session `header` after a dropped connection, of which
+        `received` rounds arrived: the rounds made after them (none twice, none missing).
+        RemoteError (code no_session) if the server no longer has it."""
+        self._run_id, self._backlog = None, collections.deque()
+        reply = self._request(
+            {"op": "resume", "session_id": header.session_id, "received": received},
+            self.reply_timeout,
+        )
+        self.header, self.rounds_received, self.finished = header, received, False
+        rounds = reply.get("rounds")
+        if type(rounds) is not list or not all(type(r) is dict for r in rounds):
+            raise P.RemoteError("the server sent a bad resume reply", "bad_reply")
+        missed = [self._round(obj) for obj in rounds]
+        self.finished = reply.get("finished") is True
+        return missed
+
     def step(self) -> Round:
         return self._round(self._request({"op": "step"}, self.reply_timeout))
 

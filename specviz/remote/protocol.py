@@ -42,6 +42,7 @@ OPS = (
     "continue",
     "remeasure",
     "position",
+    "resume",
     "close",
 )
 # A request is small (a prompt, settings, a context's ids): anything larger is answered with

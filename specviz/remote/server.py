@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import zmq
 
 from .. import __version__
@@ -101,6 +102,7 @@ class Server:
         self.owner: bytes | None = None  # the client that drives the session
         self.engine = None  # its SpeculativeEngine
         self.run_state: dict[str, Any] | None = None  # {"re", "max", "count"} while running
+        self.sent: list[bytes] = []  # the session's round lines, for a client that resumes it
         # Messages ZeroMQ could not take yet, per client, sent in order before anything new.
         self.outboxes: dict[bytes, collections.deque[list[bytes]]] = {}
 
@@ -191,14 +193,19 @@ class Server:
             self._owner_gone()
 
     def _owner_gone(self) -> None:
+        """The session stays, for its client to resume (a dropped tunnel), until another
+        client starts one."""
         done = self.run_state["count"] if self.run_state else 0
         during = f" during a run ({done} rounds sent)" if self.run_state else ""
-        self.log(f"the client went away{during}; its session is closed")
-        self._release()
+        kept = f"; its session ({len(self.sent)} rounds) is kept to resume" if self.engine else ""
+        self.log(f"the client went away{during}{kept}")
+        self.outboxes.pop(self.owner, None)
+        self.owner, self.run_state = None, None
 
     def _release(self) -> None:
         self.outboxes.pop(self.owner, None)
         self.owner, self.engine, self.run_state = None, None, None
+        self.sent = []
 
     def _owner_alive(self) -> bool:
         """Ping the owner: ZeroMQ forgets a peer whose connection closed or whose
@@ -220,7 +227,8 @@ class Server:
                 self._send(ident, [P.encode(reply)])
                 return
             op = request["op"]
-            if op != "hello" and self.owner not in (None, ident) and self._owner_alive():
+            busy = op not in ("hello", "resume") and self.owner not in (None, ident)
+            if busy and self._owner_alive():
                 self.log(f"refused a second client's {op!r}: another client drives the session")
                 reply = P.error(
                     "busy",
@@ -308,10 +316,12 @@ class Server:
         if refused:
             return refused
         try:
-            return [P.round_message(self.engine.step())]
+            rnd = self.engine.step()
         except Exception:
-            self.engine = None  # its caches may be half-updated
+            self._release()  # its caches may be half-updated
             raise
+        self.sent.append(P.round_message(rnd))
+        return [self.sent[-1]]
 
     def _op_run(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
         limit = request.get("max_rounds")
@@ -329,11 +339,12 @@ class Server:
             rnd = self.engine.step()
         except Exception as e:
             self.log(f"a round failed: {type(e).__name__}: {e}")
-            self.engine, self.run_state = None, None
+            self.engine, self.run_state, self.sent = None, None, []
             self._stopped(state, "error", f"{type(e).__name__}: {e}")
             return
         state["count"] += 1
-        if not self._send(self.owner, [P.round_message(rnd)]):
+        self.sent.append(P.round_message(rnd))
+        if not self._send(self.owner, [self.sent[-1]]):
             return
         if self.engine.finished:
             self._stopped(state, "finished")
@@ -396,6 +407,30 @@ class Server:
         self.log(f"position at {len(ids)} tokens ({1000 * (time.perf_counter() - started):.0f} ms)")
         self.owner = self.owner or ident  # the lab's requests hold the server too
         return P.position_frames(result, re)
+
+    def _op_resume(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        """Take the session over again after a dropped connection (any client with the token
+        and its session id): the reply carries the rounds made after the `received` first."""
+        session_id, received = request.get("session_id"), request.get("received")
+        if type(session_id) is not str or type(received) is not int or received < 0:
+            raise P.BadMessage("'session_id' must be a string, 'received' an integer >= 0")
+        if self.engine is None or self.engine.header.session_id != session_id:
+            why = "its session has ended (the server restarted, or a client started another)"
+            return [P.encode(P.error("no_session", why, re))]
+        if received > len(self.sent):
+            raise ValueError(f"the session has {len(self.sent)} rounds, not {received}")
+        if self.owner not in (None, ident):
+            self.outboxes.pop(self.owner, None)  # the old connection, not yet noticed as gone
+        self.owner, self.run_state = ident, None
+        missed = self.sent[received:]
+        self.log(f"session {session_id} resumed ({len(missed)} rounds the client missed)")
+        reply = {
+            "type": "resumed",
+            "re": re,
+            "finished": self.engine.finished,
+            "rounds": [orjson.Fragment(m) for m in missed],
+        }
+        return [orjson.dumps(reply)]
 
     def _op_close(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
         if self.owner == ident:
