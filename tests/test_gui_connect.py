@@ -331,3 +331,89 @@ def test_a_connected_window_refuses_a_sweep_naming_specviz_tune(qtbot, server, o
     wait_rounds(qtbot, window, 1)
     qtbot.waitUntil(lambda: len(panel.model.rounds) == 1, timeout=TIMEOUT)
     window.tune.close()
+
+
+class Proxy:
+    """A TCP relay to a port on 127.0.0.1: drop() cuts every connection through it (as a
+    dropped SSH tunnel) while the server lives; new connections are relayed again."""
+
+    def __init__(self, port: int):
+        import socket
+
+        self.port, self.conns, self.lock = port, [], threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.port))
+            with self.lock:
+                self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b) -> None:
+        import socket
+
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        a.close()  # each pump closes the socket it reads
+
+    def drop(self) -> None:
+        import socket
+
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for s in conns:  # the pumps see the end and close them
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.listener.close()
+        self.drop()
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")
+def test_reconnect_resumes_the_servers_session(qtbot, server, pair, open_window):  # noqa: F811
+    """A dropped connection (the server lives): Reconnect resumes the server's session, the
+    rounds it made meanwhile are added (none twice) and Step goes on, as the local engine."""
+    proxy = Proxy(server.port)
+    try:
+        window = open_window(RemoteEngineThread(proxy.address, TOKEN))
+        settings = window.controls.settings()
+        window.toggle_run()
+        wait_rounds(qtbot, window, 2)
+        proxy.drop()
+        link = window.connection
+        qtbot.waitUntil(lambda: link.banner.isVisible(), timeout=TIMEOUT)
+        kept = len(window.session.rounds)
+        qtbot.waitUntil(lambda: any("went away" in m for m in server.messages), timeout=TIMEOUT)
+        link.reconnect()
+        qtbot.waitUntil(lambda: window.state == "paused", timeout=TIMEOUT)
+        assert not link.banner.isVisible() and len(window.session.rounds) >= kept
+        assert any("resumed" in m for m in server.messages)
+        window.toggle_run()
+        qtbot.waitUntil(lambda: window.state == "finished", timeout=TIMEOUT)
+        got = window.session.rounds
+        assert [wire(r) for r in got] == [wire(r) for r in local_rounds(pair, settings, [None])]
+        assert fates(load(window.controller.autosaver.path).rounds) == fates(got)
+    finally:
+        proxy.close()

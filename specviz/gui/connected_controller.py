@@ -4,8 +4,10 @@ process`): a connection can be lost, and found again. GUI thread only.
 A lost connection keeps the session as it is: every round received stays in it, in its
 statistics and in the autosave (they were added as they arrived); the lab falls back to a
 position's stored top-N lists. `reconnect()` asks the worker to connect again (its load
-does) and keeps the session shown; the engine's session is gone with the connection, so the
-next Step starts a new one there (after asking, if the kept rounds were not exported).
+does) and keeps the session shown. If the server still has the session (the connection
+dropped, the server lived: it keeps a session whose client went away), it is resumed: the
+rounds made that the connection lost are added, none twice, and Step goes on; else the next
+Step starts a new one (after asking, if the kept rounds were not exported).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class ConnectedController(SessionController):
         self._keep_session = False  # the load in flight is a reconnect
         engine.disconnected.connect(self._on_disconnected)
         engine.rounds_ready.connect(self._on_round)  # while running: a frame's worth, drawn once
+        engine.resumed.connect(self._on_resumed)
         self._streaming = False  # the worker was told the window runs
         self.state_changed.connect(self._sync_running)
 
@@ -66,6 +69,9 @@ class ConnectedController(SessionController):
         if self.state is State.CLOSED:
             return False
         self._keep_session = True
+        session = self.session
+        if session is not None and self.replay_source is None:  # the server may still have it
+            self.engine.request_resume.emit(session.header, len(session.rounds))
         self._request = "load"
         self._set_state(State.LOADING)
         self.engine.request_load.emit(*self._load_args)
@@ -88,6 +94,22 @@ class ConnectedController(SessionController):
         else:
             super()._on_loaded(info)
         self.connection_changed.emit("")
+
+    def _on_resumed(self, missed: list | None) -> None:
+        """After a reconnect's load: the server still had the session (it goes on, with the
+        rounds it made that the connection lost), or None: it ended (Step starts anew)."""
+        if missed is None or self.session is None or self.replay_source is not None:
+            return
+        self._set_state(self._idle_state())
+        shown = len(self.session.rounds)
+        missed = [rnd for rnd in missed if rnd.index >= shown]  # none twice
+        if missed:
+            self._on_round(missed)
+        self.message.emit(
+            f"Connected again: the engine's session goes on ({len(missed)} rounds made "
+            "meanwhile were added)",
+            10000,
+        )
 
     def _on_error(self, title: str, message: str) -> None:
         reconnecting = self._request == "load" and self.lost is not None

@@ -61,6 +61,7 @@ class RemoteWorker(QObject):
     error = Signal(str, str)  # title, message
     busy = Signal(str)
     disconnected = Signal(str)  # why; the rounds received stay in the window's session
+    resumed = Signal(object)  # after set_resume's load: the rounds missed, or None (ended)
 
     def __init__(self, address: str | None = None, token: str | None = None):
         super().__init__()  # no parent: a parented QObject cannot move to a thread
@@ -79,11 +80,18 @@ class RemoteWorker(QObject):
         self.calibrate = True
         self.load_options = None  # core.models.LoadOptions for a child engine's load
         self.drafting: tuple | None = None  # (DrafterConfig, PolicyConfig); None: the server's
+        self._resume: tuple | None = None  # (SessionHeader, rounds received) for the next load
 
     @Slot(object)
     def set_load_options(self, options) -> None:
         """The loading options of the next child engine (device and dtype come with load)."""
         self.load_options = options
+
+    @Slot(object, int)
+    def set_resume(self, header, received: int) -> None:
+        """The next load (a reconnect) resumes the server's session `header`, of which the
+        window has `received` rounds."""
+        self._resume = (header, received)
 
     @Slot(object, object)
     def set_drafting(self, drafter, policy) -> None:
@@ -168,6 +176,16 @@ class RemoteWorker(QObject):
             self._watch.setInterval(WATCH_MS)
             self._watch.timeout.connect(self._check_idle)
         self._watch.start()
+        resume, self._resume = self._resume, None
+        missed = None
+        if resume is not None:
+            try:
+                missed = self.remote.resume(*resume)
+            except ConnectionLost as e:
+                self._failed("Could not connect to the engine", e)
+                return
+            except RemoteError:
+                pass  # the server's session has ended: the next Step starts a new one
         info = self.remote.info
         self.loaded.emit(
             Loaded(
@@ -179,6 +197,8 @@ class RemoteWorker(QObject):
                 int(info["vocab_size"]),
             )
         )
+        if resume is not None:
+            self.resumed.emit(missed)
 
     def _check_idle(self) -> None:
         """The worker is idle (a timer slot runs between requests): has the server gone?"""
@@ -311,11 +331,14 @@ class RemoteWorker(QObject):
 class RemoteEngineThread(EngineSignals):
     """gui/worker.py's EngineThread for a RemoteWorker: the same request_* signals and
     relayed signals (greedy_checked is never emitted: the check needs local models), plus
-    request_running, `rounds_ready` and `disconnected`. Lives on the GUI thread."""
+    request_running, request_resume, `rounds_ready`, `disconnected` and `resumed`. Lives on
+    the GUI thread."""
 
     request_running = Signal(bool)
+    request_resume = Signal(object, int)  # SessionHeader, rounds received: the next load
     rounds_ready = Signal(object)  # list[Round]: a frame's worth of a run
     disconnected = Signal(str)
+    resumed = Signal(object)  # list[Round] the connection missed, or None: the session ended
 
     def __init__(
         self, address: str | None = None, token: str | None = None, parent: QObject | None = None
@@ -325,6 +348,8 @@ class RemoteEngineThread(EngineSignals):
         self._attach(RemoteWorker(address, token), "specviz-remote-engine")
         self.request_running.connect(self.worker.set_running)
         self.worker.rounds_ready.connect(self.rounds_ready)
+        self.request_resume.connect(self.worker.set_resume)
+        self.worker.resumed.connect(self.resumed)
         self.worker.disconnected.connect(self.disconnected)
         # The socket belongs to the worker's thread: close it there, as the thread ends.
         self.thread.finished.connect(self.worker.close, Qt.ConnectionType.DirectConnection)
