@@ -82,6 +82,9 @@ class RemoteEngine:
         if ":" in host:  # an IPv6 address
             self.socket.setsockopt(zmq.IPV6, 1)
         self.socket.connect(f"tcp://{endpoint_host(host)}:{port}")
+        self._poller = zmq.Poller()  # what a wait watches: replies, and a disconnect
+        self._poller.register(self.socket, zmq.POLLIN)
+        self._poller.register(self.monitor, zmq.POLLIN)
         self.ids = itertools.count(1)
         self.lost: str | None = None  # why the connection ended, once it has
         self.header: SessionHeader | None = None
@@ -143,12 +146,9 @@ class RemoteEngine:
         if self.lost is not None:
             raise P.ConnectionLost(self.lost)
         deadline = time.monotonic() + timeout
-        poller = zmq.Poller()
-        poller.register(self.socket, zmq.POLLIN)
-        poller.register(self.monitor, zmq.POLLIN)
         while True:
             ready = dict(
-                poller.poll(int(1000 * max(0.0, min(SLICE_S, deadline - time.monotonic()))))
+                self._poller.poll(int(1000 * max(0.0, min(SLICE_S, deadline - time.monotonic()))))
             )
             if self.socket in ready:
                 frames = self.socket.recv_multipart(zmq.NOBLOCK)
