@@ -40,6 +40,13 @@ from specviz.core.prompts import example_prompts  # noqa: E402
 from specviz.core.trace import Settings  # noqa: E402
 
 MODES = ("headless", "headless_1", "thread", "process")
+# --variants: the window's engine process as it was (torch's threads, every round drawn on
+# its own) and with one of the two changes each, to see what each is worth
+VARIANTS = {
+    "process_all_threads": {"child_threads": os.cpu_count()},
+    "process_no_frame": {"frame_s": 0.0},
+    "process_before": {"child_threads": os.cpu_count(), "frame_s": 0.0},
+}
 
 
 def window_tokens_per_s(app, specs, settings: Settings, prompt: str, engine=None) -> float:
@@ -85,6 +92,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="runs of each mode")
     parser.add_argument("--frame-ms", type=float, help="the window's frame (default FRAME_S)")
     parser.add_argument("--child-threads", type=int, help="default: spawn.engine_threads()")
+    parser.add_argument(
+        "--variants", action="store_true", help="also: " + ", ".join(VARIANTS) + " (see above)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     from PySide6.QtWidgets import QApplication
@@ -97,7 +107,7 @@ def main(argv=None) -> int:
         remote_worker.FRAME_S = args.frame_ms / 1000
     if args.child_threads is not None:
         remote_worker.engine_threads = lambda: args.child_threads
-    child_threads = remote_worker.engine_threads()
+    child_threads = remote_worker.engine_threads()  # what a window's engine process gets
 
     hf_logging.disable_progress_bar()
     refguard.install()
@@ -106,7 +116,8 @@ def main(argv=None) -> int:
     pair = load_pair(spec, spec)
     settings = Settings(k=args.k, seed=1, max_new_tokens=args.max_new_tokens)
     prompt = example_prompts()[1]
-    runs: dict[str, list[float]] = {mode: [] for mode in MODES}
+    modes = MODES + (tuple(VARIANTS) if args.variants else ())
+    runs: dict[str, list[float]] = {mode: [] for mode in modes}
     threads = torch.get_num_threads()
     for _ in range(args.repeats):  # interleaved
         runs["headless"].append(headless_tokens_per_s(pair, settings, prompt))
@@ -117,10 +128,15 @@ def main(argv=None) -> int:
         runs["process"].append(
             window_tokens_per_s(app, (spec, spec), settings, prompt, engine=RemoteEngineThread())
         )
+        for mode in modes[len(MODES) :]:
+            engine = RemoteEngineThread()
+            for name, value in VARIANTS[mode].items():
+                setattr(engine.worker, name, value)
+            runs[mode].append(window_tokens_per_s(app, (spec, spec), settings, prompt, engine))
     result: dict = {"pair": spec, "k": args.k, "max_new_tokens": args.max_new_tokens}
     result["torch_threads"], result["child_threads"] = threads, child_threads
     result["frame_ms"] = 1000 * remote_worker.FRAME_S
-    for mode in MODES:
+    for mode in modes:
         result[f"{mode}_tokens_per_s"] = statistics.median(runs[mode])
     headless = result["headless_tokens_per_s"]
     result["thread_over_headless"] = result["thread_tokens_per_s"] / headless
@@ -129,6 +145,8 @@ def main(argv=None) -> int:
         result["process_tokens_per_s"] / result["headless_1_tokens_per_s"]
     )
     result["headless_1_over_headless"] = result["headless_1_tokens_per_s"] / headless
+    for mode in modes[len(MODES) :]:
+        result[f"{mode}_over_headless"] = result[f"{mode}_tokens_per_s"] / headless
     result["process_over_thread"] = result["process_tokens_per_s"] / result["thread_tokens_per_s"]
     result["load_average"] = os.getloadavg()[0]
     if args.json:

@@ -76,6 +76,7 @@ class RemoteWorker(QObject):
         self._buffer: collections.deque = collections.deque()  # rounds made before a pause
         self._frame_end = 0.0  # time.monotonic() before which a running window gets no rounds
         self.frame_s = FRAME_S
+        self.child_threads: int | None = None  # a child engine's torch threads: engine_threads()
         self.child: ChildServer | None = None
         self.calibrate = True
         self.load_options = None  # core.models.LoadOptions for a child engine's load
@@ -160,7 +161,7 @@ class RemoteWorker(QObject):
             if address is None:
                 self.busy.emit(f"starting an engine process for {target} + {draft}")
                 extra = ("--device", device, "--dtype", dtype, *child_args(self.load_options))
-                extra += ("--threads", str(engine_threads()))
+                extra += ("--threads", str(self.child_threads or engine_threads()))
                 self.child = ChildServer(target, draft, extra, cancel=cancel)
                 address, token = self.child.address, self.child.token
             self.busy.emit(f"connecting to {address}")
