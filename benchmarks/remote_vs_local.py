@@ -9,6 +9,8 @@ thread count), the same prompts, settings and seeds, interleaved after a warm-up
 Tokens/s is generated tokens over wall time on the client, prefill included, per prompt;
 figures are medians over prompts and repeats; the ratios are remote / local (goal >= 0.95).
 Both sides make the same rounds (the seeds match), so the ratio is the cost of the wire.
+Also printed: a step's wall time beyond its own draft + verify time, served and local
+(medians): the wire, the server's loop and the client's parse, per round.
 Not a test: never part of the test run.
 
     python benchmarks/remote_vs_local.py --pair tiny --k 4 --max-new-tokens 128 --repeats 5
@@ -54,13 +56,35 @@ def time_remote_run(pair, remote, prompt, settings):
     return sum(r.n_emitted for r in rounds), time.perf_counter() - start
 
 
+# Per round of a request per round: the client's wall time for step() less the round's own
+# draft and verify time (the server's clock): what the wire, the server's loop and the parse
+# cost; and the same for a local engine's step (its bookkeeping beyond the two passes).
+BEYOND_MS: dict[str, list[float]] = {"local_step": [], "remote_step": []}
+
+
+def _timed_steps(step, finished, key: str) -> list:
+    rounds = []
+    while not rounds or not finished():
+        start = time.perf_counter()
+        rnd = step()
+        wall_ms = 1000 * (time.perf_counter() - start)
+        BEYOND_MS[key].append(wall_ms - rnd.draft_ms - rnd.verify_ms)
+        rounds.append(rnd)
+    return rounds
+
+
 def time_remote_step(pair, remote, prompt, settings):
     start = time.perf_counter()
     remote.start(prompt, settings, calibrate=False)
-    rounds = [remote.step()]
-    while not remote.finished:
-        rounds.append(remote.step())
+    rounds = _timed_steps(remote.step, lambda: remote.finished, "remote_step")
     return sum(r.n_emitted for r in rounds), time.perf_counter() - start
+
+
+def local_step_overhead(pair, prompt, settings) -> None:
+    """Not timed as a method: a local engine stepped round by round, for BEYOND_MS."""
+    engine = SpeculativeEngine(pair, settings)
+    engine.prefill(prompt, calibrate=False)
+    _timed_steps(engine.step, lambda: engine.finished, "local_step")
 
 
 TIMERS = {"local": time_local, "remote_run": time_remote_run, "remote_step": time_remote_step}
@@ -96,6 +120,8 @@ def main() -> int:
         for seed, prompt in enumerate(prompts):  # warm-up, not counted
             for method in METHODS:
                 TIMERS[method](pair, remote, prompt, dataclasses.replace(base, seed=seed))
+        for values in BEYOND_MS.values():
+            values.clear()
         for repeat in range(args.repeats):
             for seed, prompt in enumerate(prompts):
                 settings = dataclasses.replace(base, seed=1000 * repeat + seed)
@@ -107,6 +133,7 @@ def main() -> int:
                     tokens[method].append(n)
                 for method in ratios:
                     ratios[method].append(here[method] / here["local"])
+                local_step_overhead(pair, prompt, settings)
     finally:
         remote.close()
         server.stop()
@@ -118,6 +145,7 @@ def main() -> int:
         "runs_per_method": len(rates["local"]),
         "tokens_per_s": {m: statistics.median(v) for m, v in rates.items()},
         "ratio_to_local": {m: statistics.median(v) for m, v in ratios.items()},
+        "step_ms_beyond_draft_verify": {k: statistics.median(v) for k, v in BEYOND_MS.items()},
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -128,6 +156,11 @@ def main() -> int:
             if method in ratios:
                 line += f"   ratio to local {result['ratio_to_local'][method]:.3f}"
             print(line)
+        beyond = result["step_ms_beyond_draft_verify"]
+        print(
+            "  a step's wall time beyond its draft + verify time (median ms): local "
+            f"{beyond['local_step']:.3f}, served {beyond['remote_step']:.3f}"
+        )
     return 0
 
 
