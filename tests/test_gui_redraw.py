@@ -308,3 +308,22 @@ def test_the_app_leaves_a_core_for_the_window():
         assert leave_a_core_for_the_window() == 1 and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_noisy_and_dashed_curves_are_drawn_without_antialiasing(qtbot):
+    """The app antialiases (gui.app); a dashed / dotted pen or a per-round series that jumps
+    between 0 and 1 made a Step's plot paint 2.6x costlier late in a session with it. The
+    running curves keep it."""
+    import pyqtgraph as pg
+
+    pg.setConfigOptions(antialias=True)
+    try:
+        plots = Plots()
+        qtbot.addWidget(plots)
+        plain = (plots.acceptance_round, plots.per_forward, plots.alpha_running,
+                 plots.efficiency, plots.speedup_predicted, plots.speedup_leviathan)  # fmt: skip
+        assert all(c.opts["antialias"] is False for c in plain)
+        assert plots.acceptance_running.opts["antialias"] is True
+        assert plots.speedup_measured.opts["antialias"] is True
+    finally:
+        pg.setConfigOptions(antialias=False)

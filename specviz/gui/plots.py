@@ -43,8 +43,15 @@ SYMBOL_ROUNDS = 200  # the per-round acceptance has a marker per point up to thi
 MIN_HEIGHT = 760  # below this the plots scroll (legible at 1280 x 720)
 
 
+# NOISY: the app draws antialiased (gui.app), but an antialiased dashed or dotted pen, or a
+# per-round series that jumps between 0 and 1 (peak-downsampled to a band of long vertical
+# strokes), made a Step's plot paint 23 ms of CPU at round 2,000 against 9 ms without
+# (benchmarks/gui_redraw.py --as-app --phases): those curves are drawn without it; the
+# running curves (solid, 3 px) keep it.
 def _curve(plot: pg.PlotItem, name: str, colour: str, style=None, width: float = 2, **kw):
     pen = pg.mkPen(colour, width=width, style=style) if style else pg.mkPen(colour, width=width)
+    if style:
+        kw.setdefault("antialias", False)  # NOISY
     curve = plot.plot([], [], pen=pen, connect="finite", **kw)
     curve.legend_name = name
     one_point_per_pixel(curve)
@@ -101,6 +108,7 @@ class Plots(QWidget):
         self.acceptance_round = _curve(
             acc, "this round", palette.PLOT_ACCEPTANCE, width=1,
             symbol="o", symbolSize=4, symbolBrush=palette.PLOT_ACCEPTANCE, symbolPen=None,
+            antialias=False,  # NOISY
         )  # fmt: skip
         self.acceptance_round.setOpacity(0.45)
         self.acceptance_running = _curve(acc, "running", palette.PLOT_ACCEPTANCE, 0, 3)
@@ -133,7 +141,11 @@ class Plots(QWidget):
         fix_axis_width(right, "000")
         right.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.per_forward = pg.PlotDataItem(
-            [], [], pen=pg.mkPen(palette.PLOT_PER_FORWARD, width=2), connect="finite"
+            [],
+            [],
+            pen=pg.mkPen(palette.PLOT_PER_FORWARD, width=2),
+            connect="finite",
+            antialias=False,  # NOISY
         )
         self.per_forward.legend_name = "tokens / pass (right)"
         self.per_forward.setDownsampling(auto=True, method="peak")
