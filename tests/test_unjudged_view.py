@@ -92,3 +92,18 @@ def test_the_window_labels_p_as_never_judged(qtbot):
     view.show_position(new, 0)
     assert title.text == MAIN_TITLE
     assert view.p_item.opts["pen"].style() == Qt.PenStyle.SolidLine
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_the_never_judged_title_fits_a_laptop_screen(qtbot):
+    """At 1280 x 720 the panel is about 700 px wide: its main plot's title must not be cut."""
+    view = DistributionView()
+    qtbot.addWidget(view)
+    view.resize(700, 450)
+    view.show()
+    new, _ = rounds_12()
+    view.show_position(new, 2)
+    qtbot.wait(50)
+    title = view.main.getPlotItem().titleLabel
+    text = title.item.sceneBoundingRect()
+    assert text.left() >= 0 and text.right() <= view.main.width(), title.text

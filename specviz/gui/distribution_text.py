@@ -14,7 +14,7 @@ LABEL_CHARS = 16
 # The main plot's title; at a discarded position whose p the trace recorded (schema 1.2's
 # unjudged numbers) it says that no accept test used that p.
 MAIN_TITLE = "p and q at this position"
-UNJUDGED_TITLE = "target's p (never judged: an earlier draft was rejected) and q"
+UNJUDGED_TITLE = "p (never judged) and q"  # short: the summary says why
 
 
 def main_title(bars: PositionBars | None) -> str:
