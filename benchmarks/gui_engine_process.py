@@ -30,8 +30,8 @@ os.environ.setdefault("SPECVIZ_NO_DIALOGS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gui_redraw
 
-import time  # noqa: E402
 
+import gui_redraw  # noqa: E402
 import torch  # noqa: E402
 from gui_redraw import headless_tokens_per_s  # noqa: E402
 
@@ -53,35 +53,8 @@ def window_tokens_per_s(app, specs, settings: Settings, prompt: str, engine=None
     """Run in a window until the session finishes, in a real event loop; tokens/s from the
     first round handed to the views to the last (rounds come one by one or a frame's worth
     at a time: what the user sees)."""
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    from specviz.gui.main_window import MainWindow
-
-    window = MainWindow(specs, engine=engine)  # as a user runs it: autosave on
-    loop = QEventLoop()
-    window.controller.engine.loaded.connect(lambda *_: loop.quit())
-    window.controller.engine.error.connect(lambda title, text: (print(title, text), loop.quit()))
-    loop.exec()  # the models load
-    window.controls.prompt_edit.setPlainText(prompt)
-    window.controls.k_spin.setValue(settings.k)
-    window.controls.max_tokens_spin.setValue(settings.max_new_tokens)
-    window.controls.seed_spin.setValue(settings.seed)
-    shown: list[tuple[float, int]] = []  # (time, tokens) per rounds_added
-    window.controller.rounds_added.connect(
-        lambda added: shown.append((time.perf_counter(), sum(r.n_emitted for r, _ in added)))
-    )
-    done = QTimer()
-    done.timeout.connect(lambda: loop.quit() if window.state == "finished" else None)
-    done.start(50)
-    window.show()
-    window.toggle_run()
-    loop.exec()
-    done.stop()
-    (start, _), (end, _) = shown[0], shown[-1]
-    tokens = sum(n for _, n in shown[1:])
-    window.close_now()
-    app.processEvents()
-    return tokens / (end - start)
+    return gui_redraw.window_tokens_per_s(app, specs, settings, prompt, engine=engine,
+                                          at_views=True)  # fmt: skip
 
 
 def main(argv=None) -> int:

@@ -192,12 +192,15 @@ class PhaseProbe:
 
 
 def window_tokens_per_s(
-    app, specs, settings: Settings, prompt: str, prefetch: bool = True, engine=None
-) -> float:
+    app, specs, settings: Settings, prompt: str, prefetch: bool = True, engine=None,
+    at_views: bool = False,
+) -> float:  # fmt: skip
     """Run in the window until the session finishes, inside a real event loop (as the app's
     exec() runs it: a polling loop here would take the GIL from the worker thousands of
-    times a second); timed from the first round's arrival to the last one's. engine: the
-    window's engine thread (benchmarks/gui_engine_process.py), else the in-thread worker."""
+    times a second); timed from the first round's arrival to the last one's (at_views: from
+    the first round handed to the views to the last, as gui_engine_process.py times it, where
+    rounds may come a frame's worth at a time). engine: the window's engine thread
+    (benchmarks/gui_engine_process.py), else the in-thread worker."""
     from PySide6.QtCore import QEventLoop, QTimer
 
     from specviz.gui.main_window import MainWindow
@@ -214,10 +217,15 @@ def window_tokens_per_s(
     window.controls.k_spin.setValue(settings.k)
     window.controls.max_tokens_spin.setValue(settings.max_new_tokens)
     window.controls.seed_spin.setValue(settings.seed)
-    arrivals: list[tuple[float, int]] = []
-    window.controller.engine.round_ready.connect(
-        lambda rnd: arrivals.append((time.perf_counter(), rnd.n_emitted))
-    )
+    arrivals: list[tuple[float, int]] = []  # (time, tokens) per arrival
+    if at_views:
+        window.controller.rounds_added.connect(
+            lambda added: arrivals.append((time.perf_counter(), sum(r.n_emitted for r, _ in added)))
+        )
+    else:
+        window.controller.engine.round_ready.connect(
+            lambda rnd: arrivals.append((time.perf_counter(), rnd.n_emitted))
+        )
     done = QTimer()
     done.timeout.connect(lambda: loop.quit() if window.state == "finished" else None)
     done.start(50)
