@@ -19,7 +19,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from ..core.trace import Round, SessionHeader, Settings
+from ..core.trace import Round, SessionHeader, Settings, settings_to_json
 from . import protocol as P
 from .server import (
     HEARTBEAT_MS,
@@ -92,6 +92,7 @@ class RemoteEngine:
         self.finished = False
         self._run_id: int | None = None  # the run in flight
         self._backlog: collections.deque[Any] = collections.deque()  # its rounds, read early
+        self._settings_seen: dict = {}  # for round_from: rounds repeat their settings
         try:
             self.info = self._request({"op": "hello"}, connect_timeout, connecting=True)
             P.check_hello(self.info)
@@ -185,7 +186,8 @@ class RemoteEngine:
         return self._await(re, timeout, connecting)[0]
 
     def _round(self, message: dict) -> Round:
-        rnd = P.round_from(message, self.header.session_id, self.rounds_received + 2)
+        number = self.rounds_received + 2
+        rnd = P.round_from(message, self.header.session_id, number, self._settings_seen)
         self.rounds_received += 1
         self.finished = rnd.finish_reason is not None
         return rnd
@@ -207,7 +209,7 @@ class RemoteEngine:
         request = {
             "op": "start",
             "prompt": prompt,
-            "settings": P.settings_to_json(settings),
+            "settings": settings_to_json(settings),
             "calibrate": calibrate,
             "trace": trace,
             "chat": chat,
@@ -278,12 +280,12 @@ class RemoteEngine:
     def update_settings(self, settings: Settings) -> None:
         """K and sampling from the next round (the seed from the next session)."""
         self._request(
-            {"op": "settings", "settings": P.settings_to_json(settings)}, self.reply_timeout
+            {"op": "settings", "settings": settings_to_json(settings)}, self.reply_timeout
         )
 
     def continue_session(self, settings: Settings) -> None:
         """Go on after max new tokens or end-of-text, with these settings."""
-        request = {"op": "continue", "settings": P.settings_to_json(settings)}
+        request = {"op": "continue", "settings": settings_to_json(settings)}
         self._request(request, self.reply_timeout)
         self.finished = False
 
@@ -297,7 +299,7 @@ class RemoteEngine:
             {
                 "op": "position",
                 "context_ids": [int(i) for i in context_ids],
-                "settings": P.settings_to_json(settings),
+                "settings": settings_to_json(settings),
                 "top_n": top_n,
             },
             self.reply_timeout,

@@ -25,7 +25,7 @@ from ..core.trace import (
     SessionHeader,
     Settings,
     TraceError,
-    dumps,
+    dumps_bytes,
     header_to_json,
     round_to_json,
 )
@@ -91,7 +91,7 @@ def token_matches(given: Any, expected: str) -> bool:
 
 
 def encode(obj: dict[str, Any]) -> bytes:
-    return dumps(obj).encode()
+    return dumps_bytes(obj)
 
 
 def decode_request(frames: list[bytes]) -> dict[str, Any]:
@@ -136,10 +136,6 @@ def raise_error(reply: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------------------- records
-
-
-def settings_to_json(settings: Settings) -> dict[str, Any]:
-    return dataclasses.asdict(settings)
 
 
 _SETTINGS_TYPES = {f.name: f.type for f in dataclasses.fields(Settings)}
@@ -226,7 +222,7 @@ def header_message(header: SessionHeader, re: int | None) -> bytes:
 
 def round_message(rnd: Round) -> bytes:
     """The round line, as the trace writer writes it."""
-    return dumps(round_to_json(rnd)).encode()
+    return dumps_bytes(round_to_json(rnd))
 
 
 def header_from(obj: dict[str, Any]) -> SessionHeader:
@@ -237,9 +233,12 @@ def header_from(obj: dict[str, Any]) -> SessionHeader:
         raise RemoteError(f"the server sent a bad session header: {e}", "bad_reply") from None
 
 
-def round_from(obj: dict[str, Any], session_id: str, number: int) -> Round:
+def round_from(
+    obj: dict[str, Any], session_id: str, number: int, settings_cache: dict | None = None
+) -> Round:
+    """settings_cache: a dict kept across a session's rounds (they repeat their settings)."""
     try:
-        return parse_round(obj, session_id, number)
+        return parse_round(obj, session_id, number, settings_cache)
     except TraceError as e:
         raise RemoteError(f"the server sent a bad round: {e}", "bad_reply") from None
 
