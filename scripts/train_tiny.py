@@ -61,6 +61,9 @@ class RunConfig:
     target_heads: int = 3
     target_steps: int = 2600
     target_lr: float = 3e-3
+    # 1.76M training tokens for 4.4M parameters: without dropout, three epochs left the
+    # training loss 0.19 nats below the held-out loss (4.40 against 4.59).
+    target_dropout: float = 0.1
     # At this size a decode step costs mostly per-layer overhead, so the draft's depth,
     # not its width, sets c = draft step / target step: one layer. Against this target
     # (held-out loss 4.59) 300 distillation steps reached alpha 0.83, 900 reach 0.85; two
@@ -77,6 +80,7 @@ class RunConfig:
     # was ~50x slower than fp32 on an AVX2-only CPU: off unless asked for (--bf16).
     bf16: bool = False
     log_every: int = 10
+    eval_every: int = 250  # held-out loss of the target while it trains (0 = never)
     corpus_docs: int = 0  # 0 = all documents; the smoke run takes a slice
 
 
@@ -85,7 +89,7 @@ SMOKE = RunConfig(
     vocab_size=400, n_positions=128, block=32, batch=4,
     target_layers=2, target_dim=32, target_heads=2, target_steps=4,
     draft_layers=1, draft_dim=32, draft_heads=2, draft_steps=4,
-    warmup=2, eval_block=32, eval_tokens=1024, log_every=1, corpus_docs=150,
+    warmup=2, eval_block=32, eval_tokens=1024, log_every=1, eval_every=2, corpus_docs=150,
 )
 # fmt: on
 
@@ -220,7 +224,9 @@ def encode_stream(tok, docs: list[str]):
 # --------------------------------------------------------------------------- models
 
 
-def make_model(cfg: RunConfig, layers: int, dim: int, heads: int, vocab: int, eot: int):
+def make_model(
+    cfg: RunConfig, layers: int, dim: int, heads: int, vocab: int, eot: int, dropout: float = 0.0
+):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
@@ -229,9 +235,9 @@ def make_model(cfg: RunConfig, layers: int, dim: int, heads: int, vocab: int, eo
         n_embd=dim,
         n_layer=layers,
         n_head=heads,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
+        resid_pdrop=dropout,
+        embd_pdrop=dropout,
+        attn_pdrop=dropout,
         bos_token_id=eot,
         eos_token_id=eot,
         pad_token_id=eot,
@@ -279,9 +285,18 @@ def optimizer(model, lr: float):
 
 
 def train(
-    model, stream, cfg: RunConfig, steps: int, peak_lr: float, name: str, seed: int, teacher=None
+    model,
+    stream,
+    cfg: RunConfig,
+    steps: int,
+    peak_lr: float,
+    name: str,
+    seed: int,
+    teacher=None,
+    held=None,
 ) -> dict:
-    """Train on next-token cross-entropy, or on KL(teacher || model) when a teacher is given."""
+    """Train on next-token cross-entropy, or on KL(teacher || model) when a teacher is given.
+    With `held` (a token stream), log the held-out loss every `cfg.eval_every` steps."""
     import torch
     import torch.nn.functional as F
 
@@ -291,6 +306,7 @@ def train(
     data = batches(stream, cfg, gen)
     t0 = time.perf_counter()
     tokens, loss_sum, loss_n, last_t, last_tokens = 0, 0.0, 0, t0, 0
+    curve: list[tuple[int, float]] = []
     for step in range(steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps, peak_lr, cfg.warmup)
@@ -322,6 +338,11 @@ def train(
                 f"{rate:,.0f} tokens/s  {now - t0:.0f}s"
             )
             loss_sum, loss_n, last_t, last_tokens = 0.0, 0, now, tokens
+        if held is not None and cfg.eval_every and (step + 1) % cfg.eval_every == 0:
+            model.eval()
+            curve.append((step + 1, round(heldout_loss(model, held, cfg.eval_block), 4)))
+            log(f"[{name}] step {step + 1}/{steps}  held-out loss {curve[-1][1]:.4f}")
+            model.train()
     model.eval()
     wall = time.perf_counter() - t0
     return {
@@ -330,6 +351,7 @@ def train(
         "wall_s": round(wall, 1),
         "tokens_per_s": round(tokens / wall),
         "peak_lr": peak_lr,
+        **({"heldout_loss_curve": curve} if curve else {}),
         "objective": "KL(target || draft), temperature 1"
         if teacher is not None
         else "next-token cross-entropy",
@@ -373,6 +395,24 @@ def evaluate(target, draft, stream, block: int, max_tokens: int) -> Evaluation:
             overlap += torch.minimum(log_p.exp(), log_q.exp()).sum().item()  # sum_x min(p,q)
             count += targets.numel()
     return Evaluation(t_nll / count, d_nll / count, overlap / count, count, block)
+
+
+def heldout_loss(model, stream, block: int) -> float:
+    """Mean next-token loss of one model over the held-out stream in windows of `block`."""
+    import torch
+    import torch.nn.functional as F
+
+    n_windows = (len(stream) - 1) // block
+    nll, count = 0.0, 0
+    with torch.inference_mode():
+        for w in range(0, n_windows, 8):
+            rows = range(w, min(n_windows, w + 8))
+            x = torch.stack([stream[r * block : r * block + block + 1] for r in rows])
+            logits = model(input_ids=x[:, :-1]).logits  # [B, T, V]
+            log_p = F.log_softmax(logits.float(), -1).flatten(0, 1)  # [B*T, V]
+            nll += F.nll_loss(log_p, x[:, 1:].flatten(), reduction="sum").item()
+            count += x[:, 1:].numel()
+    return nll / count
 
 
 def decode_ms_per_token(model, n_new: int = 64) -> float:
@@ -489,6 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target-steps", type=int)
     ap.add_argument("--draft-steps", type=int)
     ap.add_argument("--draft-layers", type=int)
+    ap.add_argument("--target-dropout", type=float, help="dropout of the target while it trains")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast (CPUs with bf16 units)")
     ap.add_argument(
         "--target-from",
@@ -514,8 +555,9 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = SMOKE if args.smoke else RunConfig()
     overrides = {"target_steps": args.target_steps, "draft_steps": args.draft_steps,
-                 "draft_layers": args.draft_layers, "bf16": args.bf16}  # fmt: skip
-    cfg = RunConfig(**{**asdict(cfg), **{k: v for k, v in overrides.items() if v}})
+                 "draft_layers": args.draft_layers, "bf16": args.bf16,
+                 "target_dropout": args.target_dropout}  # fmt: skip
+    cfg = RunConfig(**{**asdict(cfg), **{k: v for k, v in overrides.items() if v is not None}})
     out = args.out or (
         Path(tempfile.mkdtemp(prefix="specviz-tiny-")) if args.smoke else DEFAULT_OUT
     )
@@ -544,14 +586,14 @@ def main(argv: list[str] | None = None) -> int:
     fast = wrap_tokenizer(tok, cfg.n_positions)
 
     vocab = tok.get_vocab_size()
-    target = make_model(cfg, cfg.target_layers, cfg.target_dim, cfg.target_heads, vocab, eot)
+    target = make_model(cfg, cfg.target_layers, cfg.target_dim, cfg.target_heads, vocab, eot,
+                        cfg.target_dropout)  # fmt: skip
     log(f"target: {target.num_parameters():,} params")
     if args.target_from:  # the same target as that run's (its tokenizer is this one)
         target, target_run = reuse_target(args.target_from, target, out / "target")
     else:
-        target_run = train(
-            target, train_stream, cfg, cfg.target_steps, cfg.target_lr, "target", args.seed
-        )
+        target_run = train(target, train_stream, cfg, cfg.target_steps, cfg.target_lr, "target",
+                           args.seed, held=held_stream)  # fmt: skip
         save_model(target, fast, out / "target")
 
     draft = make_model(cfg, cfg.draft_layers, cfg.draft_dim, cfg.draft_heads, vocab, eot)
