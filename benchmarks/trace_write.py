@@ -1,5 +1,7 @@
 """How long writing a trace's lines takes: specviz's writer (orjson) against json with the
-cleaning pass it replaced, on the same rounds, interleaved in one process. Not a test.
+cleaning pass it replaced, on the same rounds, interleaved in one process; then a round record
+to its line as the autosave and `specviz serve` make it (round_to_json + orjson bytes)
+against the same with dataclasses.asdict for the round's settings, as before. Not a test.
 
     python benchmarks/trace_write.py --rounds 2000 --top-n 20
 """
@@ -32,8 +34,27 @@ def json_line(obj) -> str:
     return json.dumps(clean(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def round_line_asdict(rnd) -> bytes:
+    """A round's line as `round_to_json` made it before: its settings by dataclasses.asdict."""
+    import dataclasses
+
+    from specviz.core.trace import ROUND_FIELDS, ROUND_OPTIONAL, dumps_bytes, event_to_json
+
+    obj = {"type": "round"}
+    for name in ROUND_FIELDS:
+        value = getattr(rnd, name)
+        if value is None and name in ROUND_OPTIONAL:
+            continue
+        if name == "tokens":
+            value = [event_to_json(t) for t in value]
+        elif name == "settings":
+            value = dataclasses.asdict(value)
+        obj[name] = value
+    return dumps_bytes(obj)
+
+
 def main() -> int:
-    from specviz.core.trace import dumps, round_to_json
+    from specviz.core.trace import dumps, dumps_bytes, round_to_json
     from tests.fixtures import synthetic_session
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -41,7 +62,8 @@ def main() -> int:
     parser.add_argument("--top-n", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    objs = [round_to_json(r) for r in synthetic_session(args.rounds, top_n=args.top_n).rounds]
+    rounds = synthetic_session(args.rounds, top_n=args.top_n).rounds
+    objs = [round_to_json(r) for r in rounds]
     assert all(json.loads(dumps(o)) == json.loads(json_line(o)) for o in objs[:50])
     timings: dict[str, list[float]] = {"orjson": [], "json": []}
     for _ in range(args.repeats):
@@ -52,6 +74,23 @@ def main() -> int:
     now, before = (statistics.median(timings[k]) for k in ("orjson", "json"))
     print(f"{args.rounds} rounds, top-N {args.top_n}, {size / 1e6:.1f} MB of lines")
     print(f"specviz (orjson) {now:.3f} s, json + cleaning {before:.3f} s: {before / now:.1f}x")
+
+    def round_line(rnd) -> bytes:
+        return dumps_bytes(round_to_json(rnd))
+
+    assert all(round_line(r) == round_line_asdict(r) for r in rounds[:50])
+    timings = {"now": [], "asdict": []}
+    for _ in range(args.repeats):
+        for name, write in (("now", round_line), ("asdict", round_line_asdict)):
+            start = time.perf_counter()
+            for rnd in rounds:
+                write(rnd)
+            timings[name].append(time.perf_counter() - start)
+    now, before = (1000 * statistics.median(timings[k]) / len(rounds) for k in ("now", "asdict"))
+    print(
+        f"a round record to its line: {now:.3f} ms, with asdict for its settings {before:.3f} ms:"
+        f" {before / now:.2f}x"
+    )
     return 0
 
 
