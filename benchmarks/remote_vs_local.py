@@ -10,7 +10,9 @@ Tokens/s is generated tokens over wall time on the client, prefill included, per
 figures are medians over prompts and repeats; the ratios are remote / local (goal >= 0.95).
 Both sides make the same rounds (the seeds match), so the ratio is the cost of the wire.
 Also printed: a step's wall time beyond its own draft + verify time, served and local
-(medians): the wire, the server's loop and the client's parse, per round.
+(medians): the wire, the server's loop and the client's parse, per round; and the round trip
+of a request the server answers at once, back to back and after the client sat idle for
+10 ms (as it does while a round computes): the part of the wire that is waking idle threads.
 Not a test: never part of the test run.
 
     python benchmarks/remote_vs_local.py --pair tiny --k 4 --max-new-tokens 128 --repeats 5
@@ -90,6 +92,18 @@ def local_step_overhead(pair, prompt, settings) -> None:
 TIMERS = {"local": time_local, "remote_run": time_remote_run, "remote_step": time_remote_step}
 
 
+def round_trip_ms(remote, idle_s: float, n: int = 200) -> float:
+    """Median wall time of a request the server answers at once (hello), sent back to back
+    (idle_s 0) or after the client sat idle for idle_s, as it does while a round computes."""
+    times = []
+    for _ in range(n):
+        time.sleep(idle_s)
+        start = time.perf_counter()
+        remote._request({"op": "hello"}, remote.reply_timeout)
+        times.append(1000 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pair", default="tiny", help="a built-in pair (default tiny)")
@@ -134,6 +148,10 @@ def main() -> int:
                 for method in ratios:
                     ratios[method].append(here[method] / here["local"])
                 local_step_overhead(pair, prompt, settings)
+        rtt = {
+            "back_to_back": round_trip_ms(remote, 0.0),
+            "after_10ms_idle": round_trip_ms(remote, 0.01),
+        }
     finally:
         remote.close()
         server.stop()
@@ -146,6 +164,7 @@ def main() -> int:
         "tokens_per_s": {m: statistics.median(v) for m, v in rates.items()},
         "ratio_to_local": {m: statistics.median(v) for m, v in ratios.items()},
         "step_ms_beyond_draft_verify": {k: statistics.median(v) for k, v in BEYOND_MS.items()},
+        "hello_round_trip_ms": rtt,
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -160,6 +179,10 @@ def main() -> int:
         print(
             "  a step's wall time beyond its draft + verify time (median ms): local "
             f"{beyond['local_step']:.3f}, served {beyond['remote_step']:.3f}"
+        )
+        print(
+            "  a request the server answers at once (median ms): back to back "
+            f"{rtt['back_to_back']:.3f}, after 10 ms idle {rtt['after_10ms_idle']:.3f}"
         )
     return 0
 
