@@ -142,3 +142,26 @@ def test_train_script_smoke(tmp_path):
 
     AutoModelForCausalLM.from_pretrained(out / "draft", local_files_only=True)
     AutoTokenizer.from_pretrained(out / "target", local_files_only=True)
+
+
+def test_train_script_goes_on_from_an_earlier_run(tmp_path):
+    """--target-from/--draft-from reuse an earlier run's weights (the target's copied as they
+    are) and --draft-objective tvd trains on 1 - sum min(p, q); training.json says so."""
+    script = [sys.executable, str(REPO / "scripts" / "train_tiny.py"), "--smoke"]
+    first, second = tmp_path / "first", tmp_path / "second"
+    proc = subprocess.run([*script, "--out", str(first)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)  # fmt: skip
+    if proc.returncode == 2 and "apt-get install" in proc.stdout:
+        pytest.skip("corpus packages missing")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    args = ["--target-from", str(first), "--draft-from", str(first), "--draft-objective", "tvd"]
+    proc = subprocess.run([*script, *args, "--out", str(second)], capture_output=True,
+                          text=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "tvd" in proc.stdout and "held-out alpha" in proc.stdout
+    weights = "target/model.safetensors"
+    assert (second / weights).read_bytes() == (first / weights).read_bytes()
+    draft = json.loads((second / "training.json").read_text())["draft"]["training"]
+    assert draft["objective"].startswith("1 - sum_x min(p(x), q(x))")
+    assert draft["started_from"]["objective"].startswith("KL")
+    assert [step for step, _ in draft["heldout_alpha_curve"]] == [2, 4]
