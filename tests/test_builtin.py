@@ -146,7 +146,9 @@ def test_train_script_smoke(tmp_path):
 
 def test_train_script_goes_on_from_an_earlier_run(tmp_path):
     """--target-from/--draft-from reuse an earlier run's weights (the target's copied as they
-    are) and --draft-objective tvd trains on 1 - sum min(p, q); training.json says so."""
+    are) and --draft-objective tvd trains on 1 - sum min(p, q); --align-steps trains the
+    target further against the frozen --draft-from draft (and needs one); training.json says
+    so."""
     script = [sys.executable, str(REPO / "scripts" / "train_tiny.py"), "--smoke"]
     first, second = tmp_path / "first", tmp_path / "second"
     proc = subprocess.run([*script, "--out", str(first)], capture_output=True, text=True,
@@ -165,3 +167,18 @@ def test_train_script_goes_on_from_an_earlier_run(tmp_path):
     assert draft["objective"].startswith("1 - sum_x min(p(x), q(x))")
     assert draft["started_from"]["objective"].startswith("KL")
     assert [step for step, _ in draft["heldout_alpha_curve"]] == [2, 4]
+    aligned = tmp_path / "aligned"
+    args = ["--target-from", str(first), "--draft-from", str(first), "--align-steps", "4"]
+    proc = subprocess.run([*script, *args, "--out", str(aligned)], capture_output=True,
+                          text=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert (aligned / weights).read_bytes() != (first / weights).read_bytes()
+    target = json.loads((aligned / "training.json").read_text())["target"]["training"]
+    align = target["then_aligned"]
+    assert align["objective"].startswith("next-token cross-entropy + 5.0 x (1 - sum_x min")
+    assert [row[0] for row in align["heldout_loss_alpha_curve"]] == [2, 4]
+    assert all(0 < alpha <= 1 for _, _, alpha in align["heldout_loss_alpha_curve"])
+    args = ["--target-from", str(first), "--align-steps", "4", "--out", str(tmp_path / "x")]
+    proc = subprocess.run([*script, *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode != 0 and "--align-steps needs --draft-from" in proc.stderr
