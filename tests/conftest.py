@@ -7,6 +7,8 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import gc  # noqa: E402
+
 import pytest  # noqa: E402
 
 from tests.fixtures import make_pair_dirs  # noqa: E402
@@ -36,3 +38,14 @@ def pytest_configure(config):
     refguard.install()  # as the entry points do, before the tests' Qt calls
     # Small models: one thread avoids oversubscription when the two cores are busy.
     torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _garbage_collected_on_the_gui_thread(qapp):
+    """As the app: no automatic collection on an engine thread (gui/gcguard.py); and each
+    test's garbage collected here, on the GUI thread, before the next one starts threads."""
+    from specviz.gui import gcguard
+
+    gcguard.install()
+    yield
+    gc.collect()

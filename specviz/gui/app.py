@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from . import dialogs, refguard
+from . import dialogs, gcguard, refguard
 
 
 def _excepthook(window_ref: list) -> callable:
@@ -37,6 +37,7 @@ def _application() -> QApplication:
     pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("specviz")
+    gcguard.install()  # before the first engine thread starts
     return app
 
 
