@@ -412,6 +412,16 @@ class Evaluation:
     block: int
 
 
+def heldout_windows(stream, block: int):
+    """The stream cut into consecutive windows of block + 1 tokens, 8 at a time: [B, block+1]."""
+    import torch
+
+    n_windows = (len(stream) - 1) // block
+    for w in range(0, n_windows, 8):
+        rows = range(w, min(n_windows, w + 8))
+        yield torch.stack([stream[r * block : r * block + block + 1] for r in rows])
+
+
 def evaluate(target, draft, stream, block: int, max_tokens: int) -> Evaluation:
     """Held-out loss of each and alpha = mean over positions of sum_x min(p(x), q(x))."""
     import torch
@@ -419,13 +429,10 @@ def evaluate(target, draft, stream, block: int, max_tokens: int) -> Evaluation:
 
     if max_tokens:
         stream = stream[: max_tokens + 1]
-    n_windows = (len(stream) - 1) // block
     t_nll = d_nll = overlap = 0.0
     count = 0
     with torch.inference_mode():
-        for w in range(0, n_windows, 8):
-            rows = range(w, min(n_windows, w + 8))
-            x = torch.stack([stream[r * block : r * block + block + 1] for r in rows])
+        for x in heldout_windows(stream, block):
             inputs, targets = x[:, :-1], x[:, 1:].flatten()  # [B, T], [B*T]
             mask = torch.ones_like(inputs)  # nothing is padding (pad = eos = bos here)
             p_logits = target(input_ids=inputs, attention_mask=mask).logits  # [B, T, V]
@@ -444,12 +451,9 @@ def heldout_loss(model, stream, block: int) -> float:
     import torch
     import torch.nn.functional as F
 
-    n_windows = (len(stream) - 1) // block
     nll, count = 0.0, 0
     with torch.inference_mode():
-        for w in range(0, n_windows, 8):
-            rows = range(w, min(n_windows, w + 8))
-            x = torch.stack([stream[r * block : r * block + block + 1] for r in rows])
+        for x in heldout_windows(stream, block):
             logits = model(input_ids=x[:, :-1]).logits  # [B, T, V]
             log_p = F.log_softmax(logits.float(), -1).flatten(0, 1)  # [B*T, V]
             nll += F.nll_loss(log_p, x[:, 1:].flatten(), reduction="sum").item()
