@@ -356,7 +356,7 @@ def train(
         if (step + 1) % cfg.log_every == 0 or step + 1 == steps:
             now = time.perf_counter()
             rate = (tokens - last_tokens) / (now - last_t)
-            kind = "loss" if teacher is None else cfg.draft_objective
+            kind = cfg.draft_objective if teacher else "loss + align" if partner else "loss"
             log(
                 f"[{name}] step {step + 1}/{steps}  {kind} {loss_sum / loss_n:.4f}  "
                 f"{rate:,.0f} tokens/s  {now - t0:.0f}s"
