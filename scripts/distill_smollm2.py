@@ -168,7 +168,7 @@ def make_data(target, tokenizer, lines, cfg: RunConfig, count: int, held: bool, 
         rate = done * (cfg.seq_len - 1) / (time.perf_counter() - t0)
         log(f"[generate{' held-out' if held else ''}] {done}/{count} sequences  "
             f"{rate:,.0f} positions/s  {time.perf_counter() - t0:.0f}s")  # fmt: skip
-    tokens, idx, lps, mask = (torch.cat(t) for t in zip(*parts))
+    tokens, idx, lps, mask = (torch.cat(t) for t in zip(*parts, strict=True))
     return {"tokens": tokens, "idx": idx, "lp": lps, "mask": mask,
             "seconds": time.perf_counter() - t0}  # fmt: skip
 
@@ -233,7 +233,7 @@ def make_student(config, target, sample):
             u = torch.linalg.eigh(x.T @ x)[1][:, -d:]  # [D, d], ascending eigenvalues
             self.embed_proj.copy_(u.T)
             scale = math.sqrt(full / d)  # rms over d of U.T x vs over D of x
-            for mine, theirs in zip(self.decoder.layers, target.model.layers):
+            for mine, theirs in zip(self.decoder.layers, target.model.layers, strict=True):
                 w1 = theirs.input_layernorm.weight  # [D]
                 w2 = theirs.post_attention_layernorm.weight
                 for name in ("q_proj", "k_proj", "v_proj"):

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from . import __version__
+from specviz import __version__
 
 # name -> module under specviz.commands, each with add_parser(subparsers) and run(args).
 COMMANDS = ("run", "models", "inspect", "lab", "tune", "serve")
@@ -34,10 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
             continue  # a command not built yet
         module.add_parser(sub)
     gui = sub.add_parser("gui", help="open the window (the default)")
-    from .commands.common import add_model_args
+    from specviz.commands.common import add_model_args
 
     add_model_args(gui)
-    from .commands.drafting import add_drafter_options
+    from specviz.commands.drafting import add_drafter_options
 
     add_drafter_options(gui)
     gui.add_argument("trace", nargs="?", help="a trace file to open")
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["gui", *argv]
     args = parser.parse_args(argv)
     if args.command in (None, "gui"):
-        from .commands.common import fail
+        from specviz.commands.common import fail
 
         problem = trace_problem(args.trace) if getattr(args, "trace", None) else None
         problem = problem or _window_ignores(args) or _engine_problem(args)
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         print("specviz: interrupted", file=sys.stderr)
         return 130
     if not isinstance(result, int):  # `lab --gui`: the command prepared, a window opens
-        from .gui.app import open_lab
+        from specviz.gui.app import open_lab
 
         return open_lab(result)
     return result
@@ -111,15 +111,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _open_window(args: argparse.Namespace) -> int:
     """The main window: the pair from the arguments or the built-in default."""
-    from .commands.common import UsageError, fail, load_options
-    from .commands.drafting import drafting_from, pair_specs
+    from specviz.commands.common import UsageError, fail, load_options
+    from specviz.commands.drafting import drafting_from, pair_specs
 
     try:
         drafter, policy = drafting_from(args)
         target, draft = pair_specs(args, drafter)
     except UsageError as e:
         return fail(str(e))
-    from .gui.app import main as gui_main
+    from specviz.gui.app import main as gui_main
 
     specs = (target, draft or "")
     drafting, options = (drafter, policy), load_options(args)
@@ -142,7 +142,7 @@ def _window_ignores(args: argparse.Namespace) -> str | None:
 
 
 def _add_engine_args(parser: argparse.ArgumentParser) -> None:
-    from .commands.remote_run import add_connect_args
+    from specviz.commands.remote_run import add_connect_args
 
     group = add_connect_args(parser, "where the engine runs", timeout=False)
     group.add_argument(
@@ -155,7 +155,7 @@ def _add_engine_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _engine_choice(args: argparse.Namespace) -> dict:
-    from .commands.remote_run import connect_token
+    from specviz.commands.remote_run import connect_token
 
     return {"connect": args.connect, "token": connect_token(args), "engine": args.engine}
 
@@ -166,6 +166,6 @@ def _engine_problem(args: argparse.Namespace) -> str | None:
         return "--token is for --connect" if args.token else None
     if args.engine == "process":
         return "--connect uses the server's engine: drop --engine process"
-    from .commands.remote_run import connect_problem
+    from specviz.commands.remote_run import connect_problem
 
     return connect_problem(args)

@@ -94,7 +94,7 @@ N = 3  # top-N stored per position
 
 
 def _sample_top(p, q, n=N):
-    key = [max(a or 0, b or 0) for a, b in zip(p or [0] * 6, q or [0] * 6)]
+    key = [max(a or 0, b or 0) for a, b in zip(p or [0] * 6, q or [0] * 6, strict=True)]
     ids = sorted(range(6), key=lambda i: -key[i])[:n]
     entries = tuple((i, None if p is None else p[i], None if q is None else q[i]) for i in ids)
     texts = tuple(SAMPLE_TEXTS[i] for i in ids)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -182,19 +180,3 @@ def test_run_json_summary(capsys, pair_dirs):
         "text",
     } <= set(result)
     assert result["speedup_basis"] == "probes"  # the cost model's, not the header's baseline
-
-
-def test_core_imports_without_qt():
-    code = (
-        "import sys\n"
-        "for name in ('PySide6', 'pyqtgraph', 'PyQt5', 'PyQt6'):\n"
-        "    sys.modules[name] = None\n"
-        "import pkgutil, importlib, specviz.core\n"
-        "for m in pkgutil.iter_modules(specviz.core.__path__):\n"
-        "    importlib.import_module('specviz.core.' + m.name)\n"
-        "import specviz.cli, specviz.commands.run\n"
-        "print('ok')\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ok"

@@ -352,7 +352,7 @@ def test_heuristic_and_threshold_policies_record_k_and_stop(pair):
     assert header.policy == {"kind": "heuristic"}
     rounds = list(engine.run(max_rounds=40))
     assert rounds[0].k == 3
-    for before, after in zip(rounds, rounds[1:]):
+    for before, after in zip(rounds, rounds[1:], strict=False):
         if after.stop == "limit" or before.finish_reason:
             break
         full = before.n_drafted > 0 and before.n_accepted == before.n_drafted

@@ -251,7 +251,9 @@ def test_position_distributions_on_the_pair(pair):
     assert pos.context_len == len(ids) and 20 <= len(pos.top_ids) <= 60
     assert pos.top_text[0] == pair.token_text(pos.top_ids[0])
     layout = lab.bar_layout(np.maximum(pos.p, pos.q), pos.label)  # the lab's bars have texts
-    assert all(label == pair.token_text(int(i)) for i, label in zip(layout.ids, layout.labels))
+    assert all(
+        label == pair.token_text(int(i)) for i, label in zip(layout.ids, layout.labels, strict=True)
+    )
     assert pos.layout().labels[:-1] == pos.top_text[:20]
     assert 0 <= pos.alpha <= 1 and 0 <= pos.alpha_raw <= 1
     result = lab.monte_carlo(pos.p, pos.q, 50_000, seed=4)  # on the full vocabulary

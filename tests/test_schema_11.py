@@ -45,7 +45,7 @@ def test_new_fields_round_trip():
     assert back.warnings == []
     assert back.header.drafter == header.drafter and back.header.policy == header.policy
     assert back.header.extra == {}
-    for a, b in zip(back.rounds, rounds):
+    for a, b in zip(back.rounds, rounds, strict=True):
         assert (a.k, a.stop, a.events_ms, a.probes, a.copied_from) == (
             b.k, b.stop, b.events_ms, b.probes, b.copied_from,
         )  # fmt: skip

@@ -103,7 +103,7 @@ def test_engine_records_the_targets_p_at_discarded_positions(pair, live):
         assert t.p is None and t.p_rest is None and all(e[1] is None for e in t.top)  # as 1.1
         assert t.unjudged_p == pytest.approx(float(p[t.id]), abs=1e-5)
         assert len(t.unjudged_top_p) == len(t.top) == SETTINGS.top_n
-        for (token, _, _), recorded in zip(t.top, t.unjudged_top_p):
+        for (token, _, _), recorded in zip(t.top, t.unjudged_top_p, strict=True):
             assert recorded == pytest.approx(float(p[token]), abs=1e-5)
         rest = 1 - sum(float(p[e[0]]) for e in t.top)
         assert t.unjudged_p_rest == pytest.approx(max(0.0, rest), abs=1e-4)

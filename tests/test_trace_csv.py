@@ -26,7 +26,7 @@ def test_one_row_per_round_with_the_running_figures(tmp_path):
     rows = read(path)
     assert len(rows) == len(session.rounds)
     assert [int(r["round"]) for r in rows] == list(range(25))
-    for row, rnd in zip(rows, session.rounds):
+    for row, rnd in zip(rows, session.rounds, strict=True):
         assert int(row["drafted"]) == rnd.n_drafted
         assert int(row["accepted"]) == rnd.n_accepted
         assert int(row["emitted"]) == rnd.n_emitted

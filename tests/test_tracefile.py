@@ -326,7 +326,7 @@ def test_loaded_rounds_parse_their_top_lists_when_asked(live, tmp_path):
     path = tmp_path / "live.jsonl"
     save(live, path)
     back = load(path)
-    for i, (loaded, written) in enumerate(zip(back.rounds, live.rounds)):
+    for i, (loaded, written) in enumerate(zip(back.rounds, live.rounds, strict=True)):
         assert back.line_number(i) == written.index + 2 and back.lines.text(i) is not None
         assert all(t.top == t.top_text == () for t in loaded.tokens)  # not parsed at load
         light = [dataclasses.replace(t, **dict.fromkeys(TOP_LIST_KEYS, ())) for t in written.tokens]

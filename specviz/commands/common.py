@@ -14,7 +14,7 @@ import math
 import re
 import sys
 
-from ..core.trace import Settings
+from specviz.core.trace import Settings
 
 EXIT_BAD_INPUT = 2
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes 0 .. 2**64 - 1
@@ -30,7 +30,7 @@ class UsageError(Exception):
 
 
 def fail(message: str) -> int:
-    from ..core.terminal import printable
+    from specviz.core.terminal import printable
 
     print(f"specviz: error: {printable(message)}", file=sys.stderr)
     return EXIT_BAD_INPUT
@@ -39,7 +39,7 @@ def fail(message: str) -> int:
 def finish_trace(live, session) -> int | None:
     """Move a run's partial trace (core.livetrace.LiveTrace) onto its name and say where;
     an exit status if that failed (the partial file stays), else None."""
-    from ..core.terminal import printable
+    from specviz.core.terminal import printable
 
     try:
         written = live.finish(session)
@@ -179,7 +179,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 
 def load_options(args: argparse.Namespace):
     """The core.models.LoadOptions that the model arguments ask for."""
-    from ..core.models import LoadOptions
+    from specviz.core.models import LoadOptions
 
     def get(name, default=None):
         return getattr(args, name, default)
@@ -204,7 +204,7 @@ def model_specs(args: argparse.Namespace) -> tuple[str, str]:
         raise UsageError("give both --target and --draft (or neither, for the default pair)")
     if args.target:
         return args.target, args.draft
-    from ..core.builtin import DEFAULT_PAIR
+    from specviz.core.builtin import DEFAULT_PAIR
 
     name = args.pair or DEFAULT_PAIR
     if not name.startswith("builtin:"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.drafters import DRAFTERS, DrafterConfig
-from ..core.policies import POLICIES, PolicyConfig
-from .common import UsageError, model_specs
+from specviz.commands.common import UsageError, model_specs
+from specviz.core.drafters import DRAFTERS, DrafterConfig
+from specviz.core.policies import POLICIES, PolicyConfig
 
 _DEFAULT_DRAFTER, _DEFAULT_POLICY = DrafterConfig(), PolicyConfig()
 

@@ -14,8 +14,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from ..core.terminal import printable
-from .common import UsageError, fail, finish_trace
+from specviz.commands.common import UsageError, fail, finish_trace
+from specviz.core.terminal import printable
 
 EXIT_LOST = 1
 
@@ -48,7 +48,7 @@ def connect_token(args: argparse.Namespace) -> str | None:
 
 def connect_problem(args: argparse.Namespace) -> str | None:
     """Why args.connect cannot be followed (a bad address, models named, no token), or None."""
-    from ..remote.client import parse_address
+    from specviz.remote.client import parse_address
 
     try:
         parse_address(args.connect)
@@ -62,7 +62,7 @@ def connect_problem(args: argparse.Namespace) -> str | None:
 
 
 def _connect(args: argparse.Namespace):
-    from ..remote.client import RemoteEngine
+    from specviz.remote.client import RemoteEngine
 
     problem = connect_problem(args)
     if problem:
@@ -83,10 +83,10 @@ def run_connected(
     format_summary: Callable[[dict], str],
 ) -> int:
     """commands/run.py's run, whose formats it is given, on the engine at args.connect."""
-    from ..core.livetrace import LiveTrace
-    from ..core.session import Session
-    from ..core.stats import summary
-    from ..remote.protocol import RemoteError
+    from specviz.core.livetrace import LiveTrace
+    from specviz.core.session import Session
+    from specviz.core.stats import summary
+    from specviz.remote.protocol import RemoteError
 
     try:
         remote = _connect(args)

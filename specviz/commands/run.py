@@ -8,9 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..core.terminal import printable
-from . import speedup_text
-from .common import (
+from specviz.commands import speedup_text
+from specviz.commands.common import (
     UsageError,
     add_model_args,
     add_sampling_args,
@@ -20,8 +19,9 @@ from .common import (
     load_options,
     settings_from,
 )
-from .drafting import add_drafter_options, drafting_from, pair_specs
-from .remote_run import add_connect_args, run_connected
+from specviz.commands.drafting import add_drafter_options, drafting_from, pair_specs
+from specviz.commands.remote_run import add_connect_args, run_connected
+from specviz.core.terminal import printable
 
 MARKS = {"accepted": "+", "rejected": "x", "discarded": "-", "resampled": "~", "bonus": "*"}
 COLOURS = {
@@ -64,7 +64,7 @@ def _prompt(args: argparse.Namespace) -> str:
     else:
         text = args.prompt
     if text is None:
-        from ..core.prompts import example_prompts
+        from specviz.core.prompts import example_prompts
 
         text = example_prompts()[0]
     try:
@@ -123,10 +123,10 @@ def _describe_generation_config(config: dict, adopted: dict | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..core.livetrace import LiveTrace, check_target
-    from ..core.models import ModelLoadError, load_pair
-    from ..core.session import Session
-    from ..core.stats import summary
+    from specviz.core.livetrace import LiveTrace, check_target
+    from specviz.core.models import ModelLoadError, load_pair
+    from specviz.core.session import Session
+    from specviz.core.stats import summary
 
     try:
         settings = settings_from(args)
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         pair = load_pair(target, draft, options, progress=progress)
         if args.chat:
-            from ..core.generation import chat_prompt
+            from specviz.core.generation import chat_prompt
 
             prompt = chat_prompt(pair.tokenizer, prompt)
     except ModelLoadError as e:
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if pair.generation_config:
         adopted = None
         if args.use_generation_config:
-            from ..core.generation import generation_settings
+            from specviz.core.generation import generation_settings
 
             try:
                 settings, adopted = adopt_generation_config(
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         progress(_describe_generation_config(pair.generation_config, adopted))
     elif args.use_generation_config:
         progress("the target has no generation_config.json: the sampling options stand")
-    from ..core.engine import SpeculativeEngine
+    from specviz.core.engine import SpeculativeEngine
 
     try:
         engine = SpeculativeEngine(

@@ -9,9 +9,9 @@ import os
 import signal
 import sys
 
-from ..core.terminal import printable
-from .common import UsageError, add_model_args, fail, load_options
-from .drafting import add_drafter_options, drafting_from, pair_specs
+from specviz.commands.common import UsageError, add_model_args, fail, load_options
+from specviz.commands.drafting import add_drafter_options, drafting_from, pair_specs
+from specviz.core.terminal import printable
 
 DEFAULT_PORT = 5555
 
@@ -52,9 +52,9 @@ def _say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..core.models import ModelLoadError, load_pair
-    from ..remote.protocol import new_token
-    from ..remote.server import ServeError, Server, endpoint_host
+    from specviz.core.models import ModelLoadError, load_pair
+    from specviz.remote.protocol import new_token
+    from specviz.remote.server import ServeError, Server, endpoint_host
 
     try:
         drafting = drafting_from(args)

@@ -18,8 +18,8 @@ import signal
 import sys
 import threading
 
-from .common import UsageError, add_model_args, fail, load_options
-from .drafting import add_drafter_options, drafting_lists, pair_specs
+from specviz.commands.common import UsageError, add_model_args, fail, load_options
+from specviz.commands.drafting import add_drafter_options, drafting_lists, pair_specs
 
 
 def add_parser(sub) -> None:
@@ -123,7 +123,9 @@ def _table_json(table) -> dict:
         "runs": [r.to_json() for r in table.rows],
         "best_k": table.best_k,
         "best": (
-            dict(zip(("drafter", "policy", "k"), table.best)) if table.best is not None else None
+            dict(zip(("drafter", "policy", "k"), table.best, strict=True))
+            if table.best is not None
+            else None
         ),
         "advisor": {"curve": [list(kv) for kv in table.curve], "best_k": table.advisor_best_k},
     }
@@ -141,11 +143,11 @@ def _costs_json(costs) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     if args.from_trace:
-        from .tune_trace import run_from_trace
+        from specviz.commands.tune_trace import run_from_trace
 
         return run_from_trace(args)
-    from ..core.promptsets import PromptSetError, load_prompt_set
-    from ..core.sweep import SweepConfig
+    from specviz.core.promptsets import PromptSetError, load_prompt_set
+    from specviz.core.sweep import SweepConfig
 
     try:
         ks = parse_ks(args.k)
@@ -178,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(f"[specviz] {plain(message)}", file=sys.stderr, flush=True)
 
-    from ..core.models import ModelLoadError, load_pair
+    from specviz.core.models import ModelLoadError, load_pair
 
     try:
         pair = load_pair(target, draft, options, progress=progress)
@@ -219,7 +221,7 @@ def traces_folder(path: str | None):
 def sweep(pair, prompts, config, progress, trace_dir=None):
     """Run the sweep; the first Ctrl-C stops it after the round in progress (a second one
     stops at once); what finished is still reported."""
-    from ..core.sweep import SweepResult, run_sweep
+    from specviz.core.sweep import SweepResult, run_sweep
 
     cancel = threading.Event()
     runs = []
@@ -250,7 +252,7 @@ def sweep(pair, prompts, config, progress, trace_dir=None):
 
 
 def print_result(args, result, target: str, draft: str) -> None:
-    from ..core.sweep import prompt_rows, tables_by_category
+    from specviz.core.sweep import prompt_rows, tables_by_category
 
     if not result.runs:
         tables = {}

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import fail
+from specviz.commands.common import fail
 
 
 def describe_trace(session) -> dict:
-    from ..core.costmodel import CostModel, figures_json, round_k, whatif_acceptance
+    from specviz.core.costmodel import CostModel, figures_json, round_k, whatif_acceptance
 
     rounds = session.rounds
     fig = CostModel(window=None, probe_window=None).extend(rounds).figures()
@@ -54,8 +54,8 @@ def format_trace(path: str, d: dict) -> str:
 
 
 def run_from_trace(args: argparse.Namespace) -> int:
-    from ..core.trace import TraceError
-    from ..core.tracefile import load
+    from specviz.core.trace import TraceError
+    from specviz.core.tracefile import load
 
     path = args.from_trace
     try:

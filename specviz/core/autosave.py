@@ -41,12 +41,12 @@ try:
 except ImportError:  # Windows: no flock
     fcntl = None
 
-from . import paths
-from .session import Session
-from .tempfiles import pid_alive
-from .trace import Round, SessionHeader, TraceError, dumps, header_to_json
-from .tracefile import load, round_text, rounds_text
-from .traceparse import parse_header
+from specviz.core import paths
+from specviz.core.session import Session
+from specviz.core.tempfiles import pid_alive
+from specviz.core.trace import Round, SessionHeader, TraceError, dumps, header_to_json
+from specviz.core.tracefile import load, round_text, rounds_text
+from specviz.core.traceparse import parse_header
 
 FILENAME = "autosave.jsonl"  # the one file of earlier versions (still offered back)
 PATTERN = "autosave*.jsonl"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .trace import DRAFTED, JUDGED, Round, TokenEvent
+from specviz.core.trace import DRAFTED, JUDGED, Round, TokenEvent
 
 REST_LABEL = "(everything else)"
 
@@ -112,8 +112,8 @@ def _rest_mass(
     if stored_rest is None or any(v is None for v in shown):
         return None
     shown_ids, held = set(ids), set(stored_ids)
-    dropped = sum(v or 0.0 for i, v in zip(stored_ids, stored) if i not in shown_ids)
-    added = sum(v for i, v in zip(ids, shown) if i not in held)
+    dropped = sum(v or 0.0 for i, v in zip(stored_ids, stored, strict=True) if i not in shown_ids)
+    added = sum(v for i, v in zip(ids, shown, strict=True) if i not in held)
     return max(0.0, stored_rest + dropped - added)
 
 
@@ -123,8 +123,8 @@ def _residual(
     """The residual bars of a resampled token: its stored top-N, the token, the rest."""
     if emitted is None or emitted.status != "resampled" or not emitted.residual_top:
         return (), (), (), None
-    names = {i: label for i, label in zip(ids, labels) if i is not None}
-    names.update(zip((e[0] for e in emitted.residual_top), emitted.residual_text))
+    names = {i: label for i, label in zip(ids, labels, strict=True) if i is not None}
+    names.update(zip((e[0] for e in emitted.residual_top), emitted.residual_text, strict=False))
     names[emitted.id] = emitted.text
     stored = list(emitted.residual_top)
     keep = stored if n is None else stored[: max(0, n)]
@@ -195,7 +195,7 @@ def _min_and_excess(
 ) -> tuple[list[float | None], list[float | None]]:
     """min(p, q) and max(0, p - q) of each bar, the rest bar's from alpha where known (the
     rest's share of sum min(p, q), and p = min + max(0, p - q))."""
-    pairs = list(zip(bars.p, bars.q))
+    pairs = list(zip(bars.p, bars.q, strict=True))
     mins = [None if p is None or q is None else min(p, q) for p, q in pairs]
     excess = [None if p is None or q is None else max(0.0, p - q) for p, q in pairs]
     rest_min = rest_excess = None

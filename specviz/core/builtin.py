@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import resources_dir
-from .smollm2 import Progress
-from .weights import safetensors_params
+from specviz.core.paths import resources_dir
+from specviz.core.smollm2 import Progress
+from specviz.core.weights import safetensors_params
 
 __all__ = ["BUILTIN_PAIRS", "DEFAULT_PAIR", "BuiltinError", "BuiltinPair", "get_pair",
            "resources_dir"]  # fmt: skip
@@ -112,7 +112,7 @@ TINY = BuiltinPair(
 
 
 def _prepare_smollm2(progress: Progress | None) -> tuple[Path, Path]:
-    from .smollm2 import SmolLM2Error, resolve
+    from specviz.core.smollm2 import SmolLM2Error, resolve
 
     try:
         return resolve(progress)
@@ -125,7 +125,7 @@ class CachedPair(BuiltinPair):
     """A pair whose full folders are prepared into the cache (see specviz.core.smollm2)."""
 
     def info(self) -> dict:
-        from .smollm2 import cache_info
+        from specviz.core.smollm2 import cache_info
 
         return {**super().info(), **cache_info(self.folder)}
 

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .trace import Round
+from specviz.core.trace import Round
 
 ADVISOR_KS = tuple(range(1, 17))  # the K the advisor's curve covers
 SLOW = 3.0  # a round slower than SLOW x the median of its n_drafted counts as that much
@@ -288,7 +288,7 @@ class CostModel:
         # T_t(n + 1) once per n, not per round (the window's GUI computes this every round)
         verify_pass = {n: costs.t_target(n + 1) or 0.0 for n in {r.n for r in rounds}}
         by_n: dict[int, list[float]] = {}
-        for r, t in zip(rounds, ms):
+        for r, t in zip(rounds, ms, strict=True):
             passes = r.n * costs.draft + verify_pass[r.n]
             by_n.setdefault(r.n, []).append(t - passes)
         enough = max(3, 0.05 * len(ms))
@@ -302,8 +302,10 @@ class CostModel:
             return mean_o - slope * mean_n, slope
         draft = capped_ms([(r.n, r.draft_ms) for r in rounds])
         verify = capped_ms([(r.n, r.verify_ms) for r in rounds])
-        per_token = [(d - r.n * costs.draft) / r.n for r, d in zip(rounds, draft) if r.n]
-        fixed = [v - verify_pass[r.n] for r, v in zip(rounds, verify)]
+        per_token = [
+            (d - r.n * costs.draft) / r.n for r, d in zip(rounds, draft, strict=True) if r.n
+        ]
+        fixed = [v - verify_pass[r.n] for r, v in zip(rounds, verify, strict=True)]
         return statistics.fmean(fixed), statistics.fmean(per_token) if per_token else 0.0
 
     def acceptance_by_position(self) -> list[float | None]:
@@ -314,7 +316,7 @@ class CostModel:
                 judged[i] += 1
                 if ok:
                     accepted[i] += 1
-        return [a / j if j else None for a, j in zip(accepted, judged)]
+        return [a / j if j else None for a, j in zip(accepted, judged, strict=True)]
 
     def whatif(self, k: int) -> dict:
         """whatif_fates over the window: an estimate for K' = k."""
@@ -428,6 +430,8 @@ def whatif_fates(rounds: Iterable[Sequence[bool]], k: int) -> dict:
         "rounds": n_rounds,
         "acceptance": accepted / judged if judged else None,
         "tokens_per_round": emitted / n_rounds if n_rounds else None,
-        "acceptance_by_position": [a / j if j else None for a, j in zip(by_accepted, by_judged)],
+        "acceptance_by_position": [
+            a / j if j else None for a, j in zip(by_accepted, by_judged, strict=True)
+        ],
         "estimate": True,
     }

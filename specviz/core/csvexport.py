@@ -8,9 +8,9 @@ import io
 import os
 from collections.abc import Iterator
 
-from .session import Session
-from .stats import RunningStats
-from .tracefile import write_atomic
+from specviz.core.session import Session
+from specviz.core.stats import RunningStats
+from specviz.core.tracefile import write_atomic
 
 # round: 0-based index; drafted / accepted / emitted: tokens in that round; alpha: that
 # round's mean sum_x min(p, q) over judged positions; draft_ms / verify_ms: wall time;

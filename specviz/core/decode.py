@@ -12,7 +12,7 @@ import time
 import torch
 from transformers import DynamicCache
 
-from .sampling import SamplingConfig, sample, warp
+from specviz.core.sampling import SamplingConfig, sample, warp
 
 
 def forward(

@@ -22,9 +22,9 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from .decode import forward, max_positions, measure_ms_per_token
-from .sampling import SamplingConfig, sample, warp
-from .trace import ModelInfo
+from specviz.core.decode import forward, max_positions, measure_ms_per_token
+from specviz.core.sampling import SamplingConfig, sample, warp
+from specviz.core.trace import ModelInfo
 
 DRAFTERS = ("model", "lookup", "early-exit")
 # Called after each drafted token with the draft's probability of it: draft another?

@@ -19,9 +19,9 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from .decode import max_positions, measure_ms_per_token
-from .drafters import Drafter, Proposal, draft_loop
-from .trace import ModelInfo
+from specviz.core.decode import max_positions, measure_ms_per_token
+from specviz.core.drafters import Drafter, Proposal, draft_loop
+from specviz.core.trace import ModelInfo
 
 LAYER_LISTS = ("h", "layers")
 FINAL_NORMS = ("ln_f", "norm", "final_layernorm")

@@ -19,16 +19,23 @@ from datetime import datetime, timezone
 import torch
 from transformers import DynamicCache
 
-from .. import __version__
-from .decode import forward, max_positions, measure_ms_per_token
-from .drafters import Drafter, DrafterConfig, LookupDrafter, ModelDrafter, Proposal, crop_to
-from .early_exit import EarlyExitDrafter
-from .events import round_events
-from .models import ModelPair
-from .policies import Policy, PolicyConfig
-from .probes import Prober
-from .sampling import SamplingConfig, Verdict, verify, warp
-from .trace import ModelInfo, Round, SessionHeader, Settings
+from specviz import __version__
+from specviz.core.decode import forward, max_positions, measure_ms_per_token
+from specviz.core.drafters import (
+    Drafter,
+    DrafterConfig,
+    LookupDrafter,
+    ModelDrafter,
+    Proposal,
+    crop_to,
+)
+from specviz.core.early_exit import EarlyExitDrafter
+from specviz.core.events import round_events
+from specviz.core.models import ModelPair
+from specviz.core.policies import Policy, PolicyConfig
+from specviz.core.probes import Prober
+from specviz.core.sampling import SamplingConfig, Verdict, verify, warp
+from specviz.core.trace import ModelInfo, Round, SessionHeader, Settings
 
 
 def make_drafter(config: DrafterConfig, pair) -> Drafter:

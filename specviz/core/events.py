@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .sampling import Verdict, acceptance_mass
-from .trace import TokenEvent
+from specviz.core.sampling import Verdict, acceptance_mass
+from specviz.core.trace import TokenEvent
 
 
 def _largest(dist: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -50,14 +50,18 @@ def _top_lists(
         lists.p_rest = [max(0.0, 1 - s) for s in tp.sum(1).tolist()] + [None]
         lists.q_rest = [max(0.0, 1 - s) for s in tq.sum(1).tolist()] + [None]
         lists.top_p = tp.tolist()
-        for i, (row_i, row_p, row_q) in enumerate(zip(idx.tolist(), lists.top_p, tq.tolist())):
-            lists.tops[i] = tuple(zip(row_i, row_p, row_q))
+        for i, (row_i, row_p, row_q) in enumerate(
+            zip(idx.tolist(), lists.top_p, tq.tolist(), strict=True)
+        ):
+            lists.tops[i] = tuple(zip(row_i, row_p, row_q, strict=True))
     bonus_p, bonus_i = _largest(p[k], top_n)  # [N]
-    lists.tops[k] = tuple((i, v, None) for i, v in zip(bonus_i.tolist(), bonus_p.tolist()))
+    lists.tops[k] = tuple(
+        (i, v, None) for i, v in zip(bonus_i.tolist(), bonus_p.tolist(), strict=True)
+    )
     lists.p_rest[k] = max(0.0, 1 - float(bonus_p.sum()))
     if verdict.next_status == "resampled":
         r_val, r_idx = _largest(verdict.next_dist, top_n)
-        lists.residual_top = tuple(zip(r_idx.tolist(), r_val.tolist()))
+        lists.residual_top = tuple(zip(r_idx.tolist(), r_val.tolist(), strict=True))
         lists.residual_text = tuple(text(i) for i, _ in lists.residual_top)
     lists.texts = [tuple(text(entry[0]) for entry in top) for top in lists.tops]
     return lists

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .decode import decode
-from .models import ModelPair
-from .sampling import SamplingConfig
+from specviz.core.decode import decode
+from specviz.core.models import ModelPair
+from specviz.core.sampling import SamplingConfig
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from . import sampling
-from .bars import REST_LABEL  # noqa: F401 (the last bar of a long distribution; re-exported)
-from .lab_rules import MAX_SAMPLES, MIN_SAMPLES, RULE_LABELS, RULES  # noqa: F401 (re-exported)
-from .sampling import SamplingConfig, acceptance_mass, residual_distribution, warp
+from specviz.core import sampling
+from specviz.core.bars import REST_LABEL  # noqa: F401 (the last bar of a long distribution; re-exported)
+from specviz.core.lab_rules import MAX_SAMPLES, MIN_SAMPLES, RULE_LABELS, RULES  # noqa: F401 (re-exported)
+from specviz.core.sampling import SamplingConfig, acceptance_mass, residual_distribution, warp
 
 # The seeds' worked example: four tokens, the draft q and the target p.
 SEED_TOKENS = ("A", "B", "C", "D")
@@ -378,8 +378,8 @@ def position_distributions(pair, context_ids: Sequence[int], settings, top_n: in
     Runs on the caller's thread (the main window's worker)."""
     from transformers import DynamicCache
 
-    from .decode import forward
-    from .engine import max_positions
+    from specviz.core.decode import forward
+    from specviz.core.engine import max_positions
 
     if pair.draft is None:
         raise ValueError("the lab compares a draft model's q with p: load a pair with a draft")

@@ -16,11 +16,11 @@ import os
 import time
 from pathlib import Path
 
-from .session import Session
-from .stats import summary
-from .tempfiles import remove_stale_temps
-from .trace import Round, SessionHeader, dumps, header_to_json
-from .tracefile import round_text
+from specviz.core.session import Session
+from specviz.core.stats import summary
+from specviz.core.tempfiles import remove_stale_temps
+from specviz.core.trace import Round, SessionHeader, dumps, header_to_json
+from specviz.core.tracefile import round_text
 
 SYNC_S = 1.0  # as the autosave: a crash of the process loses nothing the system has
 

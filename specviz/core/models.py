@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from .smollm2 import Progress
-from .trace import ModelInfo
+from specviz.core.smollm2 import Progress
+from specviz.core.trace import ModelInfo
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 HUB_HOST = ("huggingface.co", 443)
@@ -134,7 +134,7 @@ def resolve_spec(spec: str, role: str, progress: Progress | None = None) -> tupl
     if not spec:
         raise ModelLoadError(f"no {role} model given")
     if spec.startswith("builtin:"):
-        from .builtin import BuiltinError, get_pair
+        from specviz.core.builtin import BuiltinError, get_pair
 
         try:
             target_dir, draft_dir = get_pair(spec).resolve(progress)

@@ -27,9 +27,9 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from .decode import forward, pick, step
-from .drafters import ModelDrafter
-from .sampling import SamplingConfig
+from specviz.core.decode import forward, pick, step
+from specviz.core.drafters import ModelDrafter
+from specviz.core.sampling import SamplingConfig
 
 # `engine` below is a SpeculativeEngine (core/engine.py, which imports this module): its
 # pair, settings, ids, max_len, round_index, t_cache and d_cache are read, the caches grown

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .paths import resources_dir
+from specviz.core.paths import resources_dir
 
 
 def prompts_file() -> Path:

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .builtin import resources_dir
+from specviz.core.builtin import resources_dir
 
 DEFAULT_CATEGORY = "default"
 MAX_PROMPTS = 10_000

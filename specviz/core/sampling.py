@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from transformers import LogitsProcessorList, TopKLogitsWarper, TopPLogitsWarper
 
-from .checks import check_sampling
+from specviz.core.checks import check_sampling
 
 # Below this total mass the residual max(0, p - q) is treated as empty and p is used instead.
 # It can only be that small when p and q agree to float precision, where both are exact.

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .trace import DRAFTED, Round, SessionHeader
+from specviz.core.trace import DRAFTED, Round, SessionHeader
 
 if TYPE_CHECKING:
-    from .toplists import RoundLines
+    from specviz.core.toplists import RoundLines
 
 
 @dataclass

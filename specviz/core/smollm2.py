@@ -26,9 +26,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from . import paths
-from .tempfiles import pid_alive
-from .weights import safetensors_params
+from specviz.core import paths
+from specviz.core.tempfiles import pid_alive
+from specviz.core.weights import safetensors_params
 
 # One line for the user about a long step (a download, a conversion, a load): how this
 # module, builtin.py and models.py report progress.

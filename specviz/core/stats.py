@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .costmodel import figures, figures_json, predicted_speedup, round_k
-from .session import Session
-from .trace import DRAFTED, JUDGED, Round, SessionHeader, cost_ratio
+from specviz.core.costmodel import figures, figures_json, predicted_speedup, round_k
+from specviz.core.session import Session
+from specviz.core.trace import DRAFTED, JUDGED, Round, SessionHeader, cost_ratio
 
 WINDOW = 64  # rounds the summary's cost-model figures come from (as the window's Tune panel)
 BASIS_PROBES = "probes"  # the cost model's running medians (schema 1.1)
@@ -145,7 +145,8 @@ class RunningStats:
     @property
     def acceptance_by_position(self) -> list[float | None]:
         return [
-            a / j if j else None for a, j in zip(self.by_position_accepted, self.by_position_judged)
+            a / j if j else None
+            for a, j in zip(self.by_position_accepted, self.by_position_judged, strict=True)
         ]
 
 

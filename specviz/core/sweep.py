@@ -23,16 +23,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .costmodel import ADVISOR_KS, CostModel, Costs, acceptance_for, capped_ms
-from .drafters import DrafterConfig
-from .greedycheck import GreedyDiff, check_greedy
-from .policies import PolicyConfig
-from .probes import ProbePlan, Prober
-from .promptsets import Prompt, categories
-from .session import Session
-from .stats import predicted_speedup
-from .trace import Round, SessionHeader, Settings, TokenEvent
-from .tracefile import save
+from specviz.core.costmodel import ADVISOR_KS, CostModel, Costs, acceptance_for, capped_ms
+from specviz.core.drafters import DrafterConfig
+from specviz.core.greedycheck import GreedyDiff, check_greedy
+from specviz.core.policies import PolicyConfig
+from specviz.core.probes import ProbePlan, Prober
+from specviz.core.promptsets import Prompt, categories
+from specviz.core.session import Session
+from specviz.core.stats import predicted_speedup
+from specviz.core.trace import Round, SessionHeader, Settings, TokenEvent
+from specviz.core.tracefile import save
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def run_session(
 ) -> tuple[SessionHeader, tuple[Round, ...]]:
     """run_one, with the session's header; trace=True records the top-N lists (the events'
     time is kept out of the rounds' verify_ms, so the timings stay comparable)."""
-    from .engine import SpeculativeEngine
+    from specviz.core.engine import SpeculativeEngine
 
     prober = Prober(ProbePlan(every=config.probe_every, full_first=full_probe))
     engine = SpeculativeEngine(

@@ -13,8 +13,8 @@ from array import array
 
 import orjson
 
-from .trace import EVENT_LISTS, Round
-from .traceparse import line_json, line_text, parse_round
+from specviz.core.trace import EVENT_LISTS, Round
+from specviz.core.traceparse import line_json, line_text, parse_round
 
 # The top-N lists of a round line (top, top_text, residual_top, residual_text and, schema
 # 1.2, unjudged_top_p) are four fifths of its bytes and most of its parse time, yet a view

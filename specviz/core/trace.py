@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from .checks import check_sampling
+from specviz.core.checks import check_sampling
 
 SCHEMA = "specviz.trace/1.2"
 SCHEMA_MAJOR = 1

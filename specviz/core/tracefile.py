@@ -24,12 +24,20 @@ from typing import Any
 
 import orjson
 
-from .session import Session
-from .stats import summary
-from .tempfiles import remove_stale_temps, temp_prefix
-from .toplists import RoundLines, without_top_lists
-from .trace import SCHEMA, SCHEMA_MINOR, Round, TraceError, dumps, header_to_json, round_to_json
-from .traceparse import (
+from specviz.core.session import Session
+from specviz.core.stats import summary
+from specviz.core.tempfiles import remove_stale_temps, temp_prefix
+from specviz.core.toplists import RoundLines, without_top_lists
+from specviz.core.trace import (
+    SCHEMA,
+    SCHEMA_MINOR,
+    Round,
+    TraceError,
+    dumps,
+    header_to_json,
+    round_to_json,
+)
+from specviz.core.traceparse import (
     line_json,
     line_text,
     parse_event,

@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Any
 
-from .trace import (
+from specviz.core.trace import (
     EVENT_LISTS,
     EVENT_NUMBERS,
     HEADER_KEYS,
@@ -124,7 +124,7 @@ def _entries(value: Any, line: int, name: str, width: int) -> tuple:
         return ()
     if set(map(len, entries)) != {width}:
         raise TraceError(f"expected a list of {shape}", line, name)
-    ids, *columns = zip(*entries)  # [N] each
+    ids, *columns = zip(*entries, strict=True)  # [N] each
     if not set(map(type, ids)) <= {int}:
         raise TraceError(f"expected integer token ids in {shape}", line, name)
     if not set(map(type, columns[0])).union(*(map(type, c) for c in columns[1:])) <= (

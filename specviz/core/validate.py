@@ -16,8 +16,8 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from .session import Session
-from .trace import (
+from specviz.core.session import Session
+from specviz.core.trace import (
     EMITTED,
     FINISH_REASONS,
     MAX_K,
@@ -26,7 +26,7 @@ from .trace import (
     Settings,
     TraceError,
 )
-from .validate_tokens import check_token, expected_accept_prob
+from specviz.core.validate_tokens import check_token, expected_accept_prob
 
 __all__ = ["Problem", "check_session", "expected_accept_prob", "iter_problems"]
 _EMITTED = frozenset(EMITTED)

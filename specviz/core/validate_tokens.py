@@ -16,7 +16,7 @@ from functools import partial
 from itertools import islice
 from operator import ge, is_not, itemgetter
 
-from .trace import (
+from specviz.core.trace import (
     EVENT_NUMBERS,
     JUDGED,
     NUMBERS_BY_STATUS,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 
-from ..core.bars import PositionBars
-from . import palette
-from .plot_kit import cache_axes
+from specviz.core.bars import PositionBars
+from specviz.gui import palette
+from specviz.gui.plot_kit import cache_axes
 
 
 def _brush(colour: str, alpha: int = 255):

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu, QToolBar
 
-from . import keys
-from .plots import PLOTS, TITLES
+from specviz.gui import keys
+from specviz.gui.plots import PLOTS, TITLES
 
 
 @dataclass

@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from . import dialogs, gcguard, refguard
+from specviz.gui import dialogs, gcguard, refguard
 
 
 def _excepthook(window_ref: list) -> callable:
@@ -75,11 +75,11 @@ def main(
         dialogs.AUTO_ANSWER = False
         dialogs.ECHO = True
     app = _application()
-    from .main_window import MainWindow
+    from specviz.gui.main_window import MainWindow
 
     worker = None
     if connect or engine == "process":
-        from .remote_worker import RemoteEngineThread
+        from specviz.gui.remote_worker import RemoteEngineThread
 
         worker = RemoteEngineThread(connect, token)  # no address: a child process
         if connect:
@@ -125,7 +125,7 @@ def open_lab(request) -> int:
     labels, title and position: a model position, numbers given, or neither for the seeds'
     example); return when it closes."""
     app = _application()
-    from .lab_window import LabWindow
+    from specviz.gui.lab_window import LabWindow
 
     window = LabWindow()
     if request.position is not None:

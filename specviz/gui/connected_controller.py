@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
-from .session_controller import SessionController
-from .session_state import State
-from .worker import Loaded
+from specviz.gui.session_controller import SessionController
+from specviz.gui.session_state import State
+from specviz.gui.worker import Loaded
 
 
 class ConnectedController(SessionController):

@@ -11,9 +11,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
-from . import palette
-from .connected_controller import ConnectedController
-from .session_state import State
+from specviz.gui import palette
+from specviz.gui.connected_controller import ConnectedController
+from specviz.gui.session_state import State
 
 
 class ConnectionBanner(QFrame):

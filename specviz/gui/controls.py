@@ -25,10 +25,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
-from ..core.prompts import example_prompts
-from ..core.trace import Settings
-from .drafting_box import DraftingBox, describe_drafter
+from specviz.core.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
+from specviz.core.prompts import example_prompts
+from specviz.core.trace import Settings
+from specviz.gui.drafting_box import DraftingBox, describe_drafter
 
 CUSTOM = "Custom: hub id or folder"
 DEVICES = ("cpu", "cuda", "auto")
@@ -293,7 +293,7 @@ class Controls(QWidget):
     def set_settings(self, s: Settings) -> None:
         """Show a session's settings without emitting settings_changed."""
         values = (s.k, s.temperature, s.top_k, s.top_p, s.seed, s.max_new_tokens, s.top_n)
-        for spin, value in zip(self._spins(), values):
+        for spin, value in zip(self._spins(), values, strict=True):
             spin.blockSignals(True)
             spin.setValue(value)
             spin.blockSignals(False)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import html
 
-from ..core.bars import PositionBars
-from . import palette
-from .token_view import fmt
+from specviz.core.bars import PositionBars
+from specviz.gui import palette
+from specviz.gui.token_view import fmt
 
 LABEL_CHARS = 16
 # The main plot's title; at a discarded position whose p the trace recorded (schema 1.2's

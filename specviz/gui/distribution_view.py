@@ -28,15 +28,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.bars import PositionBars, position_bars
-from ..core.session import Session
-from ..core.trace import Round, TraceError
-from . import palette
-from .accept_gauge import AcceptGauge
-from .distribution_text import drafted_tag, main_title, row_text, summary_html, token_label
-from .plot_kit import cache_axes, fit_tick_labels, fix_axis_width, nice_ceiling
-from .rich_line import RichLine
-from .token_view import fmt
+from specviz.core.bars import PositionBars, position_bars
+from specviz.core.session import Session
+from specviz.core.trace import Round, TraceError
+from specviz.gui import palette
+from specviz.gui.accept_gauge import AcceptGauge
+from specviz.gui.distribution_text import (
+    drafted_tag,
+    main_title,
+    row_text,
+    summary_html,
+    token_label,
+)
+from specviz.gui.plot_kit import cache_axes, fit_tick_labels, fix_axis_width, nice_ceiling
+from specviz.gui.rich_line import RichLine
+from specviz.gui.token_view import fmt
 
 THICK = 0.38  # bar thickness (rows are 1 apart)
 # The main plot's token axis fits a tagged label such as "refused ▸ " and ten characters

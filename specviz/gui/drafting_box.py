@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.drafters import DRAFTERS, DrafterConfig
-from ..core.policies import POLICIES, PolicyConfig
+from specviz.core.drafters import DRAFTERS, DrafterConfig
+from specviz.core.policies import POLICIES, PolicyConfig
 
 DRAFTER_LABELS = {
     "model": "the draft model",

@@ -13,10 +13,10 @@ from pathlib import Path
 from PySide6.QtCore import QEventLoop
 from PySide6.QtWidgets import QApplication, QWidget
 
-from ..core import tracefile
-from ..core.trace import TraceError
-from . import dialogs
-from .session_controller import SessionController
+from specviz.core import tracefile
+from specviz.core.trace import TraceError
+from specviz.gui import dialogs
+from specviz.gui.session_controller import SessionController
 
 TRACE_FILTER = "specviz traces (*.jsonl);;All files (*)"
 
@@ -33,7 +33,7 @@ def local_trace(mime) -> str | None:
 
 def _problems(session) -> list[str]:
     """Contradictions in a loaded trace's numbers (core.validate), as messages."""
-    from ..core.validate import check_session
+    from specviz.core.validate import check_session
 
     # The top-N lists are checked when a position's bars are first shown: checking all of
     # them here would parse four fifths of the file again (`specviz inspect` does).
@@ -133,7 +133,7 @@ class Files:
     # ------------------------------------------------------------------------------ exports
 
     def export_csv(self, path: str | Path) -> bool:
-        from ..core.csvexport import write_stats_csv
+        from specviz.core.csvexport import write_stats_csv
 
         session = self.controller.session
         if session is None or not session.rounds:
@@ -178,7 +178,7 @@ class Files:
         saver = self.controller.autosaver
         if saver is None:
             return False
-        from ..core.autosave import Autosaver
+        from specviz.core.autosave import Autosaver
 
         found = Autosaver.find_restorable(saver.folder)
         if found is None:

@@ -36,7 +36,7 @@ class GuiThreadCollector(QObject):
         its threshold, and each older one whose count has passed its own."""
         counts = gc.get_count()
         generation = -1
-        for gen, (count, threshold) in enumerate(zip(counts, self.thresholds)):
+        for gen, (count, threshold) in enumerate(zip(counts, self.thresholds, strict=True)):
             if threshold and count > threshold:
                 generation = gen
             else:

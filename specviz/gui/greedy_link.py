@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QWidget
 
-from . import dialogs
-from .session_controller import SessionController
+from specviz.gui import dialogs
+from specviz.gui.session_controller import SessionController
 
 TITLE = "Greedy against the target alone"
 

@@ -13,9 +13,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.lab import Arithmetic, BarLayout
-from . import palette
-from .lab_plots import RIGHT, WRONG, show_token
+from specviz.core.lab import Arithmetic, BarLayout
+from specviz.gui import palette
+from specviz.gui.lab_plots import RIGHT, WRONG, show_token
 
 COLUMNS = (
     ("token", None, "the token"),

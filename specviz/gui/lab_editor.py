@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.lab import SEED_P, SEED_Q, SEED_TOKENS, normalise, set_entry
-from . import palette
+from specviz.core.lab import SEED_P, SEED_Q, SEED_TOKENS, normalise, set_entry
+from specviz.gui import palette
 
 STEPS = 1000  # slider resolution: 0.001
 MIN_TOKENS, MAX_TOKENS = 2, 8

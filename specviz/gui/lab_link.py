@@ -4,10 +4,10 @@ only."""
 
 from __future__ import annotations
 
-from ..core.bars import position_bars
-from ..core.trace import TraceError
-from .distribution_view import DistributionView
-from .session_controller import SessionController
+from specviz.core.bars import position_bars
+from specviz.core.trace import TraceError
+from specviz.gui.distribution_view import DistributionView
+from specviz.gui.session_controller import SessionController
 
 
 class LabLink:
@@ -21,7 +21,7 @@ class LabLink:
         controller.position_ready.connect(self._on_position_ready)
 
     def open(self) -> None:
-        from .lab_window import LabWindow
+        from specviz.gui.lab_window import LabWindow
 
         if self.lab is None:
             self.lab = LabWindow()

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.lab import (
+from specviz.core.lab import (
     LEVEL,
     MAX_SAMPLES,
     MIN_SAMPLES,
@@ -28,9 +28,9 @@ from ..core.lab import (
     BarLayout,
     MonteCarloResult,
 )
-from .lab_plots import HISTOGRAM_SERIES, RIGHT, WRONG, GroupedBars
-from .lab_worker import LabRequest, LabWorker
-from .threads import start_worker
+from specviz.gui.lab_plots import HISTOGRAM_SERIES, RIGHT, WRONG, GroupedBars
+from specviz.gui.lab_worker import LabRequest, LabWorker
+from specviz.gui.threads import start_worker
 
 RULE_NAMES = {
     "correct": "correct rule (Leviathan et al.)",

@@ -12,8 +12,8 @@ import pyqtgraph as pg
 from PySide6.QtGui import QCursor, QFont
 from PySide6.QtWidgets import QToolTip
 
-from ..core.bars import REST_LABEL
-from . import palette
+from specviz.core.bars import REST_LABEL
+from specviz.gui import palette
 
 # The lab's own shades, next to the shared palette: the residual and the un-warped
 # distributions are lighter tints of the hues they derive from.
@@ -100,7 +100,7 @@ class GroupedBars(pg.PlotWidget):
         n = len(labels)
         base = np.arange(n, dtype=float)
         top = 0.0
-        for i, (bar, heights) in enumerate(zip(self.bars, values)):
+        for i, (bar, heights) in enumerate(zip(self.bars, values, strict=True)):
             heights = np.zeros(n) if heights is None else np.asarray(heights, dtype=float)
             x = base - GROUP_WIDTH / 2 + self._width * (i + 0.5)
             bar.setOpts(x=x, height=heights)
@@ -119,7 +119,7 @@ class GroupedBars(pg.PlotWidget):
         if not 0 <= group < len(self.labels):
             return ""
         lines = [repr(self.labels[group])]
-        for name, bar in zip(self.series, self.bars):
+        for name, bar in zip(self.series, self.bars, strict=True):
             heights = bar.opts["height"]
             if group < len(heights):
                 lines.append(f"{name}: {float(heights[group]):.4g}")

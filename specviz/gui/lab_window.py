@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.lab import (
+from specviz.core.lab import (
     Arithmetic,
     BarLayout,
     PositionDistributions,
@@ -31,10 +31,10 @@ from ..core.lab import (
     bar_layout,
     normalise,
 )
-from .lab_arithmetic import ArithmeticTable
-from .lab_editor import MAX_TOKENS, MIN_TOKENS, DistributionEditor
-from .lab_montecarlo import MonteCarloPanel
-from .lab_plots import POSITION_SERIES, WARPED_SERIES, GroupedBars, show_token
+from specviz.gui.lab_arithmetic import ArithmeticTable
+from specviz.gui.lab_editor import MAX_TOKENS, MIN_TOKENS, DistributionEditor
+from specviz.gui.lab_montecarlo import MonteCarloPanel
+from specviz.gui.lab_plots import POSITION_SERIES, WARPED_SERIES, GroupedBars, show_token
 
 INTRO = (
     "The draft proposes x ~ q; the target keeps it when u &lt; min(1, p(x)/q(x)); after a "
@@ -229,7 +229,7 @@ class LabWindow(QMainWindow):
         )
         shown = [
             f"{html.escape(show_token(label))} {value:.3f}"
-            for label, value in zip(lay.labels, lay.apply(a.residual))
+            for label, value in zip(lay.labels, lay.apply(a.residual), strict=True)
             if value >= 0.0005
         ]
         residual = ", ".join(shown[:5]) + (", …" if len(shown) > 5 else "")

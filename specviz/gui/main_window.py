@@ -13,24 +13,24 @@ import traceback
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QLayout, QMainWindow, QScrollArea, QSplitter
 
-from ..core.bars import DRAFTED, positions
-from ..core.trace import SessionHeader
-from . import dialogs
-from .actions import build_actions
-from .connected_controller import ConnectedController
-from .connection_link import ConnectionLink
-from .controls import Controls
-from .distribution_view import DistributionView
-from .files import Files, local_trace
-from .greedy_link import GreedyLink
-from .lab_link import LabLink
-from .plots import Plots
-from .session_controller import SessionController
-from .session_state import State
-from .speed import SpeedTracker
-from .status import StatusBar
-from .stream_panel import StreamPanel
-from .tune_link import TuneLink
+from specviz.core.bars import DRAFTED, positions
+from specviz.core.trace import SessionHeader
+from specviz.gui import dialogs
+from specviz.gui.actions import build_actions
+from specviz.gui.connected_controller import ConnectedController
+from specviz.gui.connection_link import ConnectionLink
+from specviz.gui.controls import Controls
+from specviz.gui.distribution_view import DistributionView
+from specviz.gui.files import Files, local_trace
+from specviz.gui.greedy_link import GreedyLink
+from specviz.gui.lab_link import LabLink
+from specviz.gui.plots import Plots
+from specviz.gui.session_controller import SessionController
+from specviz.gui.session_state import State
+from specviz.gui.speed import SpeedTracker
+from specviz.gui.status import StatusBar
+from specviz.gui.stream_panel import StreamPanel
+from specviz.gui.tune_link import TuneLink
 
 REFRESH_MS = 250  # while running, plots and bars are redrawn at most this often
 FRAME_MS = 50  # while running, the stream, slider and status bar follow at most this often

@@ -20,9 +20,9 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QToolTip, QVBoxLayout, QWidget
 
-from ..core.stats import RoundStats, RunningStats
-from . import palette
-from .plot_kit import (
+from specviz.core.stats import RoundStats, RunningStats
+from specviz.gui import palette
+from specviz.gui.plot_kit import (
     COARSE,
     Series,
     StickyRange,
@@ -267,7 +267,7 @@ class Plots(QWidget):
             stats.tokens_per_forward,
             k,
         )
-        for series, value in zip(self._series.values(), values):
+        for series, value in zip(self._series.values(), values, strict=True):
             series.append(x, value)
         self._running = running
         self.rounds += 1

@@ -17,11 +17,11 @@ import time
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 
-from ..core.trace import Settings
-from ..remote.client import Cancelled, RemoteEngine
-from ..remote.protocol import ConnectionLost, RemoteError, model_info
-from ..remote.spawn import ChildServer, engine_threads
-from .worker import EngineSignals, Loaded
+from specviz.core.trace import Settings
+from specviz.gui.worker import EngineSignals, Loaded
+from specviz.remote.client import Cancelled, RemoteEngine
+from specviz.remote.protocol import ConnectionLost, RemoteError, model_info
+from specviz.remote.spawn import ChildServer, engine_threads
 
 WATCH_MS = 1000  # how often an idle worker checks its connection (no network wait)
 # While running, rounds that arrive within one frame go to the window as one list, drawn once:

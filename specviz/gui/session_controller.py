@@ -20,13 +20,13 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ..core.drafters import DrafterConfig
-from ..core.policies import PolicyConfig
-from ..core.session import Session
-from ..core.stats import RoundStats, RunningStats
-from ..core.trace import Round, SessionHeader, Settings
-from .session_state import State
-from .worker import EngineThread, Loaded
+from specviz.core.drafters import DrafterConfig
+from specviz.core.policies import PolicyConfig
+from specviz.core.session import Session
+from specviz.core.stats import RoundStats, RunningStats
+from specviz.core.trace import Round, SessionHeader, Settings
+from specviz.gui.session_state import State
+from specviz.gui.worker import EngineThread, Loaded
 
 REPLAY_INTERVAL_MS = 80  # pace of Run in a replay
 SLICE_S = 0.05  # drawing a long trace: at most this long between two event-loop turns
@@ -67,7 +67,7 @@ class SessionController(QObject):
         self._draw_until = 0  # a long trace is drawn up to this many rounds
         self.autosaver = None
         if autosave:
-            from ..core.autosave import Autosaver
+            from specviz.core.autosave import Autosaver
 
             self.autosaver = Autosaver()
         self._replay_timer = QTimer(self)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
-from ..core.stats import RoundStats
+from specviz.core.stats import RoundStats
 
 STATE_COLOURS = {
     "loading": "#8a6d00",
@@ -94,7 +94,7 @@ class StatusBar(QStatusBar):
 
     def set_speed(self, point) -> None:
         """The cost model's figures (a gui.speed.SpeedPoint, or None)."""
-        from .speed import window_text
+        from specviz.gui.speed import window_text
 
         text, tip = window_text(point)
         self.cost.setText(text)

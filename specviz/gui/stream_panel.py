@@ -17,10 +17,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.trace import Round
-from . import keys, palette
-from .rich_line import RichLine
-from .token_view import TokenView, k_text
+from specviz.core.trace import Round
+from specviz.gui import keys, palette
+from specviz.gui.rich_line import RichLine
+from specviz.gui.token_view import TokenView, k_text
 
 
 def round_text(rnd: Round, total: int) -> str:

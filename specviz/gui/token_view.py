@@ -13,9 +13,9 @@ from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
-from ..core.bars import position_of, tokens_at
-from ..core.trace import Round, SessionHeader
-from . import palette
+from specviz.core.bars import position_of, tokens_at
+from specviz.core.trace import Round, SessionHeader
+from specviz.gui import palette
 
 BOUNDARY_MARK = palette.BOUNDARY_MARK
 ROUND_TOKEN = -1  # token index of a round's boundary mark

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from ..core.models import load_pair
-from .controls import Controls
-from .session_controller import SessionController
+from specviz.core.models import load_pair
+from specviz.gui.controls import Controls
+from specviz.gui.session_controller import SessionController
 
 
 def served_sweep_message(address: str, info) -> str:
@@ -44,7 +44,7 @@ class TuneLink:
 
     def open(self) -> None:
         if self.panel is None:
-            from .tune_panel import TunePanel
+            from specviz.gui.tune_panel import TunePanel
 
             self.panel = TunePanel()
             self.panel.setWindowTitle("specviz \u2014 tune K")

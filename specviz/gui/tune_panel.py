@@ -40,14 +40,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.costmodel import CostModel, Figures, leviathan_curve
-from ..core.promptsets import PromptSetError, load_prompt_set
-from ..core.sweep import SweepConfig, SweepResult, SweepTable, prompt_rows, tables_by_category
-from ..core.trace import Round, Settings
-from .threads import start_worker
-from .tune_plot import AdvisorPlot
-from .tune_runs import RunTable
-from .tune_worker import SweepRequest, SweepWorker
+from specviz.core.costmodel import CostModel, Figures, leviathan_curve
+from specviz.core.promptsets import PromptSetError, load_prompt_set
+from specviz.core.sweep import SweepConfig, SweepResult, SweepTable, prompt_rows, tables_by_category
+from specviz.core.trace import Round, Settings
+from specviz.gui.threads import start_worker
+from specviz.gui.tune_plot import AdvisorPlot
+from specviz.gui.tune_runs import RunTable
+from specviz.gui.tune_worker import SweepRequest, SweepWorker
 
 COLUMNS = ("K", "alpha", "tokens/pass", "measured", "refined", "Leviathan", "measured/refined")
 SHIPPED = "shipped set (resources/prompts/tune.jsonl)"

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pyqtgraph as pg
 
-from . import palette
+from specviz.gui import palette
 
 REFINED = palette.P  # the refined prediction: the advisor's curve
 LEVIATHAN = "#8a8a8a"  # Leviathan et al.'s formula, for comparison

@@ -19,9 +19,9 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from ..core.trace import Round, SessionHeader, Settings, settings_to_json
-from . import protocol as P
-from .server import (
+from specviz.core.trace import Round, SessionHeader, Settings, settings_to_json
+from specviz.remote import protocol as P
+from specviz.remote.server import (
     HEARTBEAT_MS,
     HEARTBEAT_TIMEOUT_MS,
     QUEUED_ROUNDS,

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..core.trace import (
+from specviz.core.trace import (
     ModelInfo,
     Round,
     SessionHeader,
@@ -29,7 +29,7 @@ from ..core.trace import (
     header_to_json,
     round_to_json,
 )
-from ..core.traceparse import parse_header, parse_round
+from specviz.core.traceparse import parse_header, parse_round
 
 PROTOCOL = "specviz.remote/1"
 OPS = (
@@ -194,11 +194,13 @@ def drafting_to_json(drafter: Any, policy: Any) -> dict[str, Any]:
 def drafting_from_json(request: dict[str, Any], default: tuple) -> tuple:
     """(DrafterConfig, PolicyConfig) from a start request, each the server's default when
     absent; BadMessage for a wrong field, ValueError for a bad value."""
-    from ..core.drafters import DrafterConfig
-    from ..core.policies import PolicyConfig
+    from specviz.core.drafters import DrafterConfig
+    from specviz.core.policies import PolicyConfig
 
     configs = []
-    for key, cls, fallback in zip(("drafter", "policy"), (DrafterConfig, PolicyConfig), default):
+    for key, cls, fallback in zip(
+        ("drafter", "policy"), (DrafterConfig, PolicyConfig), default, strict=True
+    ):
         obj = request.get(key)
         if obj is None:
             configs.append(fallback)
@@ -261,8 +263,8 @@ def position_frames(result: Any, re: int | None) -> list[bytes]:
 
 
 def position_from(meta: dict[str, Any], buffers: list[bytes]) -> Any:
-    from ..core.lab import PositionDistributions
-    from ..core.sampling import SamplingConfig
+    from specviz.core.lab import PositionDistributions
+    from specviz.core.sampling import SamplingConfig
 
     try:
         vocab = int(meta["vocab"])
@@ -275,7 +277,7 @@ def position_from(meta: dict[str, Any], buffers: list[bytes]) -> Any:
             top_n=int(meta["top_n"]),
             top_ids=tuple(int(i) for i in meta["top_ids"]),
             top_text=tuple(str(t) for t in meta["top_text"]),
-            **dict(zip(POSITION_ARRAYS, arrays)),
+            **dict(zip(POSITION_ARRAYS, arrays, strict=True)),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise RemoteError(f"the server sent a bad position: {e}", "bad_reply") from None

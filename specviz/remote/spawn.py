@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from .protocol import ConnectionLost, new_token
+from specviz.remote.protocol import ConnectionLost, new_token
 
 READY = "specviz serve: listening on "
 
