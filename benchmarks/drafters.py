@@ -28,14 +28,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from specviz.core.decode import decode, measure_ms_per_token  # noqa: E402
-from specviz.core.drafters import DrafterConfig  # noqa: E402
-from specviz.core.engine import SpeculativeEngine  # noqa: E402
-from specviz.core.models import load_pair  # noqa: E402
-from specviz.core.policies import PolicyConfig  # noqa: E402
-from specviz.core.prompts import example_prompts  # noqa: E402
-from specviz.core.sampling import SamplingConfig  # noqa: E402
-from specviz.core.trace import Settings  # noqa: E402
+from specviz.core.decoding.forward import decode, measure_ms_per_token  # noqa: E402
+from specviz.core.decoding.k_policy import PolicyConfig  # noqa: E402
+from specviz.core.decoding.warp import SamplingConfig  # noqa: E402
+from specviz.core.drafters.base import DrafterConfig  # noqa: E402
+from specviz.core.engine.speculative import SpeculativeEngine  # noqa: E402
+from specviz.core.models.pair import load_pair  # noqa: E402
+from specviz.core.resources import example_prompts  # noqa: E402
+from specviz.core.trace.records import Settings  # noqa: E402
 
 # Prompts that quote a passage and ask for it again: what prompt lookup is for.
 PASSAGES = [
@@ -164,7 +164,7 @@ def bench(pair, name, prompt_set, prompts, settings, configs, repeats):
 def default_pairs() -> list[str]:
     pairs = ["tiny"]
     try:
-        from specviz.core.smollm2 import missing_packages
+        from specviz.core.models.smollm2 import missing_packages
 
         if not missing_packages():
             pairs.append("smollm2")
@@ -174,7 +174,7 @@ def default_pairs() -> list[str]:
 
 
 def n_layers_of(model) -> int:
-    from specviz.core.early_exit import decoder_layers
+    from specviz.core.drafters.early_exit import decoder_layers
 
     base, attr = decoder_layers(model)
     return len(getattr(base, attr))

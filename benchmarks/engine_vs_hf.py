@@ -2,7 +2,7 @@
 
 Same pair, prompts, K, temperature and max new tokens, in one process, interleaved
 (a b c d a b c d ...) after a warm-up:
-  (a) target-only autoregressive decoding with the target's KV cache (specviz.core.decode)
+  (a) target-only autoregressive decoding with the target's KV cache (specviz.core.decoding.forward)
   (b) transformers assisted generation, generate(assistant_model=..., constant K)
   (c) specviz's SpeculativeEngine with tracing on (top-N per position, as the app runs it)
   (d) specviz's SpeculativeEngine with tracing off
@@ -25,13 +25,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from specviz.core.decode import decode, measure_ms_per_token  # noqa: E402
-from specviz.core.engine import SpeculativeEngine  # noqa: E402
-from specviz.core.models import load_pair  # noqa: E402
-from specviz.core.prompts import example_prompts  # noqa: E402
-from specviz.core.sampling import SamplingConfig  # noqa: E402
-from specviz.core.stats import predicted_speedup  # noqa: E402
-from specviz.core.trace import Settings  # noqa: E402
+from specviz.core.decoding.forward import decode, measure_ms_per_token  # noqa: E402
+from specviz.core.decoding.warp import SamplingConfig  # noqa: E402
+from specviz.core.engine.speculative import SpeculativeEngine  # noqa: E402
+from specviz.core.metrics.running import predicted_speedup  # noqa: E402
+from specviz.core.models.pair import load_pair  # noqa: E402
+from specviz.core.resources import example_prompts  # noqa: E402
+from specviz.core.trace.records import Settings  # noqa: E402
 
 METHODS = ("target_only", "hf_assisted", "specviz", "specviz_untraced")
 
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
     if args.target or args.draft:
         pairs.append((f"{args.target} + {args.draft}", args.target, args.draft))
     else:
-        from specviz.core.builtin import BUILTIN_PAIRS
+        from specviz.core.models.builtin import BUILTIN_PAIRS
 
         for name in args.pair or list(BUILTIN_PAIRS):
             pairs.append((name, f"builtin:{name}", f"builtin:{name}"))

@@ -39,7 +39,7 @@ def main() -> int:
     pg.setConfigOptions(antialias=True, background="w", foreground="#222222")
     from gui_redraw import record
 
-    from specviz.core.models import load_pair
+    from specviz.core.models.pair import load_pair
     from specviz.gui.distribution_view import MAIN_LABEL_ROOM
     from specviz.gui.main_window import MainWindow
     from specviz.gui.plot_kit import fix_axis_width

@@ -35,9 +35,9 @@ import gui_redraw  # noqa: E402
 import torch  # noqa: E402
 from gui_redraw import headless_tokens_per_s  # noqa: E402
 
-from specviz.core.models import load_pair  # noqa: E402
-from specviz.core.prompts import example_prompts  # noqa: E402
-from specviz.core.trace import Settings  # noqa: E402
+from specviz.core.models.pair import load_pair  # noqa: E402
+from specviz.core.resources import example_prompts  # noqa: E402
+from specviz.core.trace.records import Settings  # noqa: E402
 
 MODES = ("headless", "headless_1", "thread", "process")
 # --variants: the window's engine process as it was (torch's threads, every round drawn on

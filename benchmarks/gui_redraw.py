@@ -38,11 +38,11 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("SPECVIZ_NO_DIALOGS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from specviz.core.engine import SpeculativeEngine  # noqa: E402
-from specviz.core.models import load_pair  # noqa: E402
-from specviz.core.prompts import example_prompts  # noqa: E402
-from specviz.core.session import Session  # noqa: E402
-from specviz.core.trace import Settings  # noqa: E402
+from specviz.core.engine.speculative import SpeculativeEngine  # noqa: E402
+from specviz.core.models.pair import load_pair  # noqa: E402
+from specviz.core.resources import example_prompts  # noqa: E402
+from specviz.core.trace.records import Settings  # noqa: E402
+from specviz.core.trace.session import Session  # noqa: E402
 
 
 def record(pair, n_rounds: int, seed: int) -> Session:

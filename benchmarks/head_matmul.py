@@ -1,7 +1,7 @@
 """F.linear against W @ x^T for an LM head on a few rows (a verification's K+1 positions).
 
 On this CPU, F.linear repacks a large weight on every call with more than one row; the
-engine therefore computes large heads as W @ x^T (specviz.core.models.speed_up_head).
+engine therefore computes large heads as W @ x^T (specviz.core.models.pair.speed_up_head).
 
     python benchmarks/head_matmul.py
 """

@@ -33,10 +33,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from specviz.core.engine import SpeculativeEngine  # noqa: E402
-from specviz.core.models import load_pair  # noqa: E402
-from specviz.core.prompts import example_prompts  # noqa: E402
-from specviz.core.trace import Settings  # noqa: E402
+from specviz.core.engine.speculative import SpeculativeEngine  # noqa: E402
+from specviz.core.models.pair import load_pair  # noqa: E402
+from specviz.core.resources import example_prompts  # noqa: E402
+from specviz.core.trace.records import Settings  # noqa: E402
 from specviz.remote.client import RemoteEngine  # noqa: E402
 from specviz.remote.spawn import ChildServer  # noqa: E402
 

@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))  # run from a checkout
 CORE = """
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[2])
-from specviz.core.stats import fold
-from specviz.core.tracefile import load
-from specviz.core.validate import check_session
+from specviz.core.metrics.running import fold
+from specviz.core.trace.files import load
+from specviz.core.trace.check_session import check_session
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 reports = []
 start = time.perf_counter()
@@ -66,7 +66,7 @@ print(json.dumps({
 EAGER = """
 import json, sys, time
 sys.path.insert(0, sys.argv[2])
-from specviz.core.tracefile import parse_lines
+from specviz.core.trace.files import parse_lines
 start = time.perf_counter()
 with open(sys.argv[1], encoding="utf-8") as f:
     session = parse_lines(f)  # str lines: every field parsed with json, as before
@@ -128,7 +128,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    from specviz.core.tracefile import write_atomic
+    from specviz.core.trace.files import write_atomic
     from tests.fixtures import synthetic_lines
 
     with tempfile.TemporaryDirectory() as tmp:

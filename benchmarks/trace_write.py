@@ -39,7 +39,7 @@ def round_line_asdict(rnd) -> bytes:
     them before (plus the 8-field dict it now makes, a microsecond, thrown away here)."""
     import dataclasses
 
-    from specviz.core.trace import dumps_bytes, round_to_json
+    from specviz.core.trace.serialize import dumps_bytes, round_to_json
 
     obj = round_to_json(rnd)
     if rnd.settings is not None:
@@ -48,7 +48,7 @@ def round_line_asdict(rnd) -> bytes:
 
 
 def main() -> int:
-    from specviz.core.trace import dumps, dumps_bytes, round_to_json
+    from specviz.core.trace.serialize import dumps, dumps_bytes, round_to_json
     from tests.fixtures import synthetic_session
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

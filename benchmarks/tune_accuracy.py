@@ -36,12 +36,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from specviz.commands.tune import parse_ks  # noqa: E402
-from specviz.core import costmodel  # noqa: E402
-from specviz.core.decode import decode  # noqa: E402
-from specviz.core.models import load_pair  # noqa: E402
-from specviz.core.promptsets import load_prompt_set  # noqa: E402
-from specviz.core.sampling import SamplingConfig  # noqa: E402
-from specviz.core.sweep import SweepConfig, SweepRun, run_one, sweep_table  # noqa: E402
+from specviz.core.decoding.forward import decode  # noqa: E402
+from specviz.core.decoding.warp import SamplingConfig  # noqa: E402
+from specviz.core.metrics import costmodel  # noqa: E402
+from specviz.core.models.pair import load_pair  # noqa: E402
+from specviz.core.tune.promptsets import load_prompt_set  # noqa: E402
+from specviz.core.tune.sweep import SweepConfig, SweepRun, run_one
+from specviz.core.tune.table import sweep_table  # noqa: E402
 
 
 def busy(flag, stop) -> None:

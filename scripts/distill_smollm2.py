@@ -6,7 +6,7 @@ d dimensions (attention and MLP keep the target's shapes), started from the targ
 weights projected onto the top principal directions of its residual stream. Its embedding
 and head are projections of the target's frozen embedding E [49152, 576] (E @ A.T and
 E @ B.T, A and B [d, 576]), so only the draft's own weights are committed and
-specviz.core.smollm2 rebuilds the full folder from the converted target at first use.
+specviz.core.models.smollm2 rebuilds the full folder from the converted target at first use.
 
 Data is on-policy: the target continues openings of KJV Bible verses (Debian `bible-kjv`,
 public domain) and fortunes (Debian `fortunes`, BSD) at temperature 1; its top-k
@@ -265,7 +265,7 @@ def core_state(student) -> dict:
     """What is committed: layers, final norm, the two projections; bf16."""
     import torch
 
-    from specviz.core.smollm2 import EMBED_PROJ, HEAD_PROJ
+    from specviz.core.models.smollm2 import EMBED_PROJ, HEAD_PROJ
 
     state = {f"model.{k}": v for k, v in student.decoder.state_dict().items()
              if k != "embed_tokens.weight"}  # fmt: skip
@@ -375,7 +375,7 @@ def evaluate(target, draft, data, batch: int = 8) -> dict:
 def save_draft(student, config, target_dir: Path, folder: Path) -> None:
     from safetensors.torch import save_file
 
-    from specviz.core.smollm2 import TOKENIZER_FILES
+    from specviz.core.models.smollm2 import TOKENIZER_FILES
 
     folder.mkdir(parents=True, exist_ok=True)
     config.dtype = "bfloat16"
@@ -416,8 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from specviz.core import smollm2
-    from specviz.core.decode import measure_ms_per_token
+    from specviz.core.decoding.forward import measure_ms_per_token
+    from specviz.core.models import smollm2
 
     hf_logging.disable_progress_bar()
     torch.set_num_threads(args.threads)

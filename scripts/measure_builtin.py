@@ -16,13 +16,13 @@ import os
 import platform
 import sys
 
-from specviz.core.builtin import get_pair
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.models import load_pair
-from specviz.core.prompts import example_prompts
-from specviz.core.session import Session
-from specviz.core.stats import RunningStats
-from specviz.core.trace import Settings
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.metrics.running import RunningStats
+from specviz.core.models.builtin import get_pair
+from specviz.core.models.pair import load_pair
+from specviz.core.resources import example_prompts
+from specviz.core.trace.records import Settings
+from specviz.core.trace.session import Session
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,10 +27,10 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from specviz.commands.tune import parse_ks
-    from specviz.core.engine import SpeculativeEngine
-    from specviz.core.models import load_pair
-    from specviz.core.promptsets import load_prompt_set
-    from specviz.core.trace import Settings
+    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.models.pair import load_pair
+    from specviz.core.trace.records import Settings
+    from specviz.core.tune.promptsets import load_prompt_set
     from specviz.gui.tune_panel import TunePanel
 
     torch.set_num_threads(1)

@@ -22,7 +22,7 @@ def pair_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def pair(pair_dirs):
-    from specviz.core.models import load_pair
+    from specviz.core.models.pair import load_pair
 
     target, draft = pair_dirs
     return load_pair(str(target), str(draft))

@@ -9,17 +9,9 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
-from specviz.core.session import Session
-from specviz.core.trace import (
-    ModelInfo,
-    Round,
-    SessionHeader,
-    Settings,
-    TokenEvent,
-    dumps,
-    header_to_json,
-    round_to_json,
-)
+from specviz.core.trace.records import ModelInfo, Round, SessionHeader, Settings, TokenEvent
+from specviz.core.trace.serialize import dumps, header_to_json, round_to_json
+from specviz.core.trace.session import Session
 
 CORPUS = [
     "In the beginning God created the heaven and the earth.",
@@ -194,7 +186,7 @@ def synthetic_rounds(
     eos_last: bool = False,
     top_n: int | None = None,
 ) -> Iterator[Round]:
-    """Rounds that obey every rule specviz.core.validate checks (accept_prob = min(1, p/q),
+    """Rounds that obey every rule core.trace.check_session checks (accept_prob = min(1, p/q),
     u against it, status order, counts, context_len). top_n = 0: no top-N lists, as a
     session run with trace=False."""
     rng = random.Random(seed)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specviz.core import autosave
-from specviz.core.autosave import FILENAME, Autosaver, cache_folder
+from specviz.core.trace import autosave
+from specviz.core.trace.autosave import FILENAME, Autosaver, cache_folder
 from tests.fixtures import all_details, synthetic_session
 
 
@@ -142,7 +142,7 @@ def test_a_restored_session_goes_on(tmp_path):
 
 OTHER_WINDOW = """
 import sys, time
-from specviz.core.autosave import Autosaver
+from specviz.core.trace.autosave import Autosaver
 from tests.fixtures import synthetic_session
 session = synthetic_session(2, seed=5)
 saver = Autosaver(sys.argv[1])

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from specviz.core.bars import (
+from specviz.core.metrics.position_bars import (
     REST_LABEL,
     events_at,
     position_bars,

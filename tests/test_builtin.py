@@ -10,7 +10,7 @@ from unittest import mock
 
 import pytest
 
-from specviz.core.builtin import (
+from specviz.core.models.builtin import (
     BUILTIN_PAIRS,
     DEFAULT_PAIR,
     BuiltinError,
@@ -38,20 +38,22 @@ def test_resources_dir_is_the_repo_folder():
 
 
 def test_every_resource_follows_specviz_resources(monkeypatch, tmp_path):
-    from specviz.core import prompts, smollm2
+    from specviz.core import resources
+    from specviz.core.models import smollm2
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("SPECVIZ_RESOURCES", "~/res")  # ~ expanded, as everywhere
     assert resources_dir() == tmp_path / "res"
     assert smollm2.draft_dir() == tmp_path / "res" / "models" / "smollm2" / "draft"
-    assert prompts.prompts_file() == tmp_path / "res" / "prompts.txt"
+    assert resources.prompts_file() == tmp_path / "res" / "prompts.txt"
     (tmp_path / "res").mkdir()
     (tmp_path / "res" / "prompts.txt").write_text("# a comment\nmy own prompt\n")
-    assert prompts.example_prompts() == ["my own prompt"]
+    assert resources.example_prompts() == ["my own prompt"]
 
 
 def test_one_cache_folder_for_autosave_and_smollm2(monkeypatch, tmp_path):
-    from specviz.core import autosave, smollm2
+    from specviz.core.models import smollm2
+    from specviz.core.trace import autosave
 
     monkeypatch.setenv("HOME", str(tmp_path))
     for value in ("~/cache", str(tmp_path / "cache")):
@@ -111,7 +113,8 @@ def test_info_reports_measured_figures():
 
 def test_core_builtin_imports_no_qt():
     code = (
-        "import sys, specviz.core.builtin; print(any(m.startswith('PySide6') for m in sys.modules))"
+        "import sys, specviz.core.models.builtin\n"
+        "print(any(m.startswith('PySide6') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.cli import main
-from specviz.core.tracefile import load
+from specviz.core.trace.files import load
 
 
 def run_cli(capsys, *args):

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from specviz.cli import main
-from specviz.core.models import ModelLoadError, load_pair, resolve_device
+from specviz.core.models.pair import ModelLoadError, load_pair, resolve_device
 
 NOWHERE = ["--target", "/nowhere/t", "--draft", "/nowhere/d"]
 
@@ -187,7 +187,7 @@ def test_window_takes_the_drafter_policy_and_loading_options(capsys, monkeypatch
 
 
 def test_ctrl_c_while_loading_is_no_traceback(capsys, monkeypatch):
-    from specviz.core import models
+    from specviz.core.models import pair as models
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from specviz.cli import main
-from specviz.core.tracefile import load
+from specviz.core.trace.files import load
 from tests.fixtures import make_pair_dirs, make_tokenizer
 
 

@@ -10,8 +10,12 @@ import time
 import pytest
 import torch
 
-from specviz.core import costmodel
-from specviz.core.costmodel import (
+from specviz.core.decoding.verify import verify
+from specviz.core.drafters.base import DrafterConfig
+from specviz.core.engine.cost_probes import ProbePlan, Prober
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.metrics import costmodel
+from specviz.core.metrics.costmodel import (
     CostModel,
     acceptance_for,
     expected_tokens,
@@ -19,11 +23,7 @@ from specviz.core.costmodel import (
     theil_sen,
     whatif_acceptance,
 )
-from specviz.core.drafters import DrafterConfig
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.probes import ProbePlan, Prober
-from specviz.core.sampling import verify
-from specviz.core.trace import Round, Settings, TokenEvent
+from specviz.core.trace.records import Round, Settings, TokenEvent
 
 
 def make_round(index, fates, ms=10.0, k=None, probes=None, bonus=None):
@@ -233,8 +233,8 @@ def test_probes_leave_the_caches_as_found(pair):
 
 def test_probes_are_not_in_the_rounds_times(pair, monkeypatch):
     """A probe that takes 1000 s on the engine's clock: no round's time includes it."""
-    import specviz.core.engine as engine_module
-    import specviz.core.probes as probes_module
+    import specviz.core.engine.cost_probes as probes_module
+    import specviz.core.engine.speculative as engine_module
 
     skew = [0.0]
 
@@ -292,7 +292,7 @@ def test_remeasure_asks_for_a_full_probe_after_the_next_round(pair):
 
 
 def test_probes_keep_to_their_share_of_the_time(monkeypatch):
-    import specviz.core.probes as probes_module
+    import specviz.core.engine.cost_probes as probes_module
 
     now = [100.0]
     monkeypatch.setattr(probes_module.time, "perf_counter", lambda: now[0])
@@ -315,8 +315,8 @@ def test_the_baseline_probe_times_decoding_steps_as_decode_runs_them(pair, monke
     parts advance."""
     from transformers import DynamicCache
 
-    import specviz.core.decode as decode_module
-    import specviz.core.probes as probes_module
+    import specviz.core.decoding.forward as decode_module
+    import specviz.core.engine.cost_probes as probes_module
 
     engine = SpeculativeEngine(pair, Settings(k=3, seed=1, max_new_tokens=30), trace=False)
     engine.prefill("A fool and his money", calibrate=False)

@@ -10,14 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from specviz.core import decode as decode_module
-from specviz.core.drafters import DrafterConfig, LookupDrafter
-from specviz.core.early_exit import crop_layers, first_layers
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.models import ModelPair
-from specviz.core.policies import PolicyConfig
-from specviz.core.sampling import SamplingConfig, warp
-from specviz.core.trace import STOP_REASONS, ModelInfo, Settings
+from specviz.core.decoding import forward as decode_module
+from specviz.core.decoding.k_policy import PolicyConfig
+from specviz.core.decoding.kv_cache import crop_layers
+from specviz.core.decoding.warp import SamplingConfig, warp
+from specviz.core.drafters.base import DrafterConfig
+from specviz.core.drafters.early_exit import first_layers
+from specviz.core.drafters.prompt_lookup import LookupDrafter
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.models.pair import ModelPair
+from specviz.core.trace.records import STOP_REASONS, ModelInfo, Settings
 from tests.test_sampling import LEVEL, chi2_pvalue
 
 LOOKUP = DrafterConfig("lookup", ngram_max=3)
@@ -150,7 +152,7 @@ def test_emitted_sequences_follow_p(pair, drafter, policy):
 def test_the_sequence_test_rejects_a_wrong_rule(pair, monkeypatch):
     """Power: the same test, at the same size, catches resampling from p instead of the
     residual (with a one-hot q the residual is p without the drafted x; p lets x back in)."""
-    from specviz.core import sampling
+    from specviz.core.decoding import verify as sampling
 
     monkeypatch.setattr(
         sampling, "residual_distribution", lambda p, q: p.double() / p.double().sum()
@@ -376,9 +378,9 @@ def test_heuristic_and_threshold_policies_record_k_and_stop(pair):
 
 
 def test_a_lookup_session_round_trips_through_a_trace(pair, tmp_path):
-    from specviz.core.session import Session
-    from specviz.core.tracefile import load, save
-    from specviz.core.validate import check_session
+    from specviz.core.trace.check_session import check_session
+    from specviz.core.trace.files import load, save
+    from specviz.core.trace.session import Session
     from tests.fixtures import all_details
 
     engine = SpeculativeEngine(

@@ -8,10 +8,12 @@ import dataclasses
 import pytest
 import torch
 
-from specviz.core import decode as decode_module
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.sampling import SamplingConfig, acceptance_mass, residual_distribution, warp
-from specviz.core.trace import Settings, round_to_json
+from specviz.core.decoding import forward as decode_module
+from specviz.core.decoding.verify import acceptance_mass, residual_distribution
+from specviz.core.decoding.warp import SamplingConfig, warp
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.trace.records import Settings
+from specviz.core.trace.serialize import round_to_json
 
 PROMPTS = ["In the beginning God", "A fool and his", "The quick brown fox jumps over"]
 
@@ -70,8 +72,8 @@ def test_caches_are_cropped_not_recomputed(pair, monkeypatch):
         fed.append(("target" if model is pair.target else "draft", len(tokens)))
         return real(model, tokens, cache, vocab, keep)
 
-    import specviz.core.drafters as drafters_module
-    import specviz.core.engine as engine_module
+    import specviz.core.drafters.base as drafters_module
+    import specviz.core.engine.speculative as engine_module
 
     monkeypatch.setattr(engine_module, "forward", spy)
     monkeypatch.setattr(drafters_module, "forward", spy)
@@ -193,7 +195,7 @@ def test_bad_prompt_and_settings(pair):
 
 
 def test_session_context_ids(pair):
-    from specviz.core.session import Session
+    from specviz.core.trace.session import Session
 
     engine = SpeculativeEngine(pair, Settings(k=3, seed=4, max_new_tokens=20))
     session = Session(engine.prefill("Then said", calibrate=False))
@@ -209,7 +211,7 @@ def test_session_context_ids(pair):
 
 
 def test_fast_head_gives_the_same_logits_and_greedy_output(pair_dirs, monkeypatch):
-    from specviz.core import models
+    from specviz.core.models import pair as models
 
     monkeypatch.setattr(models, "LARGE_HEAD", 0)  # apply it to the small test head
     fast = models.load_pair(str(pair_dirs[0]), str(pair_dirs[1]))

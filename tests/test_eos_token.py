@@ -10,11 +10,12 @@ import json
 import pytest
 
 from specviz.cli import main
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.session import Session
-from specviz.core.trace import Settings, TraceError, header_to_json
-from specviz.core.tracefile import load, save
-from specviz.core.validate import check_session
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.trace.check_session import check_session
+from specviz.core.trace.files import load, save
+from specviz.core.trace.records import Settings, TraceError
+from specviz.core.trace.serialize import header_to_json
+from specviz.core.trace.session import Session
 from tests.fixtures import EOS, synthetic_session
 
 

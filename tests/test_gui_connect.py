@@ -15,9 +15,9 @@ import pytest
 from PySide6.QtCore import QTimer
 
 from specviz.cli import main as cli_main
-from specviz.core.lab import position_distributions
-from specviz.core.trace import Settings
-from specviz.core.tracefile import load
+from specviz.core.lab.position import position_distributions
+from specviz.core.trace.files import load
+from specviz.core.trace.records import Settings
 from specviz.gui import dialogs
 from specviz.gui.main_window import MainWindow
 from specviz.gui.remote_worker import RemoteEngineThread
@@ -227,9 +227,9 @@ def test_window_engine_options_reach_the_window(monkeypatch):
 
 
 def test_drafting_and_load_options_reach_the_engine(qtbot, server):  # noqa: F811
-    from specviz.core.drafters import DrafterConfig
-    from specviz.core.models import LoadOptions
-    from specviz.core.policies import PolicyConfig
+    from specviz.core.decoding.k_policy import PolicyConfig
+    from specviz.core.drafters.base import DrafterConfig
+    from specviz.core.models.pair import LoadOptions
     from specviz.gui.remote_worker import child_args
 
     engine = RemoteEngineThread(server.address, TOKEN)
@@ -262,7 +262,7 @@ def test_an_idle_window_notices_the_server_gone(qtbot, server, open_window):  # 
 
 
 def test_run_pause_step_and_settings_stream_the_local_rounds(qtbot, server, pair, open_window):  # noqa: F811
-    from specviz.core.engine import SpeculativeEngine
+    from specviz.core.engine.speculative import SpeculativeEngine
 
     window = open_window(RemoteEngineThread(server.address, TOKEN))
     window.controls.max_tokens_spin.setValue(80)

@@ -8,9 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from specviz.core.drafters import DrafterConfig
-from specviz.core.policies import PolicyConfig
-from specviz.core.stats import RunningStats
+from specviz.core.decoding.k_policy import PolicyConfig
+from specviz.core.drafters.base import DrafterConfig
+from specviz.core.metrics.running import RunningStats
 from specviz.gui import dialogs, palette
 from specviz.gui.greedy_link import describe
 from specviz.gui.main_window import MainWindow
@@ -216,7 +216,7 @@ def test_greedy_check_refuses_a_sampled_session_and_names_a_difference(qtbot, wi
     step(qtbot, window)
     window.actions_.greedy.trigger()
     assert "not greedy" in dialogs.shown[-1][2] and window.greedy.last is None
-    from specviz.core.greedycheck import GreedyDiff
+    from specviz.core.decoding.greedy_check import GreedyDiff
 
     text = describe(10, GreedyDiff(3, 7, 8, 1.25, 1.2500001, " a", " b"))
     assert "token 4 of 10" in text and "1.250000" in text and "' b'" in text

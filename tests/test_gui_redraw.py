@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QWidget
 
-from specviz.core.stats import RunningStats
+from specviz.core.metrics.running import RunningStats
 from specviz.gui import dialogs
 from specviz.gui.distribution_view import DistributionView
 from specviz.gui.main_window import MainWindow

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import zmq
 
-from specviz.core.lab import position_distributions
-from specviz.core.trace import Settings
+from specviz.core.lab.position import position_distributions
+from specviz.core.trace.records import Settings
 from specviz.gui.remote_worker import RemoteEngineThread
 from tests.test_remote import TOKEN, server  # noqa: F401  (the fixture)
 

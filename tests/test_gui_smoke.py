@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specviz.core.session import Session
-from specviz.core.tracefile import save
+from specviz.core.trace.files import save
+from specviz.core.trace.session import Session
 from tests.fixtures import sample_header, sample_rounds
 
 ROOT = Path(__file__).resolve().parents[1]

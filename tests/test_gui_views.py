@@ -10,8 +10,8 @@ import pytest
 from PySide6.QtGui import QColor, QFontMetrics, QImage
 from PySide6.QtWidgets import QApplication
 
-from specviz.core.bars import position_bars
-from specviz.core.stats import RunningStats
+from specviz.core.metrics.position_bars import position_bars
+from specviz.core.metrics.running import RunningStats
 from specviz.gui import palette
 from specviz.gui.distribution_view import DistributionView, summary_html
 from specviz.gui.palette import fate_legend_html as legend_html

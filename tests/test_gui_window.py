@@ -10,11 +10,11 @@ import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QTextCursor
 
-from specviz.core.autosave import Autosaver
-from specviz.core.bars import position_bars
-from specviz.core.session import Session
-from specviz.core.trace import dumps
-from specviz.core.tracefile import save, session_lines
+from specviz.core.metrics.position_bars import position_bars
+from specviz.core.trace.autosave import Autosaver
+from specviz.core.trace.files import save, session_lines
+from specviz.core.trace.serialize import dumps
+from specviz.core.trace.session import Session
 from specviz.gui import dialogs, session_controller
 from specviz.gui.main_window import MainWindow
 from specviz.gui.token_view import status_of
@@ -535,7 +535,7 @@ def test_tune_panel_follows_the_session(qtbot, window):
 
 @pytest.mark.qt_log_ignore("This plugin does not support")
 def test_tune_panel_opens_a_runs_trace_in_the_window(qtbot, tmp_path):
-    from specviz.core import tracefile
+    from specviz.core.trace import files as tracefile
 
     window = make_window(qtbot)  # no models: a replay needs none
     path = tmp_path / "p001-bible-k02.jsonl"

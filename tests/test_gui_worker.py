@@ -7,8 +7,8 @@ import threading
 import pytest
 from PySide6.QtCore import Qt
 
-from specviz.core.session import Session
-from specviz.core.trace import Settings
+from specviz.core.trace.records import Settings
+from specviz.core.trace.session import Session
 from specviz.gui.worker import EngineThread
 
 TIMEOUT = 60_000

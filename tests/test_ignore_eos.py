@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.session import Session
-from specviz.core.trace import Settings
-from specviz.core.tracefile import load, save
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.trace.files import load, save
+from specviz.core.trace.records import Settings
+from specviz.core.trace.session import Session
 
 
 def test_ignore_eos_is_written_and_read_back(pair, tmp_path):

@@ -9,10 +9,10 @@ import json
 import pytest
 
 from specviz.cli import main
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.session import Session
-from specviz.core.trace import Settings
-from specviz.core.tracefile import save, session_lines
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.trace.files import save, session_lines
+from specviz.core.trace.records import Settings
+from specviz.core.trace.session import Session
 from tests.fixtures import synthetic_session
 
 
@@ -157,7 +157,7 @@ def test_structure_error_names_line_and_field(tmp_path, capsys):
 
 
 def test_cut_off_trace_is_valid_with_a_warning(tmp_path, capsys):
-    lines = list(session_lines(synthetic_session(5), with_summary=False))
+    lines = list(session_lines(synthetic_session(5)))
     path = tmp_path / "cut.jsonl"
     path.write_text("\n".join(lines)[:-40])
     code, out, err = inspect(capsys, path)

@@ -11,32 +11,44 @@ import pytest
 import torch
 from scipy import stats
 
-from specviz.core import lab
-from specviz.core.sampling import SamplingConfig, warp
+from specviz.core.decoding.warp import SamplingConfig, warp
+from specviz.core.lab import montecarlo as lab
+from specviz.core.lab.arithmetic import arithmetic
+from specviz.core.lab.distributions import (
+    SEED_P,
+    SEED_Q,
+    SEED_TOKENS,
+    bar_layout,
+    normalise,
+    set_entry,
+)
+from specviz.core.lab.position import position_distributions
+from specviz.core.lab.rules import RULES
+from specviz.core.metrics.position_bars import REST_LABEL
 
 N = 200_000
 
 
 def test_seed_example_exact():
-    a = lab.arithmetic(lab.SEED_P, lab.SEED_Q)
-    assert lab.SEED_TOKENS == ("A", "B", "C", "D")
+    a = arithmetic(SEED_P, SEED_Q)
+    assert SEED_TOKENS == ("A", "B", "C", "D")
     assert a.alpha == pytest.approx(0.5, abs=1e-15)
     assert a.reject == pytest.approx(0.5, abs=1e-15)
     assert a.overlap.tolist() == pytest.approx([0.2, 0.1, 0.1, 0.1], abs=1e-15)
     assert a.excess.tolist() == pytest.approx([0.3, 0.0, 0.0, 0.2], abs=1e-15)
     assert a.residual.tolist() == pytest.approx([0.6, 0.0, 0.0, 0.4], abs=1e-15)
     assert a.reject_path.tolist() == pytest.approx([0.3, 0.0, 0.0, 0.2], abs=1e-15)
-    assert a.total.tolist() == pytest.approx(list(lab.SEED_P), abs=1e-15)
+    assert a.total.tolist() == pytest.approx(list(SEED_P), abs=1e-15)
     assert a.matches_p.all()
 
 
 def test_arithmetic_rows_sum_the_rest():
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet([0.3] * 200), rng.dirichlet([0.3] * 200)
-    a = lab.arithmetic(p, q)
-    layout = lab.bar_layout(np.maximum(a.p, a.q), lambda i: f"t{i}")
+    a = arithmetic(p, q)
+    layout = bar_layout(np.maximum(a.p, a.q), lambda i: f"t{i}")
     rows = a.rows(layout)
-    assert len(rows) == 21 and rows[-1].label == lab.REST_LABEL
+    assert len(rows) == 21 and rows[-1].label == REST_LABEL
     assert sum(r.p for r in rows) == pytest.approx(1.0)
     assert sum(r.overlap for r in rows) == pytest.approx(a.alpha)
     assert sum(r.reject_path for r in rows) == pytest.approx(1 - a.alpha)
@@ -44,32 +56,32 @@ def test_arithmetic_rows_sum_the_rest():
 
 
 def test_normalise_and_refusals():
-    assert lab.normalise([1, 1, 2]).tolist() == [0.25, 0.25, 0.5]
+    assert normalise([1, 1, 2]).tolist() == [0.25, 0.25, 0.5]
     with pytest.raises(ValueError, match="negative"):
-        lab.normalise([0.5, -0.1, 0.6])
+        normalise([0.5, -0.1, 0.6])
     with pytest.raises(ValueError, match="all entries are zero"):
-        lab.normalise([0, 0, 0])
+        normalise([0, 0, 0])
     with pytest.raises(ValueError, match="finite"):
-        lab.normalise([0.5, float("nan")])
+        normalise([0.5, float("nan")])
     with pytest.raises(ValueError, match="at least one"):
-        lab.normalise([])
+        normalise([])
 
 
 def test_set_entry_keeps_a_distribution():
-    q = lab.set_entry(lab.SEED_Q, 0, 0.5)  # drag q(A) from 0.2 to 0.5
+    q = set_entry(SEED_Q, 0, 0.5)  # drag q(A) from 0.2 to 0.5
     assert q.sum() == pytest.approx(1.0)
     assert q[0] == 0.5
     assert q[1:].tolist() == pytest.approx([0.5 * 0.4 / 0.8, 0.5 * 0.3 / 0.8, 0.5 * 0.1 / 0.8])
-    assert lab.set_entry([1, 0, 0], 0, 0.4).tolist() == pytest.approx([0.4, 0.3, 0.3])
+    assert set_entry([1, 0, 0], 0, 0.4).tolist() == pytest.approx([0.4, 0.3, 0.3])
     for bad in (-0.1, 1.5):
         with pytest.raises(ValueError):
-            lab.set_entry(lab.SEED_Q, 1, bad)
+            set_entry(SEED_Q, 1, bad)
 
 
-@pytest.mark.parametrize("rule", lab.RULES)
+@pytest.mark.parametrize("rule", RULES)
 def test_chi_square_at_200k_seeds_example(rule):
     """The correct rule passes the chi-square test at the 0.001 level; each wrong rule fails."""
-    result = lab.monte_carlo(lab.SEED_P, lab.SEED_Q, N, rule, seed=0)
+    result = lab.monte_carlo(SEED_P, SEED_Q, N, rule, seed=0)
     assert result.n == N and result.counts.sum() == N and result.done
     if rule == "correct":
         assert result.p_value > lab.LEVEL and not result.rejects()
@@ -79,7 +91,7 @@ def test_chi_square_at_200k_seeds_example(rule):
         assert result.tv > 0.05
 
 
-@pytest.mark.parametrize("rule", lab.RULES)
+@pytest.mark.parametrize("rule", RULES)
 def test_chi_square_at_200k_random_vocabulary(rule):
     rng = np.random.default_rng(7)
     p, q = rng.dirichlet([0.5] * 30), rng.dirichlet([0.5] * 30)
@@ -89,7 +101,7 @@ def test_chi_square_at_200k_random_vocabulary(rule):
 
 def test_each_rule_reaches_its_own_distribution():
     """What each rule really emits: p, or the seeds' arithmetic done wrong."""
-    a = lab.arithmetic(lab.SEED_P, lab.SEED_Q)
+    a = arithmetic(SEED_P, SEED_Q)
     expected = {
         "correct": a.p,
         # accept iff p >= q (A, D): q(x) for them, then the residual after a rejection
@@ -99,7 +111,7 @@ def test_each_rule_reaches_its_own_distribution():
     }
     rates = {"correct": 0.5, "naive-reject": 0.3, "resample-from-p": 0.5}
     for rule, dist in expected.items():
-        result = lab.monte_carlo(lab.SEED_P, lab.SEED_Q, N, rule, seed=3)
+        result = lab.monte_carlo(SEED_P, SEED_Q, N, rule, seed=3)
         assert result.empirical == pytest.approx(dist, abs=0.005), rule
         assert result.acceptance_rate == pytest.approx(rates[rule], abs=0.005), rule
         assert result.alpha == pytest.approx(0.5)
@@ -130,9 +142,7 @@ def test_chi2_pvalue_without_scipy(monkeypatch):
 
 def test_chunks_report_progress_in_order():
     seen = []
-    result = lab.monte_carlo(
-        lab.SEED_P, lab.SEED_Q, 10_000, seed=0, chunk=1_000, progress=seen.append
-    )
+    result = lab.monte_carlo(SEED_P, SEED_Q, 10_000, seed=0, chunk=1_000, progress=seen.append)
     assert [r.n for r in seen] == list(range(1_000, 10_001, 1_000))
     assert seen[-1] is result and not result.cancelled
     assert all(r.counts.sum() == r.n for r in seen)
@@ -145,7 +155,7 @@ def test_cancel_by_callback_stops_at_once():
         calls.append(result.n)
         return False
 
-    result = lab.monte_carlo(lab.SEED_P, lab.SEED_Q, 1_000_000, progress=progress)
+    result = lab.monte_carlo(SEED_P, SEED_Q, 1_000_000, progress=progress)
     assert result.cancelled and result.n < 1_000_000
     assert calls == [result.n] and result.n == lab.chunk_size(1_000_000)
 
@@ -163,7 +173,7 @@ def test_cancel_by_event_from_another_thread_is_honoured_at_the_next_chunk():
 
     def work():
         out["result"] = lab.monte_carlo(
-            lab.SEED_P, lab.SEED_Q, 1_000_000, chunk=1_000, progress=progress, cancel=cancel
+            SEED_P, SEED_Q, 1_000_000, chunk=1_000, progress=progress, cancel=cancel
         )
 
     thread = threading.Thread(target=work)
@@ -177,7 +187,7 @@ def test_cancel_by_event_from_another_thread_is_honoured_at_the_next_chunk():
 
 
 def test_a_million_samples_in_chunks_follow_p():
-    result = lab.monte_carlo(lab.SEED_P, lab.SEED_Q, 1_000_000, seed=2)
+    result = lab.monte_carlo(SEED_P, SEED_Q, 1_000_000, seed=2)
     assert result.n == 1_000_000 and result.counts.sum() == 1_000_000
     assert not result.rejects() and result.tv < 0.005
 
@@ -185,43 +195,43 @@ def test_a_million_samples_in_chunks_follow_p():
 def test_the_lab_runs_the_engines_accept_test(monkeypatch):
     """The Monte Carlo calls sampling.judge, the test verify() is built on: break that
     one function and both the engine's verify() and the lab's correct rule go wrong."""
-    from specviz.core import sampling
+    from specviz.core.decoding import verify as sampling
 
     def keep_everything(p_x, q_x, u):
         accept = torch.ones_like(p_x.double())
         return accept, u < accept
 
-    assert not lab.monte_carlo(lab.SEED_P, lab.SEED_Q, 20_000, seed=5).rejects()
+    assert not lab.monte_carlo(SEED_P, SEED_Q, 20_000, seed=5).rejects()
     monkeypatch.setattr(sampling, "judge", keep_everything)
-    broken = lab.monte_carlo(lab.SEED_P, lab.SEED_Q, 20_000, seed=5)
+    broken = lab.monte_carlo(SEED_P, SEED_Q, 20_000, seed=5)
     assert broken.rejects() and broken.acceptance_rate == 1.0  # it emits q, not p
     p = torch.tensor([SEED_ROW_P, SEED_ROW_P], dtype=torch.float64)
-    v = sampling.verify(p, torch.tensor([lab.SEED_Q]), torch.tensor([1]))  # p(B) < q(B)
+    v = sampling.verify(p, torch.tensor([SEED_Q]), torch.tensor([1]))  # p(B) < q(B)
     assert v.n_accepted == 1  # verify() went through the same broken function
 
 
-SEED_ROW_P = list(lab.SEED_P)
+SEED_ROW_P = list(SEED_P)
 
 
 def test_bad_requests():
     with pytest.raises(ValueError, match="unknown rule"):
-        lab.monte_carlo(lab.SEED_P, lab.SEED_Q, 1000, rule="nope")
+        lab.monte_carlo(SEED_P, SEED_Q, 1000, rule="nope")
     for n in (99, 1_000_001):
         with pytest.raises(ValueError, match="samples"):
-            lab.monte_carlo(lab.SEED_P, lab.SEED_Q, n)
+            lab.monte_carlo(SEED_P, SEED_Q, n)
     with pytest.raises(ValueError, match="same length"):
-        lab.monte_carlo([0.5, 0.5], lab.SEED_Q, 1000)
+        lab.monte_carlo([0.5, 0.5], SEED_Q, 1000)
     with pytest.raises(ValueError, match="negative"):
-        lab.monte_carlo([0.5, -0.5, 1.0, 0.0], lab.SEED_Q, 1000)
+        lab.monte_carlo([0.5, -0.5, 1.0, 0.0], SEED_Q, 1000)
 
 
 def test_bar_layout_small_and_large():
-    small = lab.bar_layout(np.array([0.1, 0.5, 0.4]), ["x", "y", "z"])
+    small = bar_layout(np.array([0.1, 0.5, 0.4]), ["x", "y", "z"])
     assert small.labels == ("x", "y", "z") and not small.has_rest
     assert small.apply(np.array([0.1, 0.5, 0.4])).tolist() == [0.1, 0.5, 0.4]
     values = np.arange(100, dtype=float)
     values /= values.sum()
-    large = lab.bar_layout(values, lambda i: f"#{i}")
+    large = bar_layout(values, lambda i: f"#{i}")
     assert large.has_rest and len(large.labels) == 21 and large.labels[0] == "#99"
     bars = large.apply(values)
     assert bars.sum() == pytest.approx(1.0) and bars[-1] == pytest.approx(values[:80].sum())
@@ -230,12 +240,12 @@ def test_bar_layout_small_and_large():
 def test_position_distributions_on_the_pair(pair):
     from transformers import DynamicCache
 
-    from specviz.core.decode import forward
-    from specviz.core.trace import Settings
+    from specviz.core.decoding.forward import forward
+    from specviz.core.trace.records import Settings
 
     ids = pair.tokenizer("In the beginning God created")["input_ids"]
     settings = Settings(temperature=0.7, top_k=20, top_p=0.9)
-    pos = lab.position_distributions(pair, ids, settings)
+    pos = position_distributions(pair, ids, settings)
     v = pair.vocab_size
     for name in ("p_raw", "q_raw", "p", "q"):
         arr = getattr(pos, name)
@@ -250,18 +260,18 @@ def test_position_distributions_on_the_pair(pair):
     assert (pos.p > 0).sum() <= 20 and (pos.p_raw > 0).sum() > 20  # the cut is in p only
     assert pos.context_len == len(ids) and 20 <= len(pos.top_ids) <= 60
     assert pos.top_text[0] == pair.token_text(pos.top_ids[0])
-    layout = lab.bar_layout(np.maximum(pos.p, pos.q), pos.label)  # the lab's bars have texts
+    layout = bar_layout(np.maximum(pos.p, pos.q), pos.label)  # the lab's bars have texts
     assert all(
-        label == pair.token_text(int(i)) for i, label in zip(layout.ids, layout.labels, strict=True)
+        label == pair.token_text(int(i)) for i, label in zip(layout.ids, layout.labels[: len(layout.ids)], strict=True)
     )
     assert pos.layout().labels[:-1] == pos.top_text[:20]
     assert 0 <= pos.alpha <= 1 and 0 <= pos.alpha_raw <= 1
     result = lab.monte_carlo(pos.p, pos.q, 50_000, seed=4)  # on the full vocabulary
     assert result.counts.shape == (v,) and not result.rejects()
     with pytest.raises(ValueError, match="empty"):
-        lab.position_distributions(pair, [], settings)
+        position_distributions(pair, [], settings)
     with pytest.raises(ValueError, match="at most"):
-        lab.position_distributions(pair, [ids[0]] * 300, settings)
+        position_distributions(pair, [ids[0]] * 300, settings)
 
 
 def test_core_lab_and_command_import_without_qt():
@@ -271,7 +281,7 @@ def test_core_lab_and_command_import_without_qt():
         "import sys\n"
         "sys.modules['PySide6'] = None  # any Qt import now fails\n"
         "sys.modules['pyqtgraph'] = None\n"
-        "import specviz.core.lab, specviz.commands.lab\n"
+        "import specviz.core.lab.montecarlo, specviz.commands.lab\n"
         "from specviz.cli import main\n"
         "sys.exit(main(['lab', '--samples', '1000', '--json']))\n"
     )

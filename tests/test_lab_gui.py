@@ -13,7 +13,11 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PySide6.QtCore import QObject, Qt, Signal, Slot  # noqa: E402
 
-from specviz.core import lab  # noqa: E402
+from specviz.core.lab import montecarlo as lab  # noqa: E402
+from specviz.core.lab.distributions import SEED_P, SEED_Q, SEED_TOKENS  # noqa: E402
+from specviz.core.lab.position import position_distributions  # noqa: E402
+from specviz.core.lab.rules import RULES  # noqa: E402
+from specviz.core.metrics.position_bars import REST_LABEL  # noqa: E402
 from specviz.gui.lab_plots import show_token
 from specviz.gui.lab_window import LabWindow  # noqa: E402
 from specviz.gui.lab_worker import LabRequest, LabWorker  # noqa: E402
@@ -43,7 +47,7 @@ def window(qtbot):
 
 def run_to_end(qtbot, window, n: int, rule: str = "correct"):
     mc = window.monte_carlo
-    mc.rule.setCurrentIndex(lab.RULES.index(rule))
+    mc.rule.setCurrentIndex(RULES.index(rule))
     mc.samples.setValue(n)
     # Wait on the panel's GUI-thread signals: pytest-qt's blocker must not be woken from
     # the worker's thread (its timer would be stopped from there).
@@ -54,13 +58,13 @@ def run_to_end(qtbot, window, n: int, rule: str = "correct"):
 
 
 def test_opens_on_the_seeds_example(window):
-    assert window.editor.labels == lab.SEED_TOKENS
-    assert window.editor.p.tolist() == pytest.approx(lab.SEED_P)
-    assert window.editor.q.tolist() == pytest.approx(lab.SEED_Q)
+    assert window.editor.labels == SEED_TOKENS
+    assert window.editor.p.tolist() == pytest.approx(SEED_P)
+    assert window.editor.q.tolist() == pytest.approx(SEED_Q)
     assert window.arith.alpha == pytest.approx(0.5)
     assert "α = Σ min(p, q) = <b>0.5000</b>" in window.alpha_label.text()
     bars = window.position_bars
-    assert bars.labels == lab.SEED_TOKENS
+    assert bars.labels == SEED_TOKENS
     for series, expected in enumerate(
         ([0.5, 0.1, 0.1, 0.3], [0.2, 0.4, 0.3, 0.1], [0.2, 0.1, 0.1, 0.1], [0.3, 0, 0, 0.2])
     ):
@@ -114,7 +118,7 @@ def test_editor_keeps_p_and_q_normalised_and_refuses_negatives(window, qtbot):
     editor.add_token()
     assert editor.labels[-1] == "E" and editor.p.size == 5 and editor.p[-1] == 0.0
     editor.reset()
-    assert editor.p.tolist() == pytest.approx(lab.SEED_P)
+    assert editor.p.tolist() == pytest.approx(SEED_P)
 
 
 def test_monte_carlo_lands_on_p_live(window, qtbot):
@@ -126,15 +130,15 @@ def test_monte_carlo_lands_on_p_live(window, qtbot):
     assert len(updates) >= 10 and updates == sorted(updates)  # the histogram grew live
     assert not result.rejects() and result.acceptance_rate == pytest.approx(0.5, abs=0.01)
     assert mc.histogram.heights(1).tolist() == pytest.approx(result.empirical.tolist())
-    assert mc.histogram.heights(0).tolist() == pytest.approx(lab.SEED_P)
-    assert mc.histogram.heights(2).tolist() == pytest.approx(lab.SEED_Q)
+    assert mc.histogram.heights(0).tolist() == pytest.approx(SEED_P)
+    assert mc.histogram.heights(2).tolist() == pytest.approx(SEED_Q)
     assert "lands on p" in mc.figures.text() and "100,000 samples" in mc.figures.text()
     assert mc.run_button.isEnabled() and not mc.cancel_button.isEnabled()
 
 
 @pytest.mark.parametrize("rule", ["naive-reject", "resample-from-p"])
 def test_wrong_rule_is_labelled_and_misses(window, qtbot, rule):
-    window.monte_carlo.rule.setCurrentIndex(lab.RULES.index(rule))
+    window.monte_carlo.rule.setCurrentIndex(RULES.index(rule))
     assert "WRONG RULE" in window.monte_carlo.rule_note.text()
     assert window.monte_carlo.rule.currentText().startswith("WRONG")
     result = run_to_end(qtbot, window, 200_000, rule)
@@ -196,7 +200,7 @@ def test_worker_cancel_on_its_thread(qtbot):
     worker.progress.connect(driver.on_progress)
     worker.finished.connect(driver.on_finished)
     try:
-        request = LabRequest(1, np.array(lab.SEED_P), np.array(lab.SEED_Q), 1_000_000, "correct", 0)
+        request = LabRequest(1, np.array(SEED_P), np.array(SEED_Q), 1_000_000, "correct", 0)
         gate = Gate()
         worker.progress.connect(gate, Qt.ConnectionType.DirectConnection)
         driver.start.emit(request)
@@ -230,7 +234,7 @@ def test_large_vocabulary_shows_top_20_and_runs_on_all(window, qtbot):
     window.set_distributions(p, q, [f"tok{i}" for i in range(500)], "a random 500-token pair")
     assert not window.editor.isVisibleTo(window) and window.editor_note.isVisibleTo(window)
     labels = window.position_bars.labels
-    assert len(labels) == 21 and labels[-1] == lab.REST_LABEL
+    assert len(labels) == 21 and labels[-1] == REST_LABEL
     assert window.position_bars.heights(0).sum() == pytest.approx(1.0)
     result = run_to_end(qtbot, window, 20_000)
     assert result.counts.shape == (500,) and not result.rejects()
@@ -240,15 +244,15 @@ def test_large_vocabulary_shows_top_20_and_runs_on_all(window, qtbot):
 
 
 def test_set_position_shows_warped_and_raw(window, pair, qtbot):
-    from specviz.core.trace import Settings
+    from specviz.core.trace.records import Settings
 
     ids = pair.tokenizer("And the earth was")["input_ids"]
-    pos = lab.position_distributions(pair, ids, Settings(temperature=0.6, top_k=10))
+    pos = position_distributions(pair, ids, Settings(temperature=0.6, top_k=10))
     window.set_position(pos, "round 0, position 1")
     assert "round 0, position 1" in window.heading.text()
     bars = window.warped_bars
     top = list(pos.top_ids[:20])
-    assert bars.labels[:-1] == pos.top_text[:20] and bars.labels[-1] == lab.REST_LABEL
+    assert bars.labels[:-1] == pos.top_text[:20] and bars.labels[-1] == REST_LABEL
     assert bars.heights(1)[:-1].tolist() == pytest.approx(pos.p[top].tolist())
     assert bars.heights(0)[:-1].tolist() == pytest.approx(pos.p_raw[top].tolist())
     assert bars.heights(3).sum() == pytest.approx(1.0)

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from specviz.cli import main
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.generation import generation_settings
-from specviz.core.models import LoadOptions, ModelLoadError, load_pair
-from specviz.core.trace import Settings
-from specviz.core.tracefile import load
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.models.generation import generation_settings
+from specviz.core.models.pair import LoadOptions, ModelLoadError, load_pair
+from specviz.core.trace.files import load
+from specviz.core.trace.records import Settings
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"

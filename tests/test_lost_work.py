@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from specviz.core import tempfiles
-from specviz.core.livetrace import LiveTrace, check_target, partial_path
-from specviz.core.tracefile import load, save, write_atomic
+from specviz.core.trace import tempfiles
+from specviz.core.trace.files import load, save, write_atomic
+from specviz.core.trace.live_file import LiveTrace, check_target, partial_path
 from tests.fixtures import all_details, synthetic_session
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,9 +13,10 @@ import orjson
 import pytest
 import zmq
 
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.lab import position_distributions
-from specviz.core.trace import Settings, round_to_json
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.lab.position import position_distributions
+from specviz.core.trace.records import Settings
+from specviz.core.trace.serialize import round_to_json
 from specviz.remote import protocol as P
 from specviz.remote.client import RemoteEngine
 from specviz.remote.server import Server

@@ -8,13 +8,8 @@ import pytest
 import torch
 from scipy import stats
 
-from specviz.core.sampling import (
-    SamplingConfig,
-    acceptance_mass,
-    residual_distribution,
-    verify,
-    warp,
-)
+from specviz.core.decoding.verify import acceptance_mass, residual_distribution, verify
+from specviz.core.decoding.warp import SamplingConfig, warp
 
 LEVEL = 0.001  # false-alarm rate of each chi-square test; seeds are fixed, so no flakes
 
@@ -175,7 +170,7 @@ def test_verify_checks_shapes():
 
 
 def test_sample_follows_the_distribution_and_skips_zeros():
-    from specviz.core.sampling import sample
+    from specviz.core.decoding.warp import sample
 
     p = torch.tensor([0.0, 0.1, 0.0, 0.45, 0.3, 0.15, 0.0])
     gen = torch.Generator().manual_seed(11)
@@ -187,7 +182,8 @@ def test_sample_follows_the_distribution_and_skips_zeros():
 
 
 def test_sample_n_and_judge_work_on_batches():
-    from specviz.core.sampling import judge, sample_n
+    from specviz.core.decoding.verify import judge
+    from specviz.core.decoding.warp import sample_n
 
     p = torch.tensor([0.0, 0.1, 0.0, 0.45, 0.3, 0.15, 0.0])
     tokens = sample_n(p, 20_000, torch.Generator().manual_seed(12))

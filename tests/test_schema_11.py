@@ -7,9 +7,9 @@ import dataclasses
 import orjson
 import pytest
 
-from specviz.core.trace import SCHEMA, Round, TraceError
-from specviz.core.tracefile import parse_lines, session_lines
-from specviz.core.traceparse import schema_version
+from specviz.core.trace.files import parse_lines, session_lines
+from specviz.core.trace.parse import schema_version
+from specviz.core.trace.records import SCHEMA, Round, TraceError
 from tests.fixtures import synthetic_session
 
 

@@ -17,14 +17,15 @@ import orjson
 import pytest
 
 from specviz.cli import main
-from specviz.core import events as events_module
-from specviz.core.bars import position_bars, position_of
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.sampling import SamplingConfig
-from specviz.core.session import Session
-from specviz.core.trace import SCHEMA, UNJUDGED, Settings, TokenEvent, TraceError, round_to_json
-from specviz.core.tracefile import load, parse_lines, save, session_lines
-from specviz.core.validate import check_session
+from specviz.core.decoding import token_events as events_module
+from specviz.core.decoding.warp import SamplingConfig
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.metrics.position_bars import position_bars, position_of
+from specviz.core.trace.check_session import check_session
+from specviz.core.trace.files import load, parse_lines, save, session_lines
+from specviz.core.trace.records import SCHEMA, UNJUDGED, Settings, TokenEvent, TraceError
+from specviz.core.trace.serialize import round_to_json
+from specviz.core.trace.session import Session
 from tests.test_engine import fresh_probs
 
 SETTINGS = Settings(k=5, seed=2, max_new_tokens=50)  # every status, on the test pair
@@ -159,7 +160,7 @@ def test_a_1_1_reader_reads_a_1_2_trace(live):
     loads with a "newer minor version" warning, and inspect says valid): its discarded
     tokens keep 1.1's table (no p, no p_rest, null p in `top`), and only fields 1.1 does not
     know are added, which it ignores. Without them the lines are a valid 1.1 trace."""
-    lines = [orjson.loads(line) for line in session_lines(live, with_summary=False)]
+    lines = [orjson.loads(line) for line in session_lines(live)]
     seen = 0
     for obj in lines[1:]:
         for token in obj["tokens"]:
@@ -274,7 +275,7 @@ def test_a_malformed_unjudged_top_p_is_named(live, tmp_path, capsys, value):
 
 def test_integers_in_unjudged_top_p_are_numbers(live):
     i, j = discarded(live)[0]
-    lines = [orjson.loads(line) for line in session_lines(live, with_summary=False)]
+    lines = [orjson.loads(line) for line in session_lines(live)]
     token = lines[i + 1]["tokens"][j]
     token["unjudged_top_p"] = [1] + [0] * (len(token["top"]) - 1)
     token["top"] = [[e[0], None, 0.0 if k else e[2]] for k, e in enumerate(token["top"])]

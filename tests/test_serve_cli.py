@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from specviz.cli import main
-from specviz.core.tracefile import load
+from specviz.core.trace.files import load
 from tests.test_remote import wire
 
 TOKEN = "cli-token"
@@ -181,7 +181,7 @@ def test_bad_connect_flags(capsys, monkeypatch, args, message):
 
 
 def test_a_child_engine_stops_when_its_parent_goes(pair_dirs):
-    from specviz.core.trace import Settings
+    from specviz.core.trace.records import Settings
     from specviz.remote.client import RemoteEngine
     from specviz.remote.protocol import ConnectionLost
     from specviz.remote.spawn import ChildServer

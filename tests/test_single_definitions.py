@@ -26,8 +26,8 @@ def assigned(name: str) -> list[str]:
 
 
 def test_progress_and_rest_label_are_defined_once():
-    assert assigned("Progress") == ["specviz/core/smollm2.py"]
-    assert assigned("REST_LABEL") == ["specviz/core/bars.py"]
+    assert assigned("Progress") == ["specviz/core/models/smollm2.py"]
+    assert assigned("REST_LABEL") == ["specviz/core/metrics/position_bars.py"]
 
 
 def test_leviathan_is_cited_as_2211_17192():

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from specviz.core import smollm2
-from specviz.core.smollm2 import MARKER, SmolLM2Error, build_folder, is_complete
+from specviz.core.models import smollm2
+from specviz.core.models.smollm2 import MARKER, SmolLM2Error, build_folder, is_complete
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -197,9 +197,9 @@ def distill():
 
 
 def test_distill_smoke_builds_a_loadable_draft(distill, tmp_path):
-    from specviz.core.engine import SpeculativeEngine
-    from specviz.core.models import load_pair
-    from specviz.core.trace import Settings
+    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.models.pair import load_pair
+    from specviz.core.trace.records import Settings
     from tests.fixtures import CORPUS
 
     target = _tiny_llama_target(tmp_path / "target")
@@ -235,8 +235,8 @@ def test_distill_smoke_builds_a_loadable_draft(distill, tmp_path):
 
 
 def test_builtin_entry_reports_what_to_install(monkeypatch, tmp_path):
-    from specviz.core.builtin import BuiltinError, get_pair
-    from specviz.core.models import ModelLoadError, resolve_spec
+    from specviz.core.models.builtin import BuiltinError, get_pair
+    from specviz.core.models.pair import ModelLoadError, resolve_spec
 
     _hide(monkeypatch, "gguf")
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
@@ -251,7 +251,7 @@ def test_builtin_entry_reports_what_to_install(monkeypatch, tmp_path):
 
 
 def test_builtin_entry_resolves_through_the_cache(monkeypatch, tmp_path):
-    from specviz.core.builtin import get_pair
+    from specviz.core.models.builtin import get_pair
 
     folders = (tmp_path / "t", tmp_path / "d")
     monkeypatch.setattr(smollm2, "resolve", lambda progress=None: folders)

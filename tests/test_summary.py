@@ -12,10 +12,10 @@ import pytest
 
 from specviz.cli import main
 from specviz.commands.run import format_summary
-from specviz.core.costmodel import figures
-from specviz.core.session import Session
-from specviz.core.stats import WINDOW, summary
-from specviz.core.tracefile import save
+from specviz.core.metrics.costmodel import figures
+from specviz.core.metrics.running import WINDOW, summary
+from specviz.core.trace.files import save
+from specviz.core.trace.session import Session
 from tests.fixtures import synthetic_session
 
 OLD_KEYS = {

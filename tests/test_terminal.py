@@ -10,7 +10,7 @@ import pytest
 
 from specviz.cli import main
 from specviz.core.terminal import printable, printable_fields
-from specviz.core.tracefile import save
+from specviz.core.trace.files import save
 from tests.fixtures import synthetic_session
 
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b2J\u202etxt\x00\x7f"

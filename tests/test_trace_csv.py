@@ -6,9 +6,9 @@ import csv
 
 import pytest
 
-from specviz.core import tracefile
-from specviz.core.csvexport import COLUMNS, write_stats_csv
-from specviz.core.stats import summary
+from specviz.core.metrics.csv_export import COLUMNS, write_stats_csv
+from specviz.core.metrics.running import summary
+from specviz.core.trace import files as tracefile
 from tests.fixtures import synthetic_session
 
 

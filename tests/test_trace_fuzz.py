@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from specviz.cli import main
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.session import Session
-from specviz.core.trace import Settings
-from specviz.core.tracefile import session_lines
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.trace.files import session_lines
+from specviz.core.trace.records import Settings
+from specviz.core.trace.session import Session
 from tests.fixtures import sample_session, synthetic_session
 
 FUZZ_N = int(os.environ.get("SPECVIZ_FUZZ_N", "200"))

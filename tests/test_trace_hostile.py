@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from specviz.cli import main
-from specviz.core.trace import TraceError
-from specviz.core.tracefile import load, session_lines
-from specviz.core.validate import check_session
+from specviz.core.trace.check_session import check_session
+from specviz.core.trace.files import load, session_lines
+from specviz.core.trace.records import TraceError
 from tests.fixtures import synthetic_session
 
 BIG = 10**400  # a 400-digit number: json writes it as an integer literal
@@ -22,7 +22,7 @@ BIG = 10**400  # a 400-digit number: json writes it as an integer literal
 
 def trace_objects(n_rounds: int = 6, seed: int = 6) -> list[dict]:
     session = synthetic_session(n_rounds, seed=seed)
-    return [json.loads(line) for line in session_lines(session, with_summary=False)]
+    return [json.loads(line) for line in session_lines(session)]
 
 
 def write(tmp_path, objs: list[dict], name: str = "t.jsonl") -> str:

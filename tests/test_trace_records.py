@@ -1,5 +1,5 @@
 """The trace records are plain frozen values, and the format's vocabulary is defined once,
-next to them (specviz.core.trace): the writer's and the reader's field lists derive from it."""
+next to them (core.trace.records): the writer's and the reader's field lists derive from it."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import inspect
 
 import pytest
 
-from specviz.core import trace
-from specviz.core.trace import Round, SessionHeader, TokenEvent
-from specviz.core.tracefile import parse_lines, session_lines
+from specviz.core.trace import records as trace
+from specviz.core.trace.files import parse_lines, session_lines
+from specviz.core.trace.records import Round, SessionHeader, TokenEvent
 from tests.fixtures import synthetic_session
 
 

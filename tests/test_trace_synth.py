@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import tracemalloc
 
-from specviz.core.tracefile import load, write_atomic
-from specviz.core.validate import check_session
+from specviz.core.trace.check_session import check_session
+from specviz.core.trace.files import load, write_atomic
 from tests.fixtures import synthetic_lines, synthetic_session
 
 

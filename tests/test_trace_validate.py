@@ -1,4 +1,4 @@
-"""specviz.core.validate: each kind of contradiction is found, at the right line and field,
+"""core.trace.check_session: each kind of contradiction is found, at the right line and field,
 and consistent traces (synthetic here, live in test_tracefile.py) have none."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from specviz.core.session import Session
-from specviz.core.trace import NUMBERS_BY_STATUS, Round, TokenEvent
-from specviz.core.tracefile import load, save
-from specviz.core.validate import Problem, check_session, expected_accept_prob
+from specviz.core.trace.check_session import Problem, check_session, expected_accept_prob
+from specviz.core.trace.files import load, save
+from specviz.core.trace.records import NUMBERS_BY_STATUS, Round, TokenEvent
+from specviz.core.trace.session import Session
 from tests.fixtures import synthetic_header, synthetic_rounds, synthetic_session
 
 

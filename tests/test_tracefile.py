@@ -13,14 +13,15 @@ import orjson
 import pytest
 
 from specviz.cli import main
-from specviz.core import tracefile
-from specviz.core.bars import position_bars, positions
-from specviz.core.engine import SpeculativeEngine
-from specviz.core.session import Session
-from specviz.core.toplists import without_top_lists
-from specviz.core.trace import Settings, TraceError, dumps
-from specviz.core.tracefile import load, parse_lines, save, session_lines, write_atomic
-from specviz.core.validate import check_session
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.metrics.position_bars import position_bars, positions
+from specviz.core.trace import files as tracefile
+from specviz.core.trace.check_session import check_session
+from specviz.core.trace.files import load, parse_lines, save, session_lines, write_atomic
+from specviz.core.trace.records import Settings, TraceError
+from specviz.core.trace.round_lines import without_top_lists
+from specviz.core.trace.serialize import dumps
+from specviz.core.trace.session import Session
 from tests.fixtures import all_details, synthetic_session
 
 
@@ -38,7 +39,7 @@ def write(path, lines: list[str], end: str = "\n") -> None:
 
 
 def lines_of(session: Session) -> list[str]:
-    return list(session_lines(session, with_summary=False))
+    return list(session_lines(session))
 
 
 def test_live_session_round_trip(live, tmp_path):
@@ -292,7 +293,7 @@ def test_atomic_write_gives_normal_permissions(tmp_path):
     import os
     import stat
 
-    from specviz.core.tracefile import write_atomic
+    from specviz.core.trace.files import write_atomic
 
     new = tmp_path / "new.jsonl"
     umask = os.umask(0o022)

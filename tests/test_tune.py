@@ -13,8 +13,9 @@ import pytest
 
 from specviz.cli import main
 from specviz.commands import tune as tune_command
-from specviz.core.promptsets import Prompt, PromptSetError, load_prompt_set, shipped_set
-from specviz.core.sweep import SweepConfig, run_sweep, sweep_plan, tables_by_category
+from specviz.core.tune.promptsets import Prompt, PromptSetError, load_prompt_set, shipped_set
+from specviz.core.tune.sweep import SweepConfig, run_sweep, sweep_plan
+from specviz.core.tune.table import tables_by_category
 
 PROMPTS = [Prompt("bible", "In the beginning God"), Prompt("fortune", "A fool and his money")]
 
@@ -161,11 +162,11 @@ def test_tune_bad_prompt_file_is_one_line(tmp_path, capsys):
 
 
 def test_check_greedy_finds_a_difference(pair):
-    from specviz.core.greedycheck import check_greedy
+    from specviz.core.decoding.greedy_check import check_greedy
 
     ids = pair.tokenizer("In the beginning")["input_ids"]
-    from specviz.core.decode import decode
-    from specviz.core.sampling import SamplingConfig
+    from specviz.core.decoding.forward import decode
+    from specviz.core.decoding.warp import SamplingConfig
 
     ref = decode(pair.target, ids, 6, pair.vocab_size, SamplingConfig(temperature=0))
     assert check_greedy(pair, ids, ref) is None
@@ -176,11 +177,11 @@ def test_check_greedy_finds_a_difference(pair):
 
 
 def test_from_trace_with_and_without_probes(pair, tmp_path, capsys):
-    from specviz.core.engine import SpeculativeEngine
-    from specviz.core.probes import ProbePlan, Prober
-    from specviz.core.session import Session
-    from specviz.core.trace import Settings
-    from specviz.core.tracefile import save
+    from specviz.core.engine.cost_probes import ProbePlan, Prober
+    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.trace.files import save
+    from specviz.core.trace.records import Settings
+    from specviz.core.trace.session import Session
 
     engine = SpeculativeEngine(
         pair,
@@ -223,8 +224,9 @@ def test_tune_with_the_lookup_drafter(pair_dirs, tmp_path, capsys):
 
 
 def test_sweep_writes_each_runs_trace(pair, tmp_path):
-    from specviz.core import tracefile
-    from specviz.core.sweep import prompt_rows, trace_name
+    from specviz.core.trace import files as tracefile
+    from specviz.core.tune.sweep import trace_name
+    from specviz.core.tune.table import prompt_rows
 
     config = SweepConfig(ks=(1, 2), max_new_tokens=6, seed=1, probe_every=2)
     result = run_sweep(pair, PROMPTS[:1], config, trace_dir=tmp_path)
@@ -255,7 +257,7 @@ def test_sweep_writes_each_runs_trace(pair, tmp_path):
 
 
 def test_tune_traces_writes_readable_traces(pair_dirs, tmp_path, capsys):
-    from specviz.core import tracefile
+    from specviz.core.trace import files as tracefile
 
     target, draft = pair_dirs
     folder = tmp_path / "traces"

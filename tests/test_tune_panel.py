@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from specviz.core.trace import Round, Settings, TokenEvent
+from specviz.core.trace.records import Round, Settings, TokenEvent
 from specviz.gui.tune_panel import TunePanel
 
 
@@ -134,7 +134,7 @@ def test_sweep_runs_on_a_worker_thread(panel, pair, qtbot, tmp_path):
 def check_per_prompt_rows(panel, qtbot):
     """The per-prompt table after a 2-prompt, K 1-2 sweep: a row per run with its figures;
     double-click and "Open trace" emit open_trace with a trace of that run."""
-    from specviz.core import tracefile
+    from specviz.core.trace import files as tracefile
 
     runs = panel.runs
     cells = [

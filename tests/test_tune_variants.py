@@ -8,10 +8,11 @@ import json
 from itertools import product
 
 from specviz.cli import main
-from specviz.core.drafters import DrafterConfig
-from specviz.core.policies import PolicyConfig
-from specviz.core.promptsets import Prompt
-from specviz.core.sweep import SweepConfig, run_sweep, tables_by_category
+from specviz.core.decoding.k_policy import PolicyConfig
+from specviz.core.drafters.base import DrafterConfig
+from specviz.core.tune.promptsets import Prompt
+from specviz.core.tune.sweep import SweepConfig, run_sweep
+from specviz.core.tune.table import tables_by_category
 
 PROMPTS = [Prompt("bible", "In the beginning God"), Prompt("fortune", "A fool and his money")]
 

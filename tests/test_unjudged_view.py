@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from specviz.core.bars import position_bars
-from specviz.core.trace import TokenEvent
+from specviz.core.metrics.position_bars import position_bars
+from specviz.core.trace.records import TokenEvent
 from specviz.gui.distribution_text import MAIN_TITLE, UNJUDGED_TITLE
 from specviz.gui.distribution_view import DistributionView
 from specviz.gui.token_view import token_tooltip

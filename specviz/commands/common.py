@@ -14,7 +14,7 @@ import math
 import re
 import sys
 
-from specviz.core.trace import Settings
+from specviz.core.trace.records import Settings
 
 EXIT_BAD_INPUT = 2
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes 0 .. 2**64 - 1
@@ -39,10 +39,11 @@ def fail(message: str) -> int:
 def finish_trace(live, session) -> int | None:
     """Move a run's partial trace (core.livetrace.LiveTrace) onto its name and say where;
     an exit status if that failed (the partial file stays), else None."""
+    from specviz.core.metrics.running import summary
     from specviz.core.terminal import printable
 
     try:
-        written = live.finish(session)
+        written = live.finish(session, summary(session))
     except OSError as e:
         live.close()
         return fail(f"could not write the trace: {e}")
@@ -179,7 +180,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 
 def load_options(args: argparse.Namespace):
     """The core.models.LoadOptions that the model arguments ask for."""
-    from specviz.core.models import LoadOptions
+    from specviz.core.models.pair import LoadOptions
 
     def get(name, default=None):
         return getattr(args, name, default)
@@ -204,7 +205,7 @@ def model_specs(args: argparse.Namespace) -> tuple[str, str]:
         raise UsageError("give both --target and --draft (or neither, for the default pair)")
     if args.target:
         return args.target, args.draft
-    from specviz.core.builtin import DEFAULT_PAIR
+    from specviz.core.models.builtin import DEFAULT_PAIR
 
     name = args.pair or DEFAULT_PAIR
     if not name.startswith("builtin:"):

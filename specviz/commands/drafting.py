@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from specviz.commands.common import UsageError, model_specs
-from specviz.core.drafters import DRAFTERS, DrafterConfig
-from specviz.core.policies import POLICIES, PolicyConfig
+from specviz.core.decoding.k_policy import POLICIES, PolicyConfig
+from specviz.core.drafters.base import DRAFTERS, DrafterConfig
 
 _DEFAULT_DRAFTER, _DEFAULT_POLICY = DrafterConfig(), PolicyConfig()
 

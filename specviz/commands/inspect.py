@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
 def describe(session, problems: list) -> dict[str, Any]:
     """Everything `inspect` reports, as plain JSON values. The figures (acceptance, speedups,
     ...) only for a valid trace: an invalid one's numbers mean nothing, and may be anything."""
-    from specviz.core.stats import fold, summary
+    from specviz.core.metrics.running import fold, summary
 
     header = session.header
     report = {
@@ -154,7 +154,7 @@ def _figures(d: dict[str, Any]) -> list[str]:
 def whatif(rounds: list) -> list[dict[str, Any]]:
     """costmodel.whatif_acceptance for K' = 1 .. K - 1 (at most WHATIF_KS of them, spread over
     that range), K the largest the rounds asked for. Each is labelled an estimate."""
-    from specviz.core.costmodel import round_k, whatif_acceptance
+    from specviz.core.metrics.costmodel import round_k, whatif_acceptance
 
     k = max((round_k(rnd) for rnd in rounds), default=0)
     if k < 2:
@@ -206,11 +206,11 @@ def _progress(doing: str) -> Callable[[float], None] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.core.tempfiles import remove_stale_temps
     from specviz.core.terminal import printable, printable_fields
-    from specviz.core.trace import TraceError
-    from specviz.core.tracefile import load
-    from specviz.core.validate import check_session
+    from specviz.core.trace.check_session import check_session
+    from specviz.core.trace.files import load
+    from specviz.core.trace.records import TraceError
+    from specviz.core.trace.tempfiles import remove_stale_temps
 
     path = args.trace
     remove_stale_temps(Path(path).parent)  # what a killed save to that folder left

@@ -19,7 +19,7 @@ from specviz.commands.common import UsageError, add_model_args, fail, load_optio
 
 
 def add_parser(sub) -> None:
-    from specviz.core.lab_rules import MAX_SAMPLES, MIN_SAMPLES, RULES
+    from specviz.core.lab.rules import MAX_SAMPLES, MIN_SAMPLES, RULES
 
     parser = sub.add_parser(
         "lab", help="check losslessness: the rule run N times at one position", description=__doc__
@@ -66,7 +66,7 @@ def _numbers(text: str, name: str) -> list[float]:
 
 def _teaching(args: argparse.Namespace):
     """(p, q, labels, title) from --p / --q / --labels, or the seeds' example."""
-    from specviz.core.lab import SEED_P, SEED_Q, SEED_TOKENS
+    from specviz.core.lab.distributions import SEED_P, SEED_Q, SEED_TOKENS
 
     p = _numbers(args.p, "p") if args.p else list(SEED_P)
     q = _numbers(args.q, "q") if args.q else list(SEED_Q)
@@ -89,9 +89,9 @@ def _model_mode(args: argparse.Namespace) -> bool:
 
 def _position(args: argparse.Namespace):
     """The next-token p and q of a model pair after the prompt (loads the models)."""
-    from specviz.core.lab import position_distributions
-    from specviz.core.models import ModelLoadError, load_pair
-    from specviz.core.sampling import SamplingConfig
+    from specviz.core.decoding.warp import SamplingConfig
+    from specviz.core.lab.position import position_distributions
+    from specviz.core.models.pair import ModelLoadError, load_pair
 
     if args.p or args.q:
         raise UsageError("give either --p/--q or a model pair and --prompt, not both")
@@ -115,7 +115,7 @@ def _position(args: argparse.Namespace):
     except ModelLoadError as e:
         raise UsageError(str(e)) from None
     if args.prompt is None:
-        from specviz.core.prompts import example_prompts
+        from specviz.core.resources import example_prompts
 
         args.prompt = example_prompts()[0]
     ids = pair.tokenizer(args.prompt)["input_ids"]
@@ -133,7 +133,8 @@ def _finite(value: float) -> float | None:
 def figures(result, labels, title: str, position=None) -> dict:
     """The JSON object of a run: distributions as lists over the whole vocabulary
     (infinite chi-square, from a token that p gives no mass, is written as null)."""
-    from specviz.core.lab import RULE_LABELS, arithmetic
+    from specviz.core.lab.arithmetic import arithmetic
+    from specviz.core.lab.rules import RULE_LABELS
 
     a = arithmetic(result.p, result.q)
     obj = {
@@ -164,7 +165,10 @@ def figures(result, labels, title: str, position=None) -> dict:
 
 
 def format_text(result, label, title: str) -> str:
-    from specviz.core.lab import LEVEL, RULE_LABELS, arithmetic, bar_layout
+    from specviz.core.lab.arithmetic import arithmetic
+    from specviz.core.lab.distributions import bar_layout
+    from specviz.core.lab.montecarlo import LEVEL
+    from specviz.core.lab.rules import RULE_LABELS
 
     a = arithmetic(result.p, result.q)
     layout = bar_layout(np.maximum(a.p, a.q), label)
@@ -211,7 +215,8 @@ class LabRequest:
 def run(args: argparse.Namespace) -> int | LabRequest:
     """The exit code; with --gui, a LabRequest for the entry point to open (commands never
     open windows)."""
-    from specviz.core.lab import MAX_SAMPLES, MIN_SAMPLES, monte_carlo
+    from specviz.core.lab.montecarlo import monte_carlo
+    from specviz.core.lab.rules import MAX_SAMPLES, MIN_SAMPLES
 
     try:
         if not MIN_SAMPLES <= args.samples <= MAX_SAMPLES:

@@ -43,7 +43,7 @@ def describe(info: dict, default: bool) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.core.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
+    from specviz.core.models.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
 
     infos = {name: pair.info() for name, pair in BUILTIN_PAIRS.items()}
     if args.json:

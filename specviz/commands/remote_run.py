@@ -83,9 +83,9 @@ def run_connected(
     format_summary: Callable[[dict], str],
 ) -> int:
     """commands/run.py's run, whose formats it is given, on the engine at args.connect."""
-    from specviz.core.livetrace import LiveTrace
-    from specviz.core.session import Session
-    from specviz.core.stats import summary
+    from specviz.core.metrics.running import summary
+    from specviz.core.trace.live_file import LiveTrace
+    from specviz.core.trace.session import Session
     from specviz.remote.protocol import RemoteError
 
     try:

@@ -64,7 +64,7 @@ def _prompt(args: argparse.Namespace) -> str:
     else:
         text = args.prompt
     if text is None:
-        from specviz.core.prompts import example_prompts
+        from specviz.core.resources import example_prompts
 
         text = example_prompts()[0]
     try:
@@ -123,10 +123,10 @@ def _describe_generation_config(config: dict, adopted: dict | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.core.livetrace import LiveTrace, check_target
-    from specviz.core.models import ModelLoadError, load_pair
-    from specviz.core.session import Session
-    from specviz.core.stats import summary
+    from specviz.core.metrics.running import summary
+    from specviz.core.models.pair import ModelLoadError, load_pair
+    from specviz.core.trace.live_file import LiveTrace, check_target
+    from specviz.core.trace.session import Session
 
     try:
         settings = settings_from(args)
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         pair = load_pair(target, draft, options, progress=progress)
         if args.chat:
-            from specviz.core.generation import chat_prompt
+            from specviz.core.models.generation import chat_prompt
 
             prompt = chat_prompt(pair.tokenizer, prompt)
     except ModelLoadError as e:
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if pair.generation_config:
         adopted = None
         if args.use_generation_config:
-            from specviz.core.generation import generation_settings
+            from specviz.core.models.generation import generation_settings
 
             try:
                 settings, adopted = adopt_generation_config(
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         progress(_describe_generation_config(pair.generation_config, adopted))
     elif args.use_generation_config:
         progress("the target has no generation_config.json: the sampling options stand")
-    from specviz.core.engine import SpeculativeEngine
+    from specviz.core.engine.speculative import SpeculativeEngine
 
     try:
         engine = SpeculativeEngine(

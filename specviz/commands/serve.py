@@ -52,7 +52,7 @@ def _say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.core.models import ModelLoadError, load_pair
+    from specviz.core.models.pair import ModelLoadError, load_pair
     from specviz.remote.protocol import new_token
     from specviz.remote.server import ServeError, Server, endpoint_host
 

@@ -146,8 +146,8 @@ def run(args: argparse.Namespace) -> int:
         from specviz.commands.tune_trace import run_from_trace
 
         return run_from_trace(args)
-    from specviz.core.promptsets import PromptSetError, load_prompt_set
-    from specviz.core.sweep import SweepConfig
+    from specviz.core.tune.promptsets import PromptSetError, load_prompt_set
+    from specviz.core.tune.sweep import SweepConfig
 
     try:
         ks = parse_ks(args.k)
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(f"[specviz] {plain(message)}", file=sys.stderr, flush=True)
 
-    from specviz.core.models import ModelLoadError, load_pair
+    from specviz.core.models.pair import ModelLoadError, load_pair
 
     try:
         pair = load_pair(target, draft, options, progress=progress)
@@ -221,7 +221,7 @@ def traces_folder(path: str | None):
 def sweep(pair, prompts, config, progress, trace_dir=None):
     """Run the sweep; the first Ctrl-C stops it after the round in progress (a second one
     stops at once); what finished is still reported."""
-    from specviz.core.sweep import SweepResult, run_sweep
+    from specviz.core.tune.sweep import SweepResult, run_sweep
 
     cancel = threading.Event()
     runs = []
@@ -252,7 +252,7 @@ def sweep(pair, prompts, config, progress, trace_dir=None):
 
 
 def print_result(args, result, target: str, draft: str) -> None:
-    from specviz.core.sweep import prompt_rows, tables_by_category
+    from specviz.core.tune.table import prompt_rows, tables_by_category
 
     if not result.runs:
         tables = {}

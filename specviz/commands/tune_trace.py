@@ -10,7 +10,7 @@ from specviz.commands.common import fail
 
 
 def describe_trace(session) -> dict:
-    from specviz.core.costmodel import CostModel, figures_json, round_k, whatif_acceptance
+    from specviz.core.metrics.costmodel import CostModel, figures_json, round_k, whatif_acceptance
 
     rounds = session.rounds
     fig = CostModel(window=None, probe_window=None).extend(rounds).figures()
@@ -54,8 +54,8 @@ def format_trace(path: str, d: dict) -> str:
 
 
 def run_from_trace(args: argparse.Namespace) -> int:
-    from specviz.core.trace import TraceError
-    from specviz.core.tracefile import load
+    from specviz.core.trace.files import load
+    from specviz.core.trace.records import TraceError
 
     path = args.from_trace
     try:

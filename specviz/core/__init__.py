@@ -1,0 +1,5 @@
+"""The engine and its records, without Qt. Sub-packages, bottom to top (each imports only
+those below it; pyproject.toml's import contracts check it):
+
+trace < metrics, models < decoding < drafters < engine < lab, tune
+"""

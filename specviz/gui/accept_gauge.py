@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 
-from specviz.core.bars import PositionBars
+from specviz.core.metrics.position_bars import PositionBars
 from specviz.gui import palette
 from specviz.gui.plot_kit import cache_axes
 

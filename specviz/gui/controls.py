@@ -25,9 +25,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
-from specviz.core.prompts import example_prompts
-from specviz.core.trace import Settings
+from specviz.core.models.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
+from specviz.core.resources import example_prompts
+from specviz.core.trace.records import Settings
 from specviz.gui.drafting_box import DraftingBox, describe_drafter
 
 CUSTOM = "Custom: hub id or folder"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from specviz.core.bars import PositionBars
+from specviz.core.metrics.position_bars import PositionBars
 from specviz.gui import palette
 from specviz.gui.token_view import fmt
 

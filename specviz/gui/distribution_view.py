@@ -2,7 +2,7 @@
 into min(p, q) (accepted mass) and max(0, p - q) (the residual's mass), the draw u against
 min(1, p/q), alpha and 1 - alpha, and the residual a resampled token was drawn from.
 
-All numbers come from `specviz.core.bars.position_bars`; plot items are created once and
+All numbers come from `core.metrics.position_bars.position_bars`; plot items are created once and
 updated with setOpts / setData. GUI thread only.
 """
 
@@ -28,9 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.bars import PositionBars, position_bars
-from specviz.core.session import Session
-from specviz.core.trace import Round, TraceError
+from specviz.core.metrics.position_bars import PositionBars, position_bars
+from specviz.core.trace.records import Round, TraceError
+from specviz.core.trace.session import Session
 from specviz.gui import palette
 from specviz.gui.accept_gauge import AcceptGauge
 from specviz.gui.distribution_text import (

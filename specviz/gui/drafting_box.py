@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.drafters import DRAFTERS, DrafterConfig
-from specviz.core.policies import POLICIES, PolicyConfig
+from specviz.core.decoding.k_policy import POLICIES, PolicyConfig
+from specviz.core.drafters.base import DRAFTERS, DrafterConfig
 
 DRAFTER_LABELS = {
     "model": "the draft model",

@@ -13,8 +13,9 @@ from pathlib import Path
 from PySide6.QtCore import QEventLoop
 from PySide6.QtWidgets import QApplication, QWidget
 
-from specviz.core import tracefile
-from specviz.core.trace import TraceError
+from specviz.core.metrics.running import summary
+from specviz.core.trace import files as tracefile
+from specviz.core.trace.records import TraceError
 from specviz.gui import dialogs
 from specviz.gui.session_controller import SessionController
 
@@ -33,7 +34,7 @@ def local_trace(mime) -> str | None:
 
 def _problems(session) -> list[str]:
     """Contradictions in a loaded trace's numbers (core.validate), as messages."""
-    from specviz.core.validate import check_session
+    from specviz.core.trace.check_session import check_session
 
     # The top-N lists are checked when a position's bars are first shown: checking all of
     # them here would parse four fifths of the file again (`specviz inspect` does).
@@ -63,7 +64,7 @@ class Files:
             )
             return False
         try:
-            tracefile.save(session, path)
+            tracefile.save(session, path, summary(session))
         except (OSError, TraceError) as e:  # TraceError: a replayed round's line is not text
             dialogs.error(
                 self.parent,
@@ -133,7 +134,7 @@ class Files:
     # ------------------------------------------------------------------------------ exports
 
     def export_csv(self, path: str | Path) -> bool:
-        from specviz.core.csvexport import write_stats_csv
+        from specviz.core.metrics.csv_export import write_stats_csv
 
         session = self.controller.session
         if session is None or not session.rounds:
@@ -178,7 +179,7 @@ class Files:
         saver = self.controller.autosaver
         if saver is None:
             return False
-        from specviz.core.autosave import Autosaver
+        from specviz.core.trace.autosave import Autosaver
 
         found = Autosaver.find_restorable(saver.folder)
         if found is None:

@@ -13,7 +13,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.lab import Arithmetic, BarLayout
+from specviz.core.lab.arithmetic import Arithmetic
+from specviz.core.lab.distributions import BarLayout
 from specviz.gui import palette
 from specviz.gui.lab_plots import RIGHT, WRONG, show_token
 

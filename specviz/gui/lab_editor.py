@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.lab import SEED_P, SEED_Q, SEED_TOKENS, normalise, set_entry
+from specviz.core.lab.distributions import SEED_P, SEED_Q, SEED_TOKENS, normalise, set_entry
 from specviz.gui import palette
 
 STEPS = 1000  # slider resolution: 0.001

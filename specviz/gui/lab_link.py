@@ -4,8 +4,8 @@ only."""
 
 from __future__ import annotations
 
-from specviz.core.bars import position_bars
-from specviz.core.trace import TraceError
+from specviz.core.metrics.position_bars import position_bars
+from specviz.core.trace.records import TraceError
 from specviz.gui.distribution_view import DistributionView
 from specviz.gui.session_controller import SessionController
 

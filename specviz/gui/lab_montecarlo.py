@@ -19,15 +19,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.lab import (
-    LEVEL,
-    MAX_SAMPLES,
-    MIN_SAMPLES,
-    RULE_LABELS,
-    RULES,
-    BarLayout,
-    MonteCarloResult,
-)
+from specviz.core.lab.distributions import BarLayout
+from specviz.core.lab.montecarlo import LEVEL, MonteCarloResult
+from specviz.core.lab.rules import MAX_SAMPLES, MIN_SAMPLES, RULE_LABELS, RULES
 from specviz.gui.lab_plots import HISTOGRAM_SERIES, RIGHT, WRONG, GroupedBars
 from specviz.gui.lab_worker import LabRequest, LabWorker
 from specviz.gui.threads import start_worker

@@ -12,7 +12,7 @@ import pyqtgraph as pg
 from PySide6.QtGui import QCursor, QFont
 from PySide6.QtWidgets import QToolTip
 
-from specviz.core.bars import REST_LABEL
+from specviz.core.metrics.position_bars import REST_LABEL
 from specviz.gui import palette
 
 # The lab's own shades, next to the shared palette: the residual and the un-warped

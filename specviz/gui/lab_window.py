@@ -1,7 +1,7 @@
 """The losslessness lab window: edit p and q (or take them from a real position), see the
 seeds' arithmetic, and run the rule N times to watch the emitted tokens follow p.
 
-Every number shown comes from specviz.core.lab; this module only lays them out.
+Every number shown comes from specviz.core.lab.montecarlo; this module only lays them out.
 """
 
 from __future__ import annotations
@@ -23,14 +23,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.lab import (
-    Arithmetic,
-    BarLayout,
-    PositionDistributions,
-    arithmetic,
-    bar_layout,
-    normalise,
-)
+from specviz.core.lab.arithmetic import Arithmetic, arithmetic
+from specviz.core.lab.distributions import BarLayout, bar_layout, normalise
+from specviz.core.lab.position import PositionDistributions
 from specviz.gui.lab_arithmetic import ArithmeticTable
 from specviz.gui.lab_editor import MAX_TOKENS, MIN_TOKENS, DistributionEditor
 from specviz.gui.lab_montecarlo import MonteCarloPanel

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from PySide6.QtCore import QObject, Signal, Slot
 
-from specviz.core.lab import MonteCarloResult, monte_carlo
+from specviz.core.lab.montecarlo import MonteCarloResult, monte_carlo
 
 
 @dataclass(frozen=True)

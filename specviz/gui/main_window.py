@@ -13,8 +13,8 @@ import traceback
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QLayout, QMainWindow, QScrollArea, QSplitter
 
-from specviz.core.bars import DRAFTED, positions
-from specviz.core.trace import SessionHeader
+from specviz.core.metrics.position_bars import DRAFTED, positions
+from specviz.core.trace.records import SessionHeader
 from specviz.gui import dialogs
 from specviz.gui.actions import build_actions
 from specviz.gui.connected_controller import ConnectedController

@@ -5,7 +5,7 @@ axis), the histogram of accepted length and acceptance by position.
 Every plot item is created once; each round appends one point to preallocated arrays and
 calls setData on views of them (clipped to the view and downsampled when long), so no
 widget is rebuilt and no Python loop runs over past rounds. Numbers come from
-`specviz.core.stats`. GUI thread only.
+`specviz.core.metrics.running`. GUI thread only.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QToolTip, QVBoxLayout, QWidget
 
-from specviz.core.stats import RoundStats, RunningStats
+from specviz.core.metrics.running import RoundStats, RunningStats
 from specviz.gui import palette
 from specviz.gui.plot_kit import (
     COARSE,

@@ -17,7 +17,7 @@ import time
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 
-from specviz.core.trace import Settings
+from specviz.core.trace.records import Settings
 from specviz.gui.worker import EngineSignals, Loaded
 from specviz.remote.client import Cancelled, RemoteEngine
 from specviz.remote.protocol import ConnectionLost, RemoteError, model_info

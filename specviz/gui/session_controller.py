@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from specviz.core.drafters import DrafterConfig
-from specviz.core.policies import PolicyConfig
-from specviz.core.session import Session
-from specviz.core.stats import RoundStats, RunningStats
-from specviz.core.trace import Round, SessionHeader, Settings
+from specviz.core.decoding.k_policy import PolicyConfig
+from specviz.core.drafters.base import DrafterConfig
+from specviz.core.metrics.running import RoundStats, RunningStats
+from specviz.core.trace.records import Round, SessionHeader, Settings
+from specviz.core.trace.session import Session
 from specviz.gui.session_state import State
 from specviz.gui.worker import EngineThread, Loaded
 
@@ -67,7 +67,7 @@ class SessionController(QObject):
         self._draw_until = 0  # a long trace is drawn up to this many rounds
         self.autosaver = None
         if autosave:
-            from specviz.core.autosave import Autosaver
+            from specviz.core.trace.autosave import Autosaver
 
             self.autosaver = Autosaver()
         self._replay_timer = QTimer(self)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.core.costmodel import CostModel, Figures
-from specviz.core.trace import Round, SessionHeader
+from specviz.core.metrics.costmodel import CostModel, Figures
+from specviz.core.trace.records import Round, SessionHeader
 
 WINDOW = 64  # rounds the figures come from (as `specviz tune` and the Tune panel)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
-from specviz.core.stats import RoundStats
+from specviz.core.metrics.running import RoundStats
 
 STATE_COLOURS = {
     "loading": "#8a6d00",

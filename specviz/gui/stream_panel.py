@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.trace import Round
+from specviz.core.trace.records import Round
 from specviz.gui import keys, palette
 from specviz.gui.rich_line import RichLine
 from specviz.gui.token_view import TokenView, k_text

@@ -13,8 +13,8 @@ from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
-from specviz.core.bars import position_of, tokens_at
-from specviz.core.trace import Round, SessionHeader
+from specviz.core.metrics.position_bars import position_of, tokens_at
+from specviz.core.trace.records import Round, SessionHeader
 from specviz.gui import palette
 
 BOUNDARY_MARK = palette.BOUNDARY_MARK

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from specviz.core.models import load_pair
+from specviz.core.models.pair import load_pair
 from specviz.gui.controls import Controls
 from specviz.gui.session_controller import SessionController
 

@@ -40,10 +40,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.costmodel import CostModel, Figures, leviathan_curve
-from specviz.core.promptsets import PromptSetError, load_prompt_set
-from specviz.core.sweep import SweepConfig, SweepResult, SweepTable, prompt_rows, tables_by_category
-from specviz.core.trace import Round, Settings
+from specviz.core.metrics.costmodel import CostModel, Figures, leviathan_curve
+from specviz.core.trace.records import Round, Settings
+from specviz.core.tune.promptsets import PromptSetError, load_prompt_set
+from specviz.core.tune.sweep import SweepConfig, SweepResult
+from specviz.core.tune.table import SweepTable, prompt_rows, tables_by_category
 from specviz.gui.threads import start_worker
 from specviz.gui.tune_plot import AdvisorPlot
 from specviz.gui.tune_runs import RunTable

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.sweep import PromptRow
+from specviz.core.tune.table import PromptRow
 
 RUN_COLUMNS = ("prompt", "category", "K", "alpha", "tokens/pass", "measured")
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from specviz.core.promptsets import Prompt
-from specviz.core.sweep import SweepConfig, run_sweep
+from specviz.core.tune.promptsets import Prompt
+from specviz.core.tune.sweep import SweepConfig, run_sweep
 
 
 @dataclass(frozen=True)

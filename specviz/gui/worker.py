@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from specviz.core.drafters import DrafterConfig
-from specviz.core.models import LoadOptions, ModelLoadError, ModelPair, load_pair
-from specviz.core.policies import PolicyConfig
-from specviz.core.trace import ModelInfo, Settings
+from specviz.core.decoding.k_policy import PolicyConfig
+from specviz.core.drafters.base import DrafterConfig
+from specviz.core.models.pair import LoadOptions, ModelLoadError, ModelPair, load_pair
+from specviz.core.trace.records import ModelInfo, Settings
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class Worker(QObject):
                 "the Drafting box.",
             )
             return
-        from specviz.core.engine import SpeculativeEngine
+        from specviz.core.engine.speculative import SpeculativeEngine
 
         self.busy.emit("reading the prompt and measuring the models' step times")
         try:
@@ -205,7 +205,7 @@ class Worker(QObject):
         """The target's own greedy decoding of the prompt against the session's tokens."""
         if self.stop_event.is_set() or self.pair is None:
             return
-        from specviz.core.greedycheck import check_greedy
+        from specviz.core.decoding.greedy_check import check_greedy
 
         self.busy.emit(f"decoding {len(emitted)} tokens greedily with the target alone")
         try:
@@ -225,7 +225,7 @@ class Worker(QObject):
         if self.pair is None:
             self.error.emit("No models loaded", "The lab needs a loaded pair for real models.")
             return
-        from specviz.core.lab import position_distributions
+        from specviz.core.lab.position import position_distributions
 
         self.busy.emit("computing p and q at the position")
         try:

@@ -19,7 +19,8 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from specviz.core.trace import Round, SessionHeader, Settings, settings_to_json
+from specviz.core.trace.records import Round, SessionHeader, Settings
+from specviz.core.trace.serialize import settings_to_json
 from specviz.remote import protocol as P
 from specviz.remote.server import (
     HEARTBEAT_MS,

@@ -3,7 +3,7 @@
 Every message is a ZeroMQ multipart message whose first frame is one JSON object (UTF-8).
 A request carries the server's token, an `op` and an `id`; every reply names the request
 it answers in `re`. Sessions and rounds travel as the trace format's header and round
-lines (core.trace.header_to_json / round_to_json), so a client parses them with the
+lines (core.trace.serialize: header_to_json / round_to_json), so a client parses them with the
 trace reader and gets the very records a local engine makes, floats bit for bit. The one
 binary payload is a position's full p and q: raw little-endian float64 frames after the
 JSON frame.
@@ -19,17 +19,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from specviz.core.trace import (
-    ModelInfo,
-    Round,
-    SessionHeader,
-    Settings,
-    TraceError,
-    dumps_bytes,
-    header_to_json,
-    round_to_json,
-)
-from specviz.core.traceparse import parse_header, parse_round
+from specviz.core.trace.parse import parse_header, parse_round
+from specviz.core.trace.records import ModelInfo, Round, SessionHeader, Settings, TraceError
+from specviz.core.trace.serialize import dumps_bytes, header_to_json, round_to_json
 
 PROTOCOL = "specviz.remote/1"
 OPS = (
@@ -194,8 +186,8 @@ def drafting_to_json(drafter: Any, policy: Any) -> dict[str, Any]:
 def drafting_from_json(request: dict[str, Any], default: tuple) -> tuple:
     """(DrafterConfig, PolicyConfig) from a start request, each the server's default when
     absent; BadMessage for a wrong field, ValueError for a bad value."""
-    from specviz.core.drafters import DrafterConfig
-    from specviz.core.policies import PolicyConfig
+    from specviz.core.decoding.k_policy import PolicyConfig
+    from specviz.core.drafters.base import DrafterConfig
 
     configs = []
     for key, cls, fallback in zip(
@@ -263,8 +255,8 @@ def position_frames(result: Any, re: int | None) -> list[bytes]:
 
 
 def position_from(meta: dict[str, Any], buffers: list[bytes]) -> Any:
-    from specviz.core.lab import PositionDistributions
-    from specviz.core.sampling import SamplingConfig
+    from specviz.core.decoding.warp import SamplingConfig
+    from specviz.core.lab.position import PositionDistributions
 
     try:
         vocab = int(meta["vocab"])

@@ -73,8 +73,8 @@ class Server:
         stop_fd: int | None = None,
         drafting: tuple | None = None,
     ):
-        from specviz.core.drafters import DrafterConfig
-        from specviz.core.policies import PolicyConfig
+        from specviz.core.decoding.k_policy import PolicyConfig
+        from specviz.core.drafters.base import DrafterConfig
 
         self.pair, self.token, self.host, self.specs, self.log = pair, token, host, specs, log
         # the drafter and policy of a session whose start does not name them
@@ -275,7 +275,7 @@ class Server:
         ]
 
     def _op_start(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
-        from specviz.core.engine import SpeculativeEngine
+        from specviz.core.engine.speculative import SpeculativeEngine
 
         prompt = request.get("prompt")
         if not isinstance(prompt, str):
@@ -287,8 +287,8 @@ class Server:
         calibrate, trace, chat = flags
         drafter, policy = P.drafting_from_json(request, self.drafting)
         if chat:  # the prompt as a user turn of the target's chat template
-            from specviz.core.generation import chat_prompt
-            from specviz.core.models import ModelLoadError
+            from specviz.core.models.generation import chat_prompt
+            from specviz.core.models.pair import ModelLoadError
 
             try:
                 prompt = chat_prompt(self.pair.tokenizer, prompt)
@@ -392,7 +392,7 @@ class Server:
         return self._ok(re)
 
     def _op_position(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
-        from specviz.core.lab import position_distributions
+        from specviz.core.lab.position import position_distributions
 
         ids, top_n = request.get("context_ids"), request.get("top_n", 20)
         if type(ids) is not list or not all(type(i) is int for i in ids):

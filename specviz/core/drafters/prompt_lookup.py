@@ -1,0 +1,64 @@
+"""Prompt lookup decoding (transformers' PromptLookupCandidateGenerator): no model, q one-hot.
+
+With a one-hot q a drafted x is kept with probability min(1, p(x)/1) = p(x), and a rejection
+resamples from norm(max(0, p - q)): p with x removed, renormalised, so the output still
+follows the target's p.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from specviz.core.drafters.base import Drafter, Proposal
+from specviz.core.trace.records import ModelInfo
+
+
+class LookupDrafter(Drafter):
+    """Prompt lookup decoding (transformers' PromptLookupCandidateGenerator): for n from
+    ngram_max down to 1, find the first earlier occurrence of the context's last n tokens
+    and propose the tokens that followed it; q is one-hot. No model, no cache."""
+
+    kind = "lookup"
+
+    def __init__(self, ngram_max: int, info: ModelInfo, vocab: int, eos: int | None):
+        self.ngram_max, self.info, self.vocab, self.eos = ngram_max, info, vocab, eos
+        self.device = torch.device(info.device)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "ngram_max": self.ngram_max}
+
+    def find(self, ids: list[int], k: int) -> tuple[int, int] | None:
+        """[start, end): the span to copy, at most k long, or None (no match)."""
+        if k < 1:
+            return None
+        context = torch.tensor(ids, dtype=torch.long)  # [L]
+        length = len(ids)
+        for n in range(min(self.ngram_max, length - 1), 0, -1):
+            windows = context.unfold(0, n, 1)  # [L - n + 1, n]
+            starts = (windows == context[-n:]).all(dim=1).nonzero()[:, 0] + n
+            for start in starts.tolist():  # earliest first, as transformers does
+                if start < length:  # the suffix itself has nothing after it
+                    return start, min(start + k, length)
+        return None
+
+    def propose(self, ids, k, config, generator, keep_drafting) -> Proposal:
+        span = self.find(ids, k)
+        if span is None:
+            return Proposal([], torch.zeros((0, self.vocab), device=self.device), "no_match")
+        tokens = ids[span[0] : span[1]]
+        stop = "k" if len(tokens) == k else "no_match"  # the copy ran into the context's end
+        if self.eos is not None and self.eos in tokens:
+            tokens = tokens[: tokens.index(self.eos) + 1]
+            span, stop = (span[0], span[0] + len(tokens)), "eos"
+        q = torch.zeros((len(tokens), self.vocab), device=self.device)  # [k, V] one-hot
+        q[torch.arange(len(tokens)), torch.tensor(tokens)] = 1.0
+        return Proposal(tokens, q, stop, copied_from=span)
+
+    def measure_ms(self, ids: list[int], n_tokens: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n_tokens):
+            self.find(ids, 1)
+        return 1000 * (time.perf_counter() - start) / max(n_tokens, 1)

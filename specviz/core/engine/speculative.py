@@ -1,0 +1,299 @@
+"""SpeculativeEngine: prefill once, then step() one draft-and-verify round at a time.
+
+A round is four named steps: the policy picks K, the drafter proposes (draft), the target
+scores the proposal in one pass and `verify()` judges it (verify), the emitted tokens are
+appended and the caches rolled back (advance); then the token records are built, timed
+apart (events_ms). Cache invariant between rounds: `ids` holds prompt + emitted tokens; the
+target's cache covers ids[:-1] (the last token is fed at the start of the next
+verification); a drafter's cache, if it has its own, covers a prefix of ids[:-1]. On
+rejection the caches are cropped back to the accepted prefix; nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from datetime import datetime, timezone
+
+import torch
+from transformers import DynamicCache
+
+from specviz import __version__
+from specviz.core.decoding.forward import forward, max_positions, measure_ms_per_token
+from specviz.core.decoding.k_policy import Policy, PolicyConfig
+from specviz.core.decoding.kv_cache import crop_to
+from specviz.core.decoding.token_events import round_events
+from specviz.core.decoding.verify import Verdict, verify
+from specviz.core.decoding.warp import SamplingConfig, warp
+from specviz.core.drafters.base import Drafter, DrafterConfig, Proposal
+from specviz.core.drafters.draft_model import ModelDrafter
+from specviz.core.drafters.early_exit import EarlyExitDrafter
+from specviz.core.drafters.prompt_lookup import LookupDrafter
+from specviz.core.engine.cost_probes import Prober
+from specviz.core.models.pair import ModelPair
+from specviz.core.trace.records import ModelInfo, Round, SessionHeader, Settings
+
+
+def make_drafter(config: DrafterConfig, pair) -> Drafter:
+    """The drafter `config` names, on a loaded pair (ModelPair); ValueError if it cannot be
+    built (no draft model for "model", an unsupported layout for "early-exit")."""
+    config.validate()
+    vocab, eos, target = pair.vocab_size, pair.eos_token_id, pair.target_info
+    if config.kind == "model":
+        if pair.draft is None:
+            raise ValueError(
+                "the model drafter needs a draft model: give --draft, or choose "
+                "--drafter lookup or --drafter early-exit"
+            )
+        return ModelDrafter(pair.draft, pair.draft_info, vocab, eos)
+    if config.kind == "lookup":
+        info = ModelInfo(
+            name=f"prompt lookup (n-grams up to {config.ngram_max})",
+            path="",
+            vocab_size=vocab,
+            params=0,
+            dtype=target.dtype,
+            device=target.device,
+        )
+        return LookupDrafter(config.ngram_max, info, vocab, eos)
+    return EarlyExitDrafter(pair.target, target, config.exit_layer, vocab, eos)
+
+
+class SpeculativeEngine:
+    """The exact speculative sampling loop on a loaded pair. Not thread-safe: one owner.
+
+    trace=True records, per position, the top-N of p and q and their texts (what a replay
+    needs); trace=False records only each token's own figures, for speed. drafter: what
+    proposes the tokens (default: the pair's draft model); policy: how K is chosen each
+    round (default: Settings.k every round). ValueError when the drafter cannot run here.
+    """
+
+    def __init__(
+        self,
+        pair: ModelPair,
+        settings: Settings,
+        trace: bool = True,
+        calibration_tokens: int = 16,
+        drafter: DrafterConfig | None = None,
+        policy: PolicyConfig | None = None,
+        prober: Prober | None = None,
+    ):
+        settings.validate()
+        self.pair = pair
+        self.settings = settings
+        self.trace = trace
+        self.calibration_tokens = calibration_tokens
+        self.drafter = make_drafter(drafter or DrafterConfig(), pair)
+        self.policy = Policy(policy or PolicyConfig(), settings.k)
+        self.header: SessionHeader | None = None
+        self.finish_reason: str | None = None
+        limits = [m for m in (max_positions(pair.target), self.drafter.max_positions) if m]
+        self.max_len = min(limits) if limits else None
+        self._texts: dict[int, str] = {}
+        # Cost-model probes between rounds (core/probes.py), in sessions that calibrate.
+        self.prober = prober or Prober()
+        self.probing = False
+
+    # ------------------------------------------------------------------------------ setup
+
+    def tokenize(self, prompt: str) -> list[int]:
+        if not prompt or not prompt.strip():
+            raise ValueError("the prompt is empty: type some text to continue")
+        ids = self.pair.tokenizer(prompt)["input_ids"]
+        if not ids:
+            raise ValueError("the prompt gives no tokens")
+        return list(ids)
+
+    def text(self, token_id: int) -> str:
+        text = self._texts.get(token_id)
+        if text is None:
+            text = self._texts[token_id] = self.pair.token_text(token_id)
+        return text
+
+    @torch.inference_mode()
+    def prefill(
+        self, prompt: str, prompt_ids: list[int] | None = None, calibrate: bool = True
+    ) -> SessionHeader:
+        """Start a session: encode the prompt, fill both caches, measure the step costs."""
+        ids = list(prompt_ids) if prompt_ids is not None else self.tokenize(prompt)
+        if not ids:
+            raise ValueError("the prompt gives no tokens")
+        if self.max_len is not None and len(ids) >= self.max_len:
+            raise ValueError(
+                f"the prompt is {len(ids)} tokens long; these models read at most {self.max_len}"
+            )
+        baseline_ms = draft_ms = None
+        if calibrate:
+            n = self.calibration_tokens
+            baseline_ms = measure_ms_per_token(self.pair.target, ids, n, self.pair.vocab_size)
+            draft_ms = self.drafter.measure_ms(ids, n)
+        self.ids = ids
+        self.n_prompt = len(ids)
+        self.t_cache = DynamicCache()
+        if len(ids) > 1:  # the caches cover ids[:-1]; the last token is fed next round
+            forward(self.pair.target, ids[:-1], self.t_cache, self.pair.vocab_size, keep=1)
+        self.drafter.prefill(ids, self.t_cache)
+        self.policy.reset(self.settings.k)
+        self.generator = torch.Generator(device=self.pair.device)
+        self.generator.manual_seed(self.settings.seed)
+        self.finish_reason = None
+        self.round_index = 0
+        self.probing = calibrate
+        self.header = SessionHeader(
+            session_id=uuid.uuid4().hex[:12],
+            prompt=prompt,
+            prompt_ids=tuple(ids),
+            prompt_text=tuple(self.text(i) for i in ids),
+            target=self.pair.target_info,
+            draft=self.drafter.info,
+            settings=self.settings,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            specviz=__version__,
+            baseline_ms_per_token=baseline_ms,
+            draft_ms_per_token=draft_ms,
+            drafter=self.drafter.describe(),
+            policy=self.policy.config.to_json(),
+            eos_token_id=self.pair.eos_token_id,
+        )
+        return self.header
+
+    def update_settings(self, settings: Settings) -> None:
+        """K, sampling and max tokens apply from the next round; the seed from the next
+        session (the generator is already running)."""
+        settings.validate()
+        if settings.k != self.settings.k:
+            self.policy.reset(settings.k)
+        self.settings = dataclasses.replace(settings, seed=self.settings.seed)
+
+    @property
+    def d_cache(self) -> DynamicCache | None:
+        """The drafter's own cache (the model drafter's), else None."""
+        return getattr(self.drafter, "cache", None)
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    @property
+    def n_generated(self) -> int:
+        return len(self.ids) - self.n_prompt
+
+    # ------------------------------------------------------------------------------ round
+
+    def _limit_k(self, k: int) -> int:
+        """At most k, fewer near max_new_tokens (the round's last token is the target's
+        own) and near the models' context length."""
+        k = min(k, self.settings.max_new_tokens - self.n_generated - 1)
+        if self.max_len is not None:
+            k = min(k, self.max_len - len(self.ids))
+        return max(k, 0)
+
+    def _sync(self) -> None:
+        """Wait for queued GPU work, so that a wall time covers the work it names."""
+        devices = (self.pair.device, getattr(self.pair, "draft_device", None))
+        if any(d is not None and d.type == "cuda" for d in devices):
+            torch.cuda.synchronize()
+
+    @torch.inference_mode()
+    def step(self) -> Round:
+        """One round: draft, verify, advance, then build the token records; each timed."""
+        if self.header is None:
+            raise RuntimeError("call prefill() before step()")
+        if self.finished:
+            raise RuntimeError(f"the session has finished ({self.finish_reason})")
+        settings = self.settings
+        config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
+        context_len = len(self.ids)
+        policy_k = self.policy.next_k()
+
+        start = time.perf_counter()
+        proposal = self._draft(policy_k, config)
+        self._sync()
+        draft_ms = 1000 * (time.perf_counter() - start)
+
+        start = time.perf_counter()
+        drafted, q = proposal.tokens, proposal.q.to(self.pair.device)  # a draft may live apart
+        p, verdict = self._verify(drafted, q, config)
+        emitted, finish = self._advance(drafted, verdict)
+        self._sync()
+        verify_ms = 1000 * (time.perf_counter() - start)
+        self.policy.update(len(drafted), verdict.n_accepted)
+
+        start = time.perf_counter()
+        top_n = settings.top_n if self.trace else 0
+        tokens = round_events(p, q, drafted, verdict, len(emitted), self.text, top_n)
+        events_ms = 1000 * (time.perf_counter() - start)
+
+        self.finish_reason = finish
+        rnd = Round(
+            session_id=self.header.session_id,
+            index=self.round_index,
+            context_len=context_len,
+            draft_ms=draft_ms,
+            verify_ms=verify_ms,
+            n_drafted=len(drafted),
+            n_accepted=verdict.n_accepted,
+            tokens=tokens,
+            settings=settings,
+            finish_reason=finish,
+            k=policy_k,
+            stop=proposal.stop,
+            events_ms=events_ms,
+            copied_from=proposal.copied_from,
+            probes=self.prober.after_round(self) if self.probing else None,  # untimed
+        )
+        self.round_index += 1
+        return rnd
+
+    def _draft(self, policy_k: int, config: SamplingConfig) -> Proposal:
+        """The drafter's proposal of up to K tokens (fewer near the length limits: then
+        the stop reason is "limit")."""
+        k = self._limit_k(policy_k)
+        if k == 0:  # one token left: the target's own
+            return Proposal(
+                [], torch.zeros((0, self.pair.vocab_size), device=self.pair.device), "limit"
+            )
+        keep = self.policy.keep_drafting if self.policy.uses_confidence else None
+        proposal = self.drafter.propose(self.ids, k, config, self.generator, keep)
+        if k < policy_k and proposal.stop == "k":
+            proposal = dataclasses.replace(proposal, stop="limit")
+        return proposal
+
+    def _verify(
+        self, drafted: list[int], q: torch.Tensor, config: SamplingConfig
+    ) -> tuple[torch.Tensor, Verdict]:
+        """The target scores the last emitted token and every draft in one pass; the rule
+        judges them: (p [k+1, V], verdict)."""
+        pair, k = self.pair, len(drafted)
+        tokens = [self.ids[-1], *drafted]
+        logits = forward(pair.target, tokens, self.t_cache, pair.vocab_size, keep=k + 1)
+        p = warp(logits, config)  # [K+1, V]
+        draft_tokens = torch.tensor(drafted, dtype=torch.long, device=pair.device)  # [K]
+        return p, verify(p, q, draft_tokens, self.generator)
+
+    def _advance(self, drafted: list[int], verdict: Verdict) -> tuple[list[int], str | None]:
+        """Append the emitted tokens, roll both caches back to them, and say whether the
+        session ends here: (emitted, finish_reason)."""
+        emitted = [*drafted[: verdict.n_accepted], verdict.next_token]
+        finish = None
+        eos = self.pair.eos_token_id
+        if eos is not None and eos in emitted and not self.settings.ignore_eos:
+            emitted = emitted[: emitted.index(eos) + 1]
+            finish = "eos"
+        # The target keeps ids[:-1] of the new sequence; the drafter at most that.
+        self.ids.extend(emitted)
+        crop_to(self.t_cache, len(self.ids) - 1)
+        self.drafter.rollback(len(self.ids) - 1)
+        if finish is None and self.n_generated >= self.settings.max_new_tokens:
+            finish = "max_new_tokens"
+        if finish is None and self.max_len is not None and len(self.ids) >= self.max_len:
+            finish = "context_length"
+        return emitted, finish
+
+    def run(self, max_rounds: int | None = None):
+        """Yield rounds until the session finishes."""
+        count = 0
+        while not self.finished and (max_rounds is None or count < max_rounds):
+            yield self.step()
+            count += 1

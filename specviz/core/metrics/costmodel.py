@@ -1,0 +1,437 @@
+"""The measured cost model, the speedup you can trust, and the refined prediction.
+
+Everything here is computed from round records (their times, token fates and `probes`, trace
+schema 1.1), so a replayed trace gives the same figures as the live session. No torch.
+
+- T_t(n): one target pass over n new tokens at the session's context (probes, core/probes.py);
+  T_d(1): one draft step. Running medians over the last `probe_window` probes, so that a few
+  slow passes on a busy machine do not swing them.
+- o: the per-round overhead (sampling, the rule, the caches): a round's time minus its
+  forward passes, o = round ms - (n_drafted T_d(1) + T_t(n_drafted + 1)), the mean over the
+  window (slow outliers capped as below), as o0 + o1 K: with rounds of several K a line
+  through them; at one K, o1 from the draft phase (per drafted token) and o0 from the
+  verify phase.
+- measured speedup = T_t(1) x emitted tokens / the rounds' time, over the last `window`
+  rounds (a round over 3x the median time of its n_drafted counts at that cap, as the
+  probes' medians ignore the same bursts of other work on a busy machine). A round emits at
+  most K + 1 tokens for at least one target pass, so a value above K + 1 is impossible: it
+  is flagged (a slow probe or a bad clock), never shown as fact.
+- refined prediction: with per-position acceptance a_1..a_K (a_i = accepted / judged at
+  drafted position i), E = 1 + sum_i prod_{j<=i} a_j tokens per round, and
+  speedup = E T_t(1) / (K T_d(1) + T_t(K+1) + o).
+- Leviathan et al. 2023 (arXiv:2211.17192, eq. 1; `predicted_speedup`):
+  (1 - a^(K+1)) / ((1 - a)(K c + 1)), c = T_d(1) / T_t(1); it assumes T_t(K+1) = T_t(1) and
+  o = 0, so it overestimates.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from specviz.core.trace.records import Round
+
+ADVISOR_KS = tuple(range(1, 17))  # the K the advisor's curve covers
+SLOW = 3.0  # a round slower than SLOW x the median of its n_drafted counts as that much
+STEADY = 3  # probes of one n before its own median is used rather than the fitted line
+
+
+def predicted_speedup(alpha: float, k: float, c: float) -> float | None:
+    """Leviathan et al.'s expected walltime improvement for acceptance alpha, K drafts, cost
+    ratio c; None for figures no session has (from a trace that does not validate)."""
+    if not (0 <= alpha <= 1 and 0 <= k <= 1e6 and 0 <= c < math.inf):
+        return None
+    if alpha >= 1.0:
+        return (k + 1) / (k * c + 1)  # the limit alpha -> 1
+    return (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + 1))
+
+
+def expected_tokens(accept: Sequence[float]) -> float:
+    """E = 1 + sum_i prod_{j<=i} a_j: expected tokens a round of K = len(accept) emits.
+
+    a_i is the probability that drafted position i is accepted given that all before it
+    were; position i is reached (and its token emitted) with probability prod_{j<=i} a_j,
+    and every round ends with one target token (resampled or bonus).
+    """
+    total, reach = 1.0, 1.0
+    for a in accept:
+        reach *= a
+        total += reach
+    return total
+
+
+def refined_speedup(
+    accept: Sequence[float], t_target_1: float, t_draft: float, t_target_k1: float, overhead: float
+) -> float:
+    """E T_t(1) / (K T_d(1) + T_t(K+1) + o): target-only ms per token over speculative."""
+    k = len(accept)
+    return expected_tokens(accept) * t_target_1 / (k * t_draft + t_target_k1 + overhead)
+
+
+def acceptance_for(by_position: Sequence[float | None], k: int, fallback: float) -> list[float]:
+    """a_1..a_k: the measured ones; positions never judged take the last measured value (or
+    `fallback` when there is none): an extrapolation, used for the advisor's longer K."""
+    out: list[float] = []
+    last = fallback
+    for i in range(k):
+        a = by_position[i] if i < len(by_position) else None
+        if a is not None:
+            last = a
+        out.append(last)
+    return out
+
+
+def theil_sen(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """(intercept, slope) of the Theil-Sen line: the median of pairwise slopes, robust to a
+    few points slowed by a busy machine. None for fewer than two distinct x."""
+    slopes = [
+        (y2 - y1) / (x2 - x1)
+        for i, (x1, y1) in enumerate(points)
+        for x2, y2 in points[i + 1 :]
+        if x2 != x1
+    ]
+    if not slopes:
+        return None
+    slope = statistics.median(slopes)
+    return statistics.median(y - slope * x for x, y in points), slope
+
+
+def capped_ms(rounds: Sequence[tuple[int, float]]) -> list[float]:
+    """The rounds' times, (n_drafted, ms) each, with a round slower than SLOW times the
+    median of the rounds of its n_drafted counted at that cap: on a busy machine a burst of
+    other work can slow a few rounds 10-100x, and the probes' medians ignore such bursts,
+    so the measured speedup must too. Rounds at the same n_drafted differ by far less."""
+    by_n: dict[int, list[float]] = {}
+    for n, ms in rounds:
+        by_n.setdefault(n, []).append(ms)
+    cap = {n: SLOW * statistics.median(v) for n, v in by_n.items()}
+    return [c if (c := cap[n]) < ms else ms for n, ms in rounds]  # min(ms, cap), faster
+
+
+def leviathan_curve(alpha: float | None, c: float | None) -> tuple[tuple[int, float], ...]:
+    """Leviathan et al.'s prediction for K = 1..16 (for comparison beside the refined one)."""
+    if alpha is None or c is None:
+        return ()
+    return tuple((k, predicted_speedup(alpha, k, c)) for k in ADVISOR_KS)
+
+
+def _median(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return statistics.median(values) if values else None
+
+
+def _judged(rnd: Round) -> list[bool]:
+    """Accepted (True) / rejected (False) for each judged drafted position, in order."""
+    return [t.status == "accepted" for t in rnd.tokens if t.status in ("accepted", "rejected")]
+
+
+def round_k(rnd: Round) -> int:
+    """The K a round was asked for: its policy's k, its settings' k, or what it drafted."""
+    if rnd.k is not None:
+        return rnd.k
+    if rnd.settings is not None:
+        return rnd.settings.k
+    return rnd.n_drafted
+
+
+class Folded(NamedTuple):
+    """What the cost model keeps of a round."""
+
+    index: int
+    k: int
+    n: int  # n_drafted
+    emitted: int
+    draft_ms: float
+    verify_ms: float
+    fates: tuple[bool, ...]  # judged positions: accepted?
+
+    @property
+    def ms(self) -> float:
+        return self.draft_ms + self.verify_ms
+
+
+@dataclass(frozen=True)
+class Costs:
+    """A snapshot of the measured costs, ms. Absent figures are None."""
+
+    target: dict[int, float]  # n -> running median of T_t(n)
+    counts: dict[int, int]  # n -> probes in that median
+    draft: float | None  # T_d(1)
+    overhead0: float | None  # o = overhead0 + overhead1 * K
+    overhead1: float
+    context_len: int | None  # of the latest probe
+    n_probes: int  # probes folded so far
+
+    def t_target(self, n: int) -> float | None:
+        """T_t(n): the running median where `STEADY` or more probes measured n, else the
+        robust line through all measured n (n = K + 1 of the session's K and n = 1 are
+        measured at every probe; the rest once at the start and then in rotation)."""
+        if self.counts.get(n, 0) >= STEADY or (n in self.target and len(self.target) == 1):
+            return self.target[n]
+        line = theil_sen([(m, t) for m, t in self.target.items()])
+        if line is None:
+            return self.target.get(n)
+        return max(line[0] + line[1] * n, 0.0)
+
+    def overhead(self, k: float) -> float:
+        if self.overhead0 is None:
+            return 0.0
+        return max(self.overhead0 + self.overhead1 * k, 0.0)
+
+    @property
+    def cost_ratio(self) -> float | None:
+        """c = T_d(1) / T_t(1), as Leviathan's formula uses it."""
+        t1 = self.t_target(1)
+        return self.draft / t1 if t1 and self.draft is not None else None
+
+    def refined(self, accept: Sequence[float]) -> float | None:
+        k = len(accept)
+        t1, tk1 = self.t_target(1), self.t_target(k + 1)
+        if t1 is None or tk1 is None or self.draft is None:
+            return None
+        return refined_speedup(accept, t1, self.draft, tk1, self.overhead(k))
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the window, `specviz tune` and the advisor show, from one window of rounds."""
+
+    rounds: int  # in the window
+    first_round: int | None  # index of the window's first round
+    k: int | None  # the largest K asked for in the window
+    emitted: int
+    ms: float  # the rounds' own time (draft + verify; probes and token records excluded),
+    # slow outliers capped (capped_ms)
+    costs: Costs
+    acceptance_by_position: tuple[float | None, ...]
+    alpha: float | None  # accepted / judged over the window
+    speedup_measured: float | None
+    impossible: bool  # speedup_measured above K + 1: not a measurement to believe
+    speedup_refined: float | None  # at the window's K
+    speedup_leviathan: float | None  # at the window's K, alpha and c
+    curve: tuple[tuple[int, float], ...]  # (K, refined prediction) for ADVISOR_KS
+    best_k: int | None  # argmax of the curve
+
+    @property
+    def baseline_ms_per_token(self) -> float | None:
+        return self.costs.target.get(1)
+
+    @property
+    def tokens_per_round(self) -> float | None:
+        return self.emitted / self.rounds if self.rounds else None
+
+
+class CostModel:
+    """Folds round records; running medians over the last `window` rounds / `probe_window`
+    probes. O(window) work per snapshot, whatever the session length. One owner thread."""
+
+    def __init__(self, window: int | None = 64, probe_window: int | None = 16):
+        """window / probe_window: rounds / probes the figures come from; None: all."""
+        self.window = window
+        self.probe_window = probe_window
+        self.rounds: deque[Folded] = deque(maxlen=window)
+        self.target: dict[int, deque[float]] = {}
+        self.draft: deque[float] = deque(maxlen=probe_window)
+        self.context_len: int | None = None
+        self.n_probes = 0
+
+    def add(self, rnd: Round) -> None:
+        fates = tuple(_judged(rnd))
+        n = rnd.n_drafted
+        self.rounds.append(
+            Folded(rnd.index, round_k(rnd), n, rnd.n_emitted, rnd.draft_ms, rnd.verify_ms, fates)
+        )
+        if rnd.probes:
+            self.add_probes(rnd.probes)
+
+    def extend(self, rounds: Iterable[Round]) -> CostModel:
+        for rnd in rounds:
+            self.add(rnd)
+        return self
+
+    def add_probes(self, probes: dict) -> None:
+        """One probe record: {"context_len", "target_ms": [[n, ms], ...], "draft_ms"}."""
+        for n, ms in probes.get("target_ms") or ():
+            self.target.setdefault(int(n), deque(maxlen=self.probe_window)).append(float(ms))
+        if probes.get("draft_ms") is not None:
+            self.draft.append(float(probes["draft_ms"]))
+        self.context_len = probes.get("context_len", self.context_len)
+        self.n_probes += 1
+
+    def costs(self) -> Costs:
+        target = {n: statistics.median(ms) for n, ms in sorted(self.target.items()) if ms}
+        counts = {n: len(ms) for n, ms in self.target.items()}
+        draft = _median(self.draft)
+        partial = Costs(target, counts, draft, None, 0.0, self.context_len, self.n_probes)
+        o0, o1 = self._overhead(partial)
+        return Costs(target, counts, draft, o0, o1, self.context_len, self.n_probes)
+
+    def _overhead(self, costs: Costs) -> tuple[float | None, float]:
+        """(o0, o1): o = o0 + o1 K ms per round beyond its forward passes, the means over
+        the window (times capped as in the measured speedup, so that the prediction predicts
+        what is measured).
+
+        With rounds of several n_drafted (a sweep), a line through the mean of
+        (round ms - n T_d(1) - T_t(n + 1)) at each n with enough rounds. With one n (a
+        session at one K), the draft and verify phases apart: o1 = (draft ms - n T_d(1)) / n
+        per drafted token, o0 = verify ms - T_t(n + 1); so the advisor's other K pay the
+        per-token part again.
+        """
+        rounds = self.rounds
+        if costs.draft is None or not costs.target or not rounds:
+            return None, 0.0
+        ms = capped_ms([(r.n, r.ms) for r in rounds])
+        # T_t(n + 1) once per n, not per round (the window's GUI computes this every round)
+        verify_pass = {n: costs.t_target(n + 1) or 0.0 for n in {r.n for r in rounds}}
+        by_n: dict[int, list[float]] = {}
+        for r, t in zip(rounds, ms, strict=True):
+            passes = r.n * costs.draft + verify_pass[r.n]
+            by_n.setdefault(r.n, []).append(t - passes)
+        enough = max(3, 0.05 * len(ms))
+        points = [(n, statistics.fmean(v), len(v)) for n, v in by_n.items() if len(v) >= enough]
+        if len(points) >= 2:
+            weight = sum(w for _, _, w in points)
+            mean_n = sum(n * w for n, _, w in points) / weight
+            mean_o = sum(o * w for _, o, w in points) / weight
+            var = sum(w * (n - mean_n) ** 2 for n, _, w in points)
+            slope = sum(w * (n - mean_n) * (o - mean_o) for n, o, w in points) / var
+            return mean_o - slope * mean_n, slope
+        draft = capped_ms([(r.n, r.draft_ms) for r in rounds])
+        verify = capped_ms([(r.n, r.verify_ms) for r in rounds])
+        per_token = [
+            (d - r.n * costs.draft) / r.n for r, d in zip(rounds, draft, strict=True) if r.n
+        ]
+        fixed = [v - verify_pass[r.n] for r, v in zip(rounds, verify, strict=True)]
+        return statistics.fmean(fixed), statistics.fmean(per_token) if per_token else 0.0
+
+    def acceptance_by_position(self) -> list[float | None]:
+        judged = [0] * max((len(r.fates) for r in self.rounds), default=0)
+        accepted = [0] * len(judged)
+        for r in self.rounds:
+            for i, ok in enumerate(r.fates):
+                judged[i] += 1
+                if ok:
+                    accepted[i] += 1
+        return [a / j if j else None for a, j in zip(accepted, judged, strict=True)]
+
+    def whatif(self, k: int) -> dict:
+        """whatif_fates over the window: an estimate for K' = k."""
+        return whatif_fates((r.fates for r in self.rounds), k)
+
+    def figures(self, advisor: bool = True) -> Figures:
+        """The window's figures; advisor=False leaves out the curve over ADVISOR_KS (the
+        window's per-round speedup needs only the session's own K)."""
+        costs = self.costs()
+        rounds = list(self.rounds)
+        emitted = sum(r.emitted for r in rounds)
+        ms = sum(capped_ms([(r.n, r.ms) for r in rounds]))
+        k = max((r.k for r in rounds), default=None)
+        judged = sum(len(r.fates) for r in rounds)
+        alpha = sum(sum(r.fates) for r in rounds) / judged if judged else None
+        by_pos = self.acceptance_by_position()
+        t1 = costs.t_target(1)
+        measured = t1 * emitted / ms if t1 and ms > 0 and emitted else None
+        impossible = measured is not None and k is not None and measured > k + 1
+        curve: list[tuple[int, float]] = []
+        refined = leviathan = None
+        if alpha is not None:
+            for kk in ADVISOR_KS if advisor else ():
+                value = costs.refined(acceptance_for(by_pos, kk, alpha))
+                if value is not None:
+                    curve.append((kk, value))
+            if k:
+                refined = costs.refined(acceptance_for(by_pos, k, alpha))
+                c = costs.cost_ratio
+                leviathan = predicted_speedup(alpha, k, c) if c is not None else None
+        best = max(curve, key=lambda kv: kv[1])[0] if curve else None
+        return Figures(
+            rounds=len(rounds),
+            first_round=rounds[0].index if rounds else None,
+            k=k,
+            emitted=emitted,
+            ms=ms,
+            costs=costs,
+            acceptance_by_position=tuple(by_pos),
+            alpha=alpha,
+            speedup_measured=measured,
+            impossible=impossible,
+            speedup_refined=refined,
+            speedup_leviathan=leviathan,
+            curve=tuple(curve),
+            best_k=best,
+        )
+
+
+def figures(rounds: Iterable[Round], window: int = 64) -> Figures:
+    """The cost-model figures over the last `window` of these rounds."""
+    return CostModel(window=window).extend(rounds).figures()
+
+
+def figures_json(fig: Figures) -> dict:
+    """The figures as plain JSON values (for `tune --from-trace --json`, and for `run` /
+    `inspect` summaries: `"cost_model": figures_json(figures(session.rounds))`)."""
+    c = fig.costs
+    return {
+        "rounds": fig.rounds,
+        "first_round": fig.first_round,
+        "k": fig.k,
+        "alpha": fig.alpha,
+        "tokens_per_pass": fig.tokens_per_round,
+        "probes": c.n_probes,
+        "t_target_ms": {str(n): ms for n, ms in c.target.items()},
+        "t_draft_ms": c.draft,
+        "overhead_ms": [c.overhead0, c.overhead1],
+        "cost_ratio": c.cost_ratio,
+        "speedup_measured": fig.speedup_measured,
+        "impossible": fig.impossible,
+        "speedup_refined": fig.speedup_refined,
+        "speedup_leviathan": fig.speedup_leviathan,
+        "advisor": {"curve": [list(kv) for kv in fig.curve], "best_k": fig.best_k},
+    }
+
+
+def whatif_acceptance(rounds: Iterable[Round], k: int) -> dict:
+    """whatif_fates over round records."""
+    return whatif_fates((_judged(rnd) for rnd in rounds), k)
+
+
+def whatif_fates(rounds: Iterable[Sequence[bool]], k: int) -> dict:
+    """An ESTIMATE of what a session with K' = k (smaller than the one run) would have seen:
+    from the first k judged positions of each stored round. A K' round ends at the first
+    rejection among them, or after k acceptances (then a bonus token); the later positions
+    of the real round were drafted with more context and are ignored.
+
+    Returns {"k", "rounds", "acceptance" (accepted / judged), "tokens_per_round",
+    "acceptance_by_position"}; rounds with fewer than k judged positions that were not
+    ended by a rejection (an end-of-text, a length limit) count with what they have.
+    """
+    judged = accepted = emitted = n_rounds = 0
+    by_judged = [0] * k
+    by_accepted = [0] * k
+    for fates in rounds:
+        fates = list(fates)[:k]
+        n_rounds += 1
+        judged += len(fates)
+        got = 0
+        for i, ok in enumerate(fates):
+            by_judged[i] += 1
+            by_accepted[i] += ok
+            if not ok:
+                break
+            got += 1
+        accepted += got
+        emitted += got + 1
+    return {
+        "k": k,
+        "rounds": n_rounds,
+        "acceptance": accepted / judged if judged else None,
+        "tokens_per_round": emitted / n_rounds if n_rounds else None,
+        "acceptance_by_position": [
+            a / j if j else None for a, j in zip(by_accepted, by_judged, strict=True)
+        ],
+        "estimate": True,
+    }

@@ -1,0 +1,1 @@
+"""Loading a target/draft pair: local folders, hub ids, the built-in pairs, GGUF weights."""

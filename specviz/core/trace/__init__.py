@@ -1,0 +1,1 @@
+"""The trace format (specviz.trace/1.x): records, JSON, files, autosave, checks. No torch."""

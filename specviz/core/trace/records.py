@@ -1,0 +1,292 @@
+"""The trace records (SessionHeader, Round, TokenEvent, Settings, ModelInfo), the format's
+vocabulary (statuses, which numbers each status carries, field lists), schema
+"specviz.trace/1.2". Their JSON form is specviz.core.trace.serialize.
+
+A trace is one JSON object per line: the session header, one line per round, and an
+optional summary. Records are plain frozen values: they cross from the worker thread to the
+GUI. The session that holds them is specviz.core.trace.session; files are specviz.core.trace.files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "specviz.trace/1.2"
+SCHEMA_MAJOR = 1
+SCHEMA_MINOR = 2  # each minor version added optional fields only, so an older file reads
+# as a newer one without them: 1.1 k, stop, events_ms, probes, copied_from, drafter, policy,
+# eos_token_id; 1.2 the UNJUDGED numbers below
+# Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
+# the draft was unsure (threshold policy), a lookup found no match, or a length limit.
+STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
+# Why the session ended, on its last round: an end-of-text token was emitted, max_new_tokens
+# were emitted, or the models' context length was reached.
+FINISH_REASONS = ("eos", "max_new_tokens", "context_length")
+
+# A token's status, in the order they occur in a round (README.md, Token objects).
+STATUSES = ("accepted", "rejected", "discarded", "resampled", "bonus")
+JUDGED = ("accepted", "rejected")  # drafts the target judged: the acceptance rate's denominator
+DRAFTED = ("accepted", "rejected", "discarded")  # every drafted token
+EMITTED = ("accepted", "resampled", "bonus")  # the generated text
+ENDINGS = ("resampled", "bonus")  # the round's own token, after a rejection / after all kept
+# Which numbers a token of each status carries: present on it, absent on the other statuses
+# (README.md, Token objects). p_rest and q_rest go with `top`, where p and q exist.
+NUMBERS_BY_STATUS = {
+    "accepted": ("p", "q", "accept_prob", "u", "alpha"),
+    "rejected": ("p", "q", "accept_prob", "u", "alpha"),
+    "discarded": ("q",),
+    "resampled": ("p", "q", "alpha", "residual"),
+    "bonus": ("p",),
+}
+# Schema 1.2, optional, on discarded tokens only: what the target computed at a position it
+# never judged. Its one pass scores all K + 1 positions, so at a draft after the round's
+# first rejection p exists, but no accept test ran on it. The numbers have names of their
+# own, not p / p_rest / top's p column (which stay absent / null there, as in 1.1), so a
+# 1.1 reader, which ignores unknown token fields, reads a 1.2 trace and still finds it valid.
+UNJUDGED = ("unjudged_p", "unjudged_p_rest", "unjudged_top_p")
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read; the message names the line (1-based) and the field."""
+
+    def __init__(self, message: str, line: int | None = None, field_name: str | None = None):
+        where = f"line {line}: " if line is not None else ""
+        what = f"field '{field_name}': " if field_name else ""
+        super().__init__(f"{where}{what}{message}")
+        self.reason = message
+        self.line = line
+        self.field_name = field_name
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Which model was used and how it was loaded."""
+
+    name: str  # what the user asked for: "builtin:tiny", a hub id or a folder
+    path: str  # the local folder it was loaded from, or the hub id
+    vocab_size: int
+    params: int
+    dtype: str
+    device: str
+
+
+def cost_ratio(target_ms: float | None, draft_ms: float | None) -> float | None:
+    """c: one draft step over one target step; None when either was not measured."""
+    if not target_ms or draft_ms is None:
+        return None
+    return draft_ms / target_ms
+
+
+def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
+    """Raise ValueError for sampling settings no warp can use."""
+    if not 0 <= temperature < float("inf"):
+        raise ValueError(f"temperature must be >= 0 and finite (0 = greedy), got {temperature}")
+    if top_k < 0:
+        raise ValueError(f"top-k must be >= 0 (0 = off), got {top_k}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top-p must be in (0, 1], got {top_p}")
+
+
+MAX_K = 32  # drafted tokens per round, at most
+MAX_TOP_N = 1000  # tokens kept per position in a trace, at most
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the user chose for a session; K and sampling may change between rounds."""
+
+    k: int = 4  # drafted tokens per round
+    temperature: float = 1.0  # 0 = greedy
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # 1.0 = off
+    seed: int = 0
+    max_new_tokens: int = 64
+    top_n: int = 20  # tokens kept per position in the trace, for the bars of a replay
+    ignore_eos: bool = False  # end-of-text does not end the session (long explorations)
+
+    def validate(self) -> None:
+        """Raise ValueError with a message a user can act on."""
+        if not 1 <= self.k <= MAX_K:
+            raise ValueError(f"K must be between 1 and 32, got {self.k}")
+        check_sampling(self.temperature, self.top_k, self.top_p)
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max new tokens must be >= 1, got {self.max_new_tokens}")
+        if not 1 <= self.top_n <= MAX_TOP_N:
+            raise ValueError(f"top-N must be between 1 and {MAX_TOP_N}, got {self.top_n}")
+
+
+@dataclass(frozen=True, init=False)
+class TokenEvent:
+    """One token of a round and its fate.
+
+    Probabilities are at this token's position, after temperature / top-k / top-p. Which
+    of them a token carries depends on its status: NUMBERS_BY_STATUS.
+    """
+
+    id: int
+    text: str
+    status: str  # one of STATUSES
+    p: float | None = None  # target probability of this token (None: discarded, see below)
+    q: float | None = None  # draft probability of this token (None: bonus)
+    accept_prob: float | None = None  # min(1, p/q), judged tokens only
+    u: float | None = None  # the uniform draw compared with accept_prob
+    alpha: float | None = None  # sum_x min(p(x), q(x)) at this position
+    residual: float | None = None  # probability under norm(max(0, p - q)) (resampled)
+    p_rest: float | None = None  # target mass outside `top`
+    q_rest: float | None = None  # draft mass outside `top`
+    # Schema 1.2, discarded tokens only (UNJUDGED): the target's p of this token and its mass
+    # outside `top`, from the round's target pass; never judged (no accept test ran here).
+    unjudged_p: float | None = None
+    unjudged_p_rest: float | None = None
+    # The top-N tokens by max(p, q) at this position: (id, p, q); q is None at a bonus
+    # position and p is None at a discarded one.
+    top: tuple[tuple[int, float | None, float | None], ...] = ()
+    # Texts of the ids in top / residual_top, so a replay can label bars without a tokenizer.
+    top_text: tuple[str, ...] = ()
+    # For a resampled token: the top-N of the normalised residual it was drawn from.
+    residual_top: tuple[tuple[int, float], ...] = ()
+    residual_text: tuple[str, ...] = ()  # texts of the ids in residual_top
+    # Schema 1.2, discarded tokens only: the target's p of each entry of `top`, in its order
+    # (`top` itself keeps p null there).
+    unjudged_top_p: tuple[float, ...] = ()
+
+    def __init__(
+        self,
+        id: int,
+        text: str,
+        status: str,
+        p: float | None = None,
+        q: float | None = None,
+        accept_prob: float | None = None,
+        u: float | None = None,
+        alpha: float | None = None,
+        residual: float | None = None,
+        p_rest: float | None = None,
+        q_rest: float | None = None,
+        unjudged_p: float | None = None,
+        unjudged_p_rest: float | None = None,
+        top: tuple = (),
+        top_text: tuple[str, ...] = (),
+        residual_top: tuple = (),
+        residual_text: tuple[str, ...] = (),
+        unjudged_top_p: tuple[float, ...] = (),
+    ) -> None:
+        # The fields in one step: a frozen dataclass's generated __init__ sets them one at a
+        # time through object.__setattr__, half the cost of reading a token from a trace
+        # (half a million in a 100k-round trace). test_trace_records checks the signature.
+        object.__setattr__(
+            self,
+            "__dict__",
+            {
+                "id": id, "text": text, "status": status, "p": p, "q": q,
+                "accept_prob": accept_prob, "u": u, "alpha": alpha, "residual": residual,
+                "p_rest": p_rest, "q_rest": q_rest, "unjudged_p": unjudged_p,
+                "unjudged_p_rest": unjudged_p_rest, "top": top, "top_text": top_text,
+                "residual_top": residual_top, "residual_text": residual_text,
+                "unjudged_top_p": unjudged_top_p,
+            },
+        )  # fmt: skip
+
+    @property
+    def emitted(self) -> bool:
+        return self.status in EMITTED
+
+
+@dataclass(frozen=True)
+class Round:
+    """One draft-and-verify round: K drafted tokens, their verdicts, one target token."""
+
+    session_id: str
+    index: int  # 0-based round number within the session
+    context_len: int  # tokens (prompt + emitted) before the round
+    draft_ms: float  # wall time of the K draft forward passes
+    verify_ms: float  # wall time of the target pass and the verification
+    n_drafted: int
+    n_accepted: int
+    tokens: tuple[TokenEvent, ...]
+    settings: Settings | None = None  # the settings this round ran with
+    finish_reason: str | None = None  # one of FINISH_REASONS on the session's last round
+    # Schema 1.1, optional. The K the policy chose (n_drafted may be fewer) and why drafting
+    # stopped (one of STOP_REASONS).
+    k: int | None = None
+    stop: str | None = None
+    events_ms: float | None = None  # building the token records (top-N lists): not verify_ms
+    # Cost-model probes taken after this round, outside its times: {"context_len": n,
+    # "target_ms": [[n_tokens, ms], ...], "draft_ms": ms}.
+    probes: dict[str, Any] | None = None
+    # [start, end): the context positions a prompt-lookup proposal was copied from.
+    copied_from: tuple[int, int] | None = None
+
+    @property
+    def emitted(self) -> tuple[TokenEvent, ...]:
+        return tuple(t for t in self.tokens if t.emitted)
+
+    @property
+    def n_emitted(self) -> int:
+        return sum(1 for t in self.tokens if t.emitted)
+
+    @property
+    def n_judged(self) -> int:
+        return sum(1 for t in self.tokens if t.status in JUDGED)
+
+    @property
+    def ms(self) -> float:
+        return self.draft_ms + self.verify_ms
+
+
+@dataclass(frozen=True)
+class SessionHeader:
+    """Everything about a session that is fixed when it starts."""
+
+    session_id: str
+    prompt: str
+    prompt_ids: tuple[int, ...]
+    target: ModelInfo
+    draft: ModelInfo
+    settings: Settings
+    created: str  # ISO 8601
+    specviz: str  # version that wrote it
+    baseline_ms_per_token: float | None  # target-only decode time per token, measured
+    draft_ms_per_token: float | None  # draft-only decode time per token, measured
+    prompt_text: tuple[str, ...] = ()  # the text of each prompt token
+    # Schema 1.1, optional: how tokens were drafted ({"kind": "model" | "lookup" |
+    # "early-exit", ...parameters}) and how K was chosen ({"kind": "constant" | "heuristic" |
+    # "threshold", ...}). None in a 1.0 trace: a model drafter and a constant K.
+    drafter: dict[str, Any] | None = None
+    policy: dict[str, Any] | None = None
+    # Schema 1.1, optional: the tokenizer's end-of-text id, which ends a session (finish_reason
+    # "eos") unless it ignores end-of-text. None: not recorded (a 1.0 trace) or no such token.
+    eos_token_id: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # unknown fields, kept for writing
+
+    @property
+    def cost_ratio(self) -> float | None:
+        """c: one draft step over one target step."""
+        return cost_ratio(self.baseline_ms_per_token, self.draft_ms_per_token)
+
+
+# ---------------------------------------------------------------- field lists, derived once
+
+# What a trace line holds is what the records hold: the writer and the reader take their
+# field lists from the dataclasses below, never from lists of their own.
+
+
+def _optional(cls: type) -> tuple[str, ...]:
+    """Fields with a default of None: left out of a line when None (schema 1.1's additions,
+    a round's settings and finish_reason, a token's numbers)."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.default is None)
+
+
+HEADER_FIELDS = tuple(f.name for f in dataclasses.fields(SessionHeader) if f.name != "extra")
+HEADER_OPTIONAL = _optional(SessionHeader)  # drafter, policy, eos_token_id
+HEADER_KEYS = frozenset(("type", "schema", *HEADER_FIELDS))  # any other key is kept in extra
+ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(Round) if f.name != "session_id")
+ROUND_OPTIONAL = _optional(Round)
+# A token's numbers (p, q, accept_prob, u, alpha, residual, p_rest, q_rest, unjudged_p,
+# unjudged_p_rest) and its lists (top, top_text, residual_top, residual_text, unjudged_top_p).
+EVENT_NUMBERS = _optional(TokenEvent)
+EVENT_LISTS = tuple(f.name for f in dataclasses.fields(TokenEvent) if f.default == ())
+# The numbers that are probabilities (u is a uniform draw in [0, 1), checked as such).
+PROBABILITIES = tuple(name for name in EVENT_NUMBERS if name != "u")

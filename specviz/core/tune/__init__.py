@@ -1,0 +1,1 @@
+"""Which K is fastest: interleaved sweeps over prompt sets, and their tables."""

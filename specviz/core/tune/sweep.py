@@ -1,0 +1,211 @@
+"""A K sweep: every prompt of a set at every K, interleaved (its table: core.tune.table).
+
+Runs are interleaved (each prompt runs all its K in an order shuffled per prompt, from the
+seed), so a slow spell of a busy machine falls on several K rather than on one. Each run is
+a full speculative session with cost-model probes (core.engine.cost_probes); the table
+pools the probes and the per-position acceptance of all runs into one cost model
+(core.metrics.costmodel).
+
+Headless and thread-agnostic: the CLI runs it on the main thread, the Tune panel on a
+worker thread; `cancel` (a threading.Event) is checked between rounds.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from specviz.core.decoding.greedy_check import GreedyDiff, check_greedy
+from specviz.core.decoding.k_policy import PolicyConfig
+from specviz.core.drafters.base import DrafterConfig
+from specviz.core.engine.cost_probes import ProbePlan, Prober
+from specviz.core.metrics.running import summary
+from specviz.core.trace.files import save
+from specviz.core.trace.records import Round, SessionHeader, Settings, TokenEvent
+from specviz.core.trace.session import Session
+from specviz.core.tune.promptsets import Prompt
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What a sweep runs. Sampling settings are shared by every run."""
+
+    ks: tuple[int, ...] = tuple(range(1, 9))
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    seed: int = 0  # each run's sampling seed, and the shuffling of the K orders
+    probe_every: int = 4  # at least this many rounds between cost-model probes in a run
+    check_greedy: bool = False  # greedy only: compare each run with the target alone
+    # Who drafts and how K is chosen (core.drafters / core.policies); None: the draft
+    # model and a constant K. With a policy that varies K, each swept K is its --k.
+    drafter: DrafterConfig | None = None
+    policy: PolicyConfig | None = None
+    # Several (drafter, policy) combinations, each at every K (empty: just the one above).
+    variants: tuple[tuple[DrafterConfig | None, PolicyConfig | None], ...] = ()
+
+    def combos(self) -> tuple[tuple[DrafterConfig | None, PolicyConfig | None], ...]:
+        return self.variants or ((self.drafter, self.policy),)
+
+    def settings(self, k: int) -> Settings:
+        s = Settings(
+            k=k,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            seed=self.seed,
+            max_new_tokens=self.max_new_tokens,
+        )
+        s.validate()
+        return s
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One prompt at one K."""
+
+    prompt_index: int
+    category: str
+    k: int
+    rounds: tuple[Round, ...]  # without their top-N lists (those are in the trace)
+    greedy_diff: GreedyDiff | None = None  # with check_greedy: None = identical
+    trace_path: str | None = None  # with a trace folder: this run's trace
+    drafter: str = "model"  # the drafter's and the policy's kinds
+    policy: str = "constant"
+
+
+@dataclass
+class SweepResult:
+    runs: list[SweepRun] = field(default_factory=list)
+    total: int = 0  # runs planned
+    cancelled: bool = False
+
+
+def sweep_plan(n_prompts: int, ks: Sequence, seed: int = 0) -> list[tuple]:
+    """(prompt index, K) in run order: prompt by prompt, each with all K shuffled (K may be
+    any item, e.g. a (combination, K) pair)."""
+    rng = random.Random(seed)
+    plan = []
+    for i in range(n_prompts):
+        order = list(ks)
+        rng.shuffle(order)
+        plan.extend((i, k) for k in order)
+    return plan
+
+
+def kinds(drafter: DrafterConfig | None, policy: PolicyConfig | None) -> tuple[str, str]:
+    """The (drafter, policy) kinds of a combination (None: the defaults)."""
+    return (drafter or DrafterConfig()).kind, (policy or PolicyConfig()).kind
+
+
+def run_one(
+    pair, prompt: str, k: int, config: SweepConfig, cancel=None, full_probe: bool = True
+) -> tuple[Round, ...]:
+    """One session at K with probes; stops early (returns what it has) when cancelled.
+    full_probe: T_t(n) for every n after round 0 (else the light probe: n = 1, K + 1 and one
+    more in rotation)."""
+    return run_session(pair, prompt, k, config, cancel, full_probe)[1]
+
+
+def run_session(
+    pair, prompt: str, k: int, config: SweepConfig, cancel=None, full_probe=True, trace=False
+) -> tuple[SessionHeader, tuple[Round, ...]]:
+    """run_one, with the session's header; trace=True records the top-N lists (the events'
+    time is kept out of the rounds' verify_ms, so the timings stay comparable)."""
+    from specviz.core.engine.speculative import SpeculativeEngine
+
+    prober = Prober(ProbePlan(every=config.probe_every, full_first=full_probe))
+    engine = SpeculativeEngine(
+        pair,
+        config.settings(k),
+        trace=trace,
+        drafter=config.drafter,
+        policy=config.policy,
+        prober=prober,
+    )
+    header = engine.prefill(prompt, calibrate=False)  # the probes are the calibration
+    engine.probing = True
+    rounds = []
+    for rnd in engine.run():
+        rounds.append(rnd)
+        if cancel is not None and cancel.is_set():
+            break
+    return header, tuple(rounds)
+
+
+def trace_name(prompt_index: int, category: str, k: int, variant: str = "") -> str:
+    """A run's trace file name: prompt number (from 1), category (file-name safe), the
+    variant if any (drafter-policy, when a sweep has several) and K."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", category).strip("_")[:40] or "prompt"
+    middle = f"-{variant}" if variant else ""
+    return f"p{prompt_index + 1:03d}-{safe}{middle}-k{k:02d}.jsonl"
+
+
+def _light(rnd: Round) -> Round:
+    """The round without its top-N lists (what the tables need; the trace has the rest)."""
+    empty = {"top": (), "top_text": (), "residual_top": (), "residual_text": ()}
+    tokens = tuple(TokenEvent(**{**vars(t), **empty}) for t in rnd.tokens)
+    return replace(rnd, tokens=tokens)
+
+
+def run_sweep(
+    pair,
+    prompts: Sequence[Prompt],
+    config: SweepConfig,
+    cancel: threading.Event | None = None,
+    on_run: Callable[[int, int, SweepRun], None] | None = None,
+    trace_dir: str | Path | None = None,
+) -> SweepResult:
+    """Every prompt at every K of config.ks. on_run(done, total, run) after each run (on the
+    calling thread). A set `cancel` stops between rounds: the run in progress is dropped and
+    the result is marked cancelled. trace_dir (an existing folder): each run records its
+    top-N lists and is written there as a trace (trace_name) as soon as it finishes; the
+    runs kept in memory drop the lists, so a long sweep's memory stays small."""
+
+    combos = config.combos()
+    items = [(c, k) for c in range(len(combos)) for k in config.ks]
+    plan = sweep_plan(len(prompts), items, config.seed)
+    result = SweepResult(total=len(plan))
+    probed: set[int] = set()
+    for i, (c, k) in plan:
+        if cancel is not None and cancel.is_set():
+            break
+        prompt = prompts[i]
+        drafter, policy = combos[c]
+        d_kind, p_kind = kinds(drafter, policy)
+        run_config = replace(config, drafter=drafter, policy=policy)
+        # T_t(n) for every n once per prompt (the costs are pooled over the sweep).
+        header, rounds = run_session(
+            pair, prompt.text, k, run_config, cancel, i not in probed, trace=trace_dir is not None
+        )
+        probed.add(i)
+        if cancel is not None and cancel.is_set():
+            break
+        path = None
+        if trace_dir is not None:
+            variant = f"{d_kind}-{p_kind}" if len(combos) > 1 else ""
+            path = str(Path(trace_dir) / trace_name(i, prompt.category, k, variant))
+            swept = Session(header, list(rounds))
+            save(swept, path, summary(swept))
+            rounds = tuple(_light(r) for r in rounds)
+        diff = None
+        if config.check_greedy and config.temperature == 0 and rounds:
+            emitted = [t.id for r in rounds for t in r.tokens if t.emitted]
+            prompt_ids = pair.tokenizer(prompt.text)["input_ids"]
+            diff = check_greedy(pair, prompt_ids, emitted)
+        run = SweepRun(i, prompt.category, k, rounds, diff, path, d_kind, p_kind)
+        result.runs.append(run)
+        if on_run is not None:
+            on_run(len(result.runs), result.total, run)
+    result.cancelled = cancel is not None and cancel.is_set()
+    return result
+
+
+# ------------------------------------------------------------------------------------ table
+
+

@@ -1,0 +1,213 @@
+"""A K sweep's table: a row per (drafter, policy, K), from the runs and one pooled cost model.
+
+Per K: alpha (accepted / judged) and tokens per target pass (emitted / rounds), measured; the
+measured speedup, T_t(1) x emitted / the rounds' time of that K's runs; the refined
+prediction from the pooled figures, and Leviathan's, and measured / refined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specviz.core.metrics.costmodel import ADVISOR_KS, CostModel, Costs, acceptance_for, capped_ms
+from specviz.core.metrics.running import predicted_speedup
+from specviz.core.trace.records import Round
+from specviz.core.tune.promptsets import Prompt, categories
+from specviz.core.tune.sweep import SweepRun
+
+
+@dataclass(frozen=True)
+class KRow:
+    """One K of a sweep table (None where nothing was measured)."""
+
+    k: int
+    runs: int
+    rounds: int
+    alpha: float | None  # accepted / judged
+    tokens_per_pass: float | None  # emitted tokens per target pass (per round)
+    speedup_measured: float | None
+    speedup_refined: float | None
+    speedup_leviathan: float | None
+    impossible: bool  # measured above K + 1: not to be believed
+    drafter: str = "model"
+    policy: str = "constant"
+
+    @property
+    def ratio(self) -> float | None:
+        """measured / refined: 1.0 when the cost model explains the measurement."""
+        if self.speedup_measured is None or not self.speedup_refined:
+            return None
+        return self.speedup_measured / self.speedup_refined
+
+    def to_json(self) -> dict:
+        return {
+            "drafter": self.drafter,
+            "policy": self.policy,
+            "k": self.k,
+            "runs": self.runs,
+            "rounds": self.rounds,
+            "alpha": self.alpha,
+            "tokens_per_pass": self.tokens_per_pass,
+            "speedup_measured": self.speedup_measured,
+            "speedup_refined": self.speedup_refined,
+            "speedup_leviathan": self.speedup_leviathan,
+            "measured_over_refined": self.ratio,
+            "impossible": self.impossible,
+        }
+
+
+@dataclass(frozen=True)
+class SweepTable:
+    rows: tuple[KRow, ...]
+    costs: Costs
+    best_k: int | None  # the K of the best measured speedup (a possible one)
+    curve: tuple[tuple[int, float], ...]  # the advisor: refined prediction for K = 1..16
+    advisor_best_k: int | None
+    # (drafter, policy, K) of the best measured speedup; best_k is its K. With several
+    # combinations the advisor's curve is that combination's (else the first's).
+    best: tuple[str, str, int] | None = None
+
+
+def _alpha_and_speedup(rounds: Sequence[Round], t1: float | None):
+    """(accepted / judged, T_t(1) x emitted / the rounds' time) of some rounds."""
+    emitted = sum(r.n_emitted for r in rounds)
+    ms = sum(capped_ms([(r.n_drafted, r.ms) for r in rounds]))
+    judged = [t.status for r in rounds for t in r.tokens if t.status in ("accepted", "rejected")]
+    alpha = judged.count("accepted") / len(judged) if judged else None
+    return alpha, (t1 * emitted / ms if t1 and ms > 0 and emitted else None)
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    """One run (a prompt at a K) of a sweep: its own figures and its trace, if written."""
+
+    prompt_index: int
+    category: str
+    k: int
+    rounds: int
+    alpha: float | None
+    tokens_per_pass: float | None
+    speedup_measured: float | None  # with the T_t(1) of the whole sweep's costs
+    trace_path: str | None
+    drafter: str = "model"
+    policy: str = "constant"
+
+    def to_json(self) -> dict:
+        return {
+            "drafter": self.drafter,
+            "policy": self.policy,
+            "prompt": self.prompt_index,
+            "category": self.category,
+            "k": self.k,
+            "rounds": self.rounds,
+            "alpha": self.alpha,
+            "tokens_per_pass": self.tokens_per_pass,
+            "speedup_measured": self.speedup_measured,
+            "trace": self.trace_path,
+        }
+
+
+def prompt_rows(runs: Sequence[SweepRun], costs: Costs) -> list[PromptRow]:
+    """One row per run, by prompt then K (costs: the whole sweep's, for T_t(1))."""
+    rows = []
+    for run in sorted(runs, key=lambda r: (r.prompt_index, r.drafter, r.policy, r.k)):
+        alpha, measured = _alpha_and_speedup(run.rounds, costs.t_target(1))
+        emitted = sum(r.n_emitted for r in run.rounds)
+        per_pass = emitted / len(run.rounds) if run.rounds else None
+        rows.append(
+            PromptRow(
+                run.prompt_index,
+                run.category,
+                run.k,
+                len(run.rounds),
+                alpha,
+                per_pass,
+                measured,
+                run.trace_path,
+                run.drafter,
+                run.policy,
+            )
+        )
+    return rows
+
+
+def pooled_model(runs: Sequence[SweepRun]) -> CostModel:
+    model = CostModel(window=None, probe_window=None)
+    for run in runs:
+        model.extend(run.rounds)
+    return model
+
+
+def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTable:
+    """The table of these runs, a row per (drafter, policy, K); costs default to those
+    pooled over the same runs (pass the whole sweep's costs for a per-category table). The
+    measured speedups share the table's T_t(1) (the target alone); with several
+    combinations, each one's predictions use its own pooled acceptance and costs."""
+    model = pooled_model(runs)
+    costs = costs or model.costs()
+    t1 = costs.t_target(1)
+    combos = sorted({(run.drafter, run.policy) for run in runs})
+    rows, predictors = [], {}
+    for combo in combos:
+        combo_runs = [run for run in runs if (run.drafter, run.policy) == combo]
+        if len(combos) == 1:
+            c_model, c_costs = model, costs
+        else:
+            c_model = pooled_model(combo_runs)
+            c_costs = c_model.costs()
+        by_pos = c_model.acceptance_by_position()
+        fig = c_model.figures()
+        alpha_all = fig.alpha if fig.alpha is not None else 0.0
+        predictors[combo] = (c_costs, by_pos, alpha_all)
+        c = c_costs.cost_ratio
+        for k in sorted({run.k for run in combo_runs}):
+            rounds = [r for run in combo_runs if run.k == k for r in run.rounds]
+            alpha, measured = _alpha_and_speedup(rounds, t1)
+            rows.append(
+                KRow(
+                    k=k,
+                    runs=sum(1 for run in combo_runs if run.k == k),
+                    rounds=len(rounds),
+                    alpha=alpha,
+                    tokens_per_pass=(
+                        sum(r.n_emitted for r in rounds) / len(rounds) if rounds else None
+                    ),
+                    speedup_measured=measured,
+                    speedup_refined=c_costs.refined(acceptance_for(by_pos, k, alpha_all)),
+                    speedup_leviathan=(
+                        predicted_speedup(alpha, k, c)
+                        if alpha is not None and c is not None
+                        else None
+                    ),
+                    impossible=measured is not None and measured > k + 1,
+                    drafter=combo[0],
+                    policy=combo[1],
+                )
+            )
+    possible = [r for r in rows if r.speedup_measured is not None and not r.impossible]
+    best_row = max(possible, key=lambda r: r.speedup_measured) if possible else None
+    best = (best_row.drafter, best_row.policy, best_row.k) if best_row else None
+    curve_combo = best[:2] if best else (combos[0] if combos else None)
+    curve: tuple[tuple[int, float], ...] = ()
+    if curve_combo is not None:
+        c_costs, by_pos, alpha_all = predictors[curve_combo]
+        curve = tuple(
+            (k, v)
+            for k in ADVISOR_KS
+            if (v := c_costs.refined(acceptance_for(by_pos, k, alpha_all))) is not None
+        )
+    advisor = max(curve, key=lambda kv: kv[1])[0] if curve else None
+    return SweepTable(tuple(rows), costs, best[2] if best else None, curve, advisor, best)
+
+
+def tables_by_category(runs: Sequence[SweepRun]) -> dict[str, SweepTable]:
+    """ "overall" first, then one table per category (costs pooled over every run)."""
+    overall = sweep_table(runs)
+    out = {"overall": overall}
+    cats = categories([Prompt(r.category, "") for r in runs])
+    if len(cats) > 1:
+        for cat in cats:
+            name = cat if cat != "overall" else "overall (category)"
+            out[name] = sweep_table([r for r in runs if r.category == cat], overall.costs)
+    return out
