@@ -233,7 +233,7 @@ def make_student(config, target, sample):
             u = torch.linalg.eigh(x.T @ x)[1][:, -d:]  # [D, d], ascending eigenvalues
             self.embed_proj.copy_(u.T)
             scale = math.sqrt(full / d)  # rms over d of U.T x vs over D of x
-            for mine, theirs in zip(self.decoder.layers, target.model.layers, strict=True):
+            for mine, theirs in zip(self.decoder.layers, target.model.layers, strict=False):
                 w1 = theirs.input_layernorm.weight  # [D]
                 w2 = theirs.post_attention_layernorm.weight
                 for name in ("q_proj", "k_proj", "v_proj"):

@@ -26,7 +26,7 @@ def main() -> int:
     import torch
     from PySide6.QtWidgets import QApplication
 
-    from specviz.commands.tune import parse_ks
+    from specviz.cli.tune import parse_ks
     from specviz.core.engine.speculative import SpeculativeEngine
     from specviz.core.models.pair import load_pair
     from specviz.core.trace.records import Settings

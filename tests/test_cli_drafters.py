@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.trace.files import load
 
 

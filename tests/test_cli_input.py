@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.models.pair import ModelLoadError, load_pair, resolve_device
 
 NOWHERE = ["--target", "/nowhere/t", "--draft", "/nowhere/d"]

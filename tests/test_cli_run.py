@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.trace.files import load
 from tests.fixtures import make_pair_dirs, make_tokenizer
 

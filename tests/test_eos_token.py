@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.check_session import check_session
 from specviz.core.trace.files import load, save

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QTimer
 
-from specviz.cli import main as cli_main
+from specviz.cli.main import main as cli_main
 from specviz.core.lab.position import position_distributions
 from specviz.core.trace.files import load
 from specviz.core.trace.records import Settings

@@ -1,5 +1,5 @@
 """`specviz inspect`: a summary of any trace, exit 0 when valid, 2 with the line and the
-field when not; run in-process through specviz.cli.main."""
+field when not; run in-process through specviz.cli.main.main."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.files import save, session_lines
 from specviz.core.trace.records import Settings

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specviz.cli import main
+from specviz.cli.main import main
 
 KEYS = {"alpha", "residual", "acceptance_rate", "empirical", "tv", "chi2", "p_value"}
 SEEDS = ["--p", "0.5,0.1,0.1,0.3", "--q", "0.2,0.4,0.3,0.1"]

@@ -281,7 +281,7 @@ def test_lab_gui_command_starts_and_quits():
         "from PySide6.QtWidgets import QApplication\n"
         "app = QApplication(sys.argv[:1])\n"
         "QTimer.singleShot(1500, app.quit)\n"
-        "from specviz.cli import main\n"
+        "from specviz.cli.main import main\n"
         "sys.exit(main(['lab', '--gui', '--p', '1,2,3', '--q', '3,2,1']))\n"
     )
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}

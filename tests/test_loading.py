@@ -10,7 +10,7 @@ import shutil
 import pytest
 import torch
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.models.generation import generation_settings
 from specviz.core.models.pair import LoadOptions, ModelLoadError, load_pair

@@ -152,7 +152,7 @@ def test_old_style_temporaries_are_removed_only_when_old_and_a_trace(tmp_path):
 
 
 def test_inspect_removes_stale_temporaries(tmp_path, capsys):
-    from specviz.cli import main
+    from specviz.cli.main import main
 
     trace = tmp_path / "t.jsonl"
     save(synthetic_session(2), trace)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from specviz.cli import main
+from specviz.cli.main import main
 
 
 def test_models_lists_builtin_pairs(capsys):

@@ -16,7 +16,7 @@ import threading
 import orjson
 import pytest
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.decoding import token_events as events_module
 from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.engine.speculative import SpeculativeEngine

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.trace.files import load
 from tests.test_remote import wire
 

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from specviz.cli import main
-from specviz.commands.run import format_summary
+from specviz.cli.main import main
+from specviz.cli.run import format_summary
 from specviz.core.metrics.costmodel import figures
 from specviz.core.metrics.running import WINDOW, summary
 from specviz.core.trace.files import save
@@ -86,7 +86,7 @@ def test_header_fallback_for_a_trace_without_probes_is_labelled_and_checked():
 def test_trace_summary_line_and_inspect_report_the_cost_model(tmp_path, capsys):
     session = probed(synthetic_session(n_rounds=12, k=4), baseline=5000.0, t1=2.0)
     path = tmp_path / "t.jsonl"
-    save(session, path)
+    save(session, path, summary(session))
     line = json.loads(path.read_text().splitlines()[-1])
     assert line["type"] == "summary" and OLD_KEYS <= set(line)
     assert line["speedup_basis"] == "probes" and line["baseline_ms_per_token"] == 2.0

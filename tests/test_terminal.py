@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from specviz.cli import main
-from specviz.core.terminal import printable, printable_fields
+from specviz.cli.main import main
+from specviz.cli.terminal import printable, printable_fields
 from specviz.core.trace.files import save
 from tests.fixtures import synthetic_session
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.files import session_lines
 from specviz.core.trace.records import Settings

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.trace.check_session import check_session
 from specviz.core.trace.files import load, session_lines
 from specviz.core.trace.records import TraceError

@@ -12,7 +12,7 @@ import numpy as np
 import orjson
 import pytest
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.metrics.position_bars import position_bars, positions
 from specviz.core.trace import files as tracefile

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from specviz.cli import main
-from specviz.commands import tune as tune_command
+from specviz.cli import tune as tune_command
+from specviz.cli.main import main
 from specviz.core.tune.promptsets import Prompt, PromptSetError, load_prompt_set, shipped_set
 from specviz.core.tune.sweep import SweepConfig, run_sweep, sweep_plan
 from specviz.core.tune.table import tables_by_category

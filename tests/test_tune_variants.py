@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from itertools import product
 
-from specviz.cli import main
+from specviz.cli.main import main
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.base import DrafterConfig
 from specviz.core.tune.promptsets import Prompt

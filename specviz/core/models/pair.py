@@ -37,7 +37,7 @@ class ModelLoadError(Exception):
 
 @dataclass(frozen=True)
 class LoadOptions:
-    """How to load a pair, as transformers' from_pretrained takes it (commands.common builds
+    """How to load a pair, as transformers' from_pretrained takes it (cli.options builds
     one from the command line: --device, --device-map, --draft-device, ...)."""
 
     device: str = "cpu"  # both models, unless device_map / draft_device say otherwise

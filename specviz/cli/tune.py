@@ -18,8 +18,8 @@ import signal
 import sys
 import threading
 
-from specviz.commands.common import UsageError, add_model_args, fail, load_options
-from specviz.commands.drafting import add_drafter_options, drafting_lists, pair_specs
+from specviz.cli.drafting_options import add_drafter_options, drafting_lists, pair_specs
+from specviz.cli.options import UsageError, add_model_args, fail, load_options
 
 
 def add_parser(sub) -> None:
@@ -143,7 +143,7 @@ def _costs_json(costs) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     if args.from_trace:
-        from specviz.commands.tune_trace import run_from_trace
+        from specviz.cli.tune_trace import run_from_trace
 
         return run_from_trace(args)
     from specviz.core.tune.promptsets import PromptSetError, load_prompt_set

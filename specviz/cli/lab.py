@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specviz.commands.common import UsageError, add_model_args, fail, load_options, model_specs
+from specviz.cli.options import UsageError, add_model_args, fail, load_options, model_specs
 
 
 def add_parser(sub) -> None:

@@ -9,9 +9,9 @@ import os
 import signal
 import sys
 
-from specviz.commands.common import UsageError, add_model_args, fail, load_options
-from specviz.commands.drafting import add_drafter_options, drafting_from, pair_specs
-from specviz.core.terminal import printable
+from specviz.cli.drafting_options import add_drafter_options, drafting_from, pair_specs
+from specviz.cli.options import UsageError, add_model_args, fail, load_options
+from specviz.cli.terminal import printable
 
 DEFAULT_PORT = 5555
 

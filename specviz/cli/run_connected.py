@@ -14,8 +14,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from specviz.commands.common import UsageError, fail, finish_trace
-from specviz.core.terminal import printable
+from specviz.cli.options import UsageError, fail, finish_trace
+from specviz.cli.terminal import printable
 
 EXIT_LOST = 1
 
@@ -82,7 +82,7 @@ def run_connected(
     format_round: Callable[..., str],
     format_summary: Callable[[dict], str],
 ) -> int:
-    """commands/run.py's run, whose formats it is given, on the engine at args.connect."""
+    """cli/run.py's run, whose formats it is given, on the engine at args.connect."""
     from specviz.core.metrics.running import summary
     from specviz.core.trace.live_file import LiveTrace
     from specviz.core.trace.session import Session

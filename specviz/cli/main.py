@@ -14,7 +14,7 @@ import sys
 
 from specviz import __version__
 
-# name -> module under specviz.commands, each with add_parser(subparsers) and run(args).
+# name -> module under specviz.cli, each with add_parser(subparsers) and run(args).
 COMMANDS = ("run", "models", "inspect", "lab", "tune", "serve")
 
 
@@ -26,18 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"specviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"specviz.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"specviz.commands.{name}":
-                raise
-            continue  # a command not built yet
-        module.add_parser(sub)
+        importlib.import_module(f"specviz.cli.{name}").add_parser(sub)
     gui = sub.add_parser("gui", help="open the window (the default)")
-    from specviz.commands.common import add_model_args
+    from specviz.cli.options import add_model_args
 
     add_model_args(gui)
-    from specviz.commands.drafting import add_drafter_options
+    from specviz.cli.drafting_options import add_drafter_options
 
     add_drafter_options(gui)
     gui.add_argument("trace", nargs="?", help="a trace file to open")
@@ -89,14 +83,14 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["gui", *argv]
     args = parser.parse_args(argv)
     if args.command in (None, "gui"):
-        from specviz.commands.common import fail
+        from specviz.cli.options import fail
 
         problem = trace_problem(args.trace) if getattr(args, "trace", None) else None
         problem = problem or _window_ignores(args) or _engine_problem(args)
         if problem:
             return fail(problem)
         return _open_window(args)
-    module = importlib.import_module(f"specviz.commands.{args.command}")
+    module = importlib.import_module(f"specviz.cli.{args.command}")
     try:
         result = module.run(args)
     except KeyboardInterrupt:  # Ctrl-C while models load: no traceback (run saves its rounds)
@@ -111,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _open_window(args: argparse.Namespace) -> int:
     """The main window: the pair from the arguments or the built-in default."""
-    from specviz.commands.common import UsageError, fail, load_options
-    from specviz.commands.drafting import drafting_from, pair_specs
+    from specviz.cli.drafting_options import drafting_from, pair_specs
+    from specviz.cli.options import UsageError, fail, load_options
 
     try:
         drafter, policy = drafting_from(args)
@@ -142,7 +136,7 @@ def _window_ignores(args: argparse.Namespace) -> str | None:
 
 
 def _add_engine_args(parser: argparse.ArgumentParser) -> None:
-    from specviz.commands.remote_run import add_connect_args
+    from specviz.cli.run_connected import add_connect_args
 
     group = add_connect_args(parser, "where the engine runs", timeout=False)
     group.add_argument(
@@ -155,7 +149,7 @@ def _add_engine_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _engine_choice(args: argparse.Namespace) -> dict:
-    from specviz.commands.remote_run import connect_token
+    from specviz.cli.run_connected import connect_token
 
     return {"connect": args.connect, "token": connect_token(args), "engine": args.engine}
 
@@ -166,6 +160,6 @@ def _engine_problem(args: argparse.Namespace) -> str | None:
         return "--token is for --connect" if args.token else None
     if args.engine == "process":
         return "--connect uses the server's engine: drop --engine process"
-    from specviz.commands.remote_run import connect_problem
+    from specviz.cli.run_connected import connect_problem
 
     return connect_problem(args)

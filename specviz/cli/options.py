@@ -30,7 +30,7 @@ class UsageError(Exception):
 
 
 def fail(message: str) -> int:
-    from specviz.core.terminal import printable
+    from specviz.cli.terminal import printable
 
     print(f"specviz: error: {printable(message)}", file=sys.stderr)
     return EXIT_BAD_INPUT
@@ -39,8 +39,8 @@ def fail(message: str) -> int:
 def finish_trace(live, session) -> int | None:
     """Move a run's partial trace (core.livetrace.LiveTrace) onto its name and say where;
     an exit status if that failed (the partial file stays), else None."""
+    from specviz.cli.terminal import printable
     from specviz.core.metrics.running import summary
-    from specviz.core.terminal import printable
 
     try:
         written = live.finish(session, summary(session))

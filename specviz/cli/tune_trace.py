@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from specviz.commands.common import fail
+from specviz.cli.options import fail
 
 
 def describe_trace(session) -> dict:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specviz.commands import speedup_text
-from specviz.commands.common import fail
+from specviz.cli import speedup_text
+from specviz.cli.options import fail
 
 MAX_PROBLEMS = 200  # enough to see a pattern; a broken 100k-round trace could list millions
 SHOWN_PROBLEMS = 20
@@ -206,7 +206,7 @@ def _progress(doing: str) -> Callable[[float], None] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.core.terminal import printable, printable_fields
+    from specviz.cli.terminal import printable, printable_fields
     from specviz.core.trace.check_session import check_session
     from specviz.core.trace.files import load
     from specviz.core.trace.records import TraceError

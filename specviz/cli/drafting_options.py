@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from specviz.commands.common import UsageError, model_specs
+from specviz.cli.options import UsageError, model_specs
 from specviz.core.decoding.k_policy import POLICIES, PolicyConfig
 from specviz.core.drafters.base import DRAFTERS, DrafterConfig
 

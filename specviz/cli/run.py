@@ -8,8 +8,9 @@ import os
 import sys
 from pathlib import Path
 
-from specviz.commands import speedup_text
-from specviz.commands.common import (
+from specviz.cli import speedup_text
+from specviz.cli.drafting_options import add_drafter_options, drafting_from, pair_specs
+from specviz.cli.options import (
     UsageError,
     add_model_args,
     add_sampling_args,
@@ -19,9 +20,8 @@ from specviz.commands.common import (
     load_options,
     settings_from,
 )
-from specviz.commands.drafting import add_drafter_options, drafting_from, pair_specs
-from specviz.commands.remote_run import add_connect_args, run_connected
-from specviz.core.terminal import printable
+from specviz.cli.run_connected import add_connect_args, run_connected
+from specviz.cli.terminal import printable
 
 MARKS = {"accepted": "+", "rejected": "x", "discarded": "-", "resampled": "~", "bonus": "*"}
 COLOURS = {
