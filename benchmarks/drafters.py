@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from specviz.core.decoding.forward import decode, measure_ms_per_token  # noqa: E402
 from specviz.core.decoding.k_policy import PolicyConfig  # noqa: E402
 from specviz.core.decoding.warp import SamplingConfig  # noqa: E402
-from specviz.core.drafters.base import DrafterConfig  # noqa: E402
+from specviz.core.drafters.registry import DrafterConfig  # noqa: E402
 from specviz.core.engine.speculative import SpeculativeEngine  # noqa: E402
 from specviz.core.models.pair import load_pair  # noqa: E402
 from specviz.core.resources import example_prompts  # noqa: E402

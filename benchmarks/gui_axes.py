@@ -32,7 +32,7 @@ def main() -> int:
     import pyqtgraph as pg
     from PySide6.QtWidgets import QApplication, QGraphicsItem
 
-    from specviz.gui import refguard
+    from specviz.gui.qtfixes import refguard
 
     refguard.install()
     app = QApplication.instance() or QApplication([])
@@ -40,9 +40,9 @@ def main() -> int:
     from gui_redraw import record
 
     from specviz.core.models.pair import load_pair
-    from specviz.gui.distribution_view import MAIN_LABEL_ROOM
+    from specviz.gui.distribution.view import MAIN_LABEL_ROOM
     from specviz.gui.main_window import MainWindow
-    from specviz.gui.plot_kit import fix_axis_width
+    from specviz.gui.plots.plot_kit import fix_axis_width
 
     session = record(load_pair("builtin:tiny", "builtin:tiny"), args.rounds, seed=0)
     window = MainWindow(None, autosave=False)
@@ -69,7 +69,7 @@ def main() -> int:
             for side in ("left", "bottom"):
                 view.getAxis(side).setCacheMode(mode.DeviceCoordinateCache if on else mode.NoCache)
 
-    from specviz.gui import plots as plots_module
+    from specviz.gui.plots import round_plots as plots_module
 
     def markers(on: bool) -> None:  # past SYMBOL_ROUNDS the per-round curve has no markers
         plots_module.SYMBOL_ROUNDS = 200 if on else 10**9

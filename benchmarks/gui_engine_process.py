@@ -73,8 +73,9 @@ def main(argv=None) -> int:
     from PySide6.QtWidgets import QApplication
     from transformers.utils import logging as hf_logging
 
-    from specviz.gui import refguard, remote_worker
-    from specviz.gui.remote_worker import RemoteEngineThread
+    from specviz.gui.qtfixes import refguard
+    from specviz.gui.session import remote_engine as remote_worker
+    from specviz.gui.session.remote_engine import RemoteEngineThread
 
     if args.frame_ms is not None:
         remote_worker.FRAME_S = args.frame_ms / 1000

@@ -66,7 +66,7 @@ def redraw_costs(app, session: Session, mode: str, phases: dict | None = None) -
     rounds 5-15 and the last 20 (the others arrive in batches, drawn once), "run" mode all.
     phases: filled with thread CPU ms per phase over the last 20 rounds."""
     from specviz.gui.main_window import MainWindow
-    from specviz.gui.session_state import State
+    from specviz.gui.session.state import State
 
     window = MainWindow(None, autosave=False)
     window.show()
@@ -270,7 +270,7 @@ def main(argv=None) -> int:
     from PySide6.QtWidgets import QApplication
     from transformers.utils import logging as hf_logging
 
-    from specviz.gui import refguard
+    from specviz.gui.qtfixes import refguard
 
     hf_logging.disable_progress_bar()
     refguard.install()

@@ -79,7 +79,7 @@ os.environ["QT_QPA_PLATFORM"] = "offscreen"
 os.environ["SPECVIZ_NO_DIALOGS"] = "1"
 sys.path.insert(0, sys.argv[2])
 from PySide6.QtWidgets import QApplication
-from specviz.gui import refguard
+from specviz.gui.qtfixes import refguard
 refguard.install()
 app = QApplication([])
 from specviz.gui.main_window import MainWindow

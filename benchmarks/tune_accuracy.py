@@ -6,7 +6,7 @@ run is done twice in a row, quiet then with one busy background process on the s
 - per K: the measured speedup (T_t(1) x tokens / rounds' time), the refined prediction
   (E T_t(1) / (K T_d(1) + T_t(K+1) + o), figures pooled over the sweep), measured / refined,
   and Leviathan's formula with measured / Leviathan (the "before" of issue 12);
-- the true speedup: target-only decoding wall time per token (core.decode, the same prompts,
+- the true speedup: target-only decoding wall time per token (decoding.forward, the same prompts,
   interleaved) over the speculative rounds' time per token; measured / true checks the
   T_t(1) baseline itself;
 - the advisor: best K from the refined curve of the pooled sweep and of one K's runs alone

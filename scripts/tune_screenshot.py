@@ -31,7 +31,7 @@ def main() -> int:
     from specviz.core.models.pair import load_pair
     from specviz.core.trace.records import Settings
     from specviz.core.tune.promptsets import load_prompt_set
-    from specviz.gui.tune_panel import TunePanel
+    from specviz.gui.tune.panel import TunePanel
 
     torch.set_num_threads(1)
     app = QApplication.instance() or QApplication([])

@@ -32,7 +32,7 @@ def pytest_configure(config):
     import torch
     from transformers.utils import logging as hf_logging
 
-    from specviz.gui import refguard
+    from specviz.gui.qtfixes import refguard
 
     hf_logging.disable_progress_bar()
     refguard.install()  # as the entry points do, before the tests' Qt calls
@@ -42,9 +42,9 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _garbage_collected_on_the_gui_thread(qapp):
-    """As the app: no automatic collection on an engine thread (gui/gcguard.py); and each
+    """As the app: no automatic collection on an engine thread (gui/qtfixes/gcguard.py); and each
     test's garbage collected here, on the GUI thread, before the next one starts threads."""
-    from specviz.gui import gcguard
+    from specviz.gui.qtfixes import gcguard
 
     gcguard.install()
     yield

@@ -1,4 +1,4 @@
-"""core.bars from hand-made rounds whose full distributions are known, so every bar
+"""core.metrics.position_bars from hand-made rounds whose full distributions are known, so every bar
 (including the "everything else" one) can be checked against the exact answer."""
 
 from __future__ import annotations

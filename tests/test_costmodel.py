@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from specviz.core.decoding.verify import verify
-from specviz.core.drafters.base import DrafterConfig
+from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.engine.cost_probes import ProbePlan, Prober
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.metrics import costmodel

@@ -14,9 +14,9 @@ from specviz.core.decoding import forward as decode_module
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.decoding.kv_cache import crop_layers
 from specviz.core.decoding.warp import SamplingConfig, warp
-from specviz.core.drafters.base import DrafterConfig
 from specviz.core.drafters.early_exit import first_layers
 from specviz.core.drafters.prompt_lookup import LookupDrafter
+from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.models.pair import ModelPair
 from specviz.core.trace.records import STOP_REASONS, ModelInfo, Settings

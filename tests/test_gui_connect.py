@@ -20,7 +20,7 @@ from specviz.core.trace.files import load
 from specviz.core.trace.records import Settings
 from specviz.gui import dialogs
 from specviz.gui.main_window import MainWindow
-from specviz.gui.remote_worker import RemoteEngineThread
+from specviz.gui.session.remote_engine import RemoteEngineThread
 from specviz.remote import spawn
 from specviz.remote.server import Server
 from tests.test_remote import PROMPT, TOKEN, local_rounds, server, wire  # noqa: F401
@@ -228,9 +228,9 @@ def test_window_engine_options_reach_the_window(monkeypatch):
 
 def test_drafting_and_load_options_reach_the_engine(qtbot, server):  # noqa: F811
     from specviz.core.decoding.k_policy import PolicyConfig
-    from specviz.core.drafters.base import DrafterConfig
+    from specviz.core.drafters.registry import DrafterConfig
     from specviz.core.models.pair import LoadOptions
-    from specviz.gui.remote_worker import child_args
+    from specviz.gui.session.remote_engine import child_args
 
     engine = RemoteEngineThread(server.address, TOKEN)
     engine.worker.calibrate = False

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from specviz.core.decoding.k_policy import PolicyConfig
-from specviz.core.drafters.base import DrafterConfig
+from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.metrics.running import RunningStats
 from specviz.gui import dialogs, palette
-from specviz.gui.greedy_link import describe
+from specviz.gui.greedy_check import describe
 from specviz.gui.main_window import MainWindow
-from specviz.gui.plots import Plots
-from specviz.gui.speed import SpeedTracker, window_text
-from specviz.gui.worker import Loaded
+from specviz.gui.plots.round_plots import Plots
+from specviz.gui.plots.speed import SpeedTracker, window_text
+from specviz.gui.session.local_engine import Loaded
 from tests.fixtures import sample_header, sample_rounds
 
 TIMEOUT = 60_000
@@ -144,7 +144,8 @@ def test_the_policy_reaches_the_engine_and_a_new_drafter_starts_a_new_session(qt
     assert window.session.header.policy["kind"] == "heuristic"
     first = window.session.session_id
     box.drafter_combo.setCurrentIndex(box.drafter_combo.findData("early-exit"))
-    assert box.exit_spin.isEnabled() and not box.ngram_spin.isEnabled()
+    spins = box.param_spins
+    assert spins["exit_layer"].isEnabled() and not spins["ngram_max"].isEnabled()
     step(qtbot, window)
     assert window.session.session_id != first
     assert window.session.header.drafter["kind"] == "early-exit"

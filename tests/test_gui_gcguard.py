@@ -1,5 +1,5 @@
 """Cyclic garbage holding Qt objects is freed on the GUI thread, never on an engine thread
-(where ~QObject and the GIL deadlocked with the GUI thread: gui/gcguard.py)."""
+(where ~QObject and the GIL deadlocked with the GUI thread: gui/qtfixes/gcguard.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 from PySide6.QtCore import QObject
 
-from specviz.gui import gcguard
+from specviz.gui.qtfixes import gcguard
 
 
 def test_automatic_collection_is_off_once_installed(qapp):

@@ -9,8 +9,8 @@ from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QMessageBox
 
 from specviz.gui import dialogs
-from specviz.gui.lab_editor import DistributionEditor
-from specviz.gui.status import StatusBar
+from specviz.gui.lab.editor import DistributionEditor
+from specviz.gui.status_bar import StatusBar
 
 HOSTILE = "<img src=x><b>x</b>"
 

@@ -14,12 +14,12 @@ from PySide6.QtWidgets import QWidget
 
 from specviz.core.metrics.running import RunningStats
 from specviz.gui import dialogs
-from specviz.gui.distribution_view import DistributionView
+from specviz.gui.distribution.view import DistributionView
 from specviz.gui.main_window import MainWindow
-from specviz.gui.plot_kit import StickyRange, nice_ceiling
-from specviz.gui.plots import Plots
-from specviz.gui.session_state import State
-from specviz.gui.worker import Loaded
+from specviz.gui.plots.plot_kit import StickyRange, nice_ceiling
+from specviz.gui.plots.round_plots import Plots
+from specviz.gui.session.local_engine import Loaded
+from specviz.gui.session.state import State
 from tests.fixtures import synthetic_session
 
 
@@ -150,7 +150,7 @@ def test_a_step_paints_each_view_once(qtbot):
     # out again when their title changes ("residual: none")
     assert counter.counts["plots"] == 8 and counter.counts["main"] == 8, counter.counts
     assert counter.counts["residual"] <= 10 and counter.counts["gauge"] <= 10, counter.counts
-    # and nothing is laid out again: new texts fit the room they had (gui/rich_line.py,
+    # and nothing is laid out again: new texts fit the room they had (gui/stream/rich_line.py,
     # status.Figure), the axes keep their widths
     assert layouts.count <= 1, layouts.seen
     window.close_now()
@@ -244,7 +244,7 @@ def test_hints_name_the_keys_that_work_in_a_text_field(qtbot):
 def test_status_figures_only_grow(qtbot):
     """A new round's figures change the status bar's texts without laying the window out
     again: their labels have a fixed size that grows to the widest text."""
-    from specviz.gui.status import Figure
+    from specviz.gui.status_bar import Figure
 
     label = Figure("")
     qtbot.addWidget(label)
@@ -263,7 +263,7 @@ def test_rich_line_grows_and_never_asks_for_a_layout_otherwise(qtbot):
     the text needs more height than the line has (and when its width changes)."""
     from PySide6.QtWidgets import QVBoxLayout
 
-    from specviz.gui.rich_line import RichLine
+    from specviz.gui.stream.rich_line import RichLine
 
     panel = QWidget()
     qtbot.addWidget(panel)

@@ -9,7 +9,7 @@ import zmq
 
 from specviz.core.lab.position import position_distributions
 from specviz.core.trace.records import Settings
-from specviz.gui.remote_worker import RemoteEngineThread
+from specviz.gui.session.remote_engine import RemoteEngineThread
 from tests.test_remote import TOKEN, server  # noqa: F401  (the fixture)
 
 TIMEOUT = 60_000

@@ -13,11 +13,17 @@ from PySide6.QtWidgets import QApplication
 from specviz.core.metrics.position_bars import position_bars
 from specviz.core.metrics.running import RunningStats
 from specviz.gui import palette
-from specviz.gui.distribution_view import DistributionView, summary_html
+from specviz.gui.distribution.view import DistributionView, summary_html
 from specviz.gui.palette import fate_legend_html as legend_html
-from specviz.gui.plots import PLOTS, Plots
-from specviz.gui.stream_panel import StreamPanel
-from specviz.gui.token_view import BLOCK_CHARS, ROUND_TOKEN, TokenView, display_text, status_of
+from specviz.gui.plots.round_plots import PLOTS, Plots
+from specviz.gui.stream.panel import StreamPanel
+from specviz.gui.stream.token_view import (
+    BLOCK_CHARS,
+    ROUND_TOKEN,
+    TokenView,
+    display_text,
+    status_of,
+)
 from tests.fixtures import sample_header, sample_rounds
 
 

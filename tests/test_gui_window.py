@@ -15,10 +15,11 @@ from specviz.core.trace.autosave import Autosaver
 from specviz.core.trace.files import save, session_lines
 from specviz.core.trace.serialize import dumps
 from specviz.core.trace.session import Session
-from specviz.gui import dialogs, session_controller
+from specviz.gui import dialogs
 from specviz.gui.main_window import MainWindow
-from specviz.gui.token_view import status_of
-from specviz.gui.worker import Loaded
+from specviz.gui.session import controller as session_controller
+from specviz.gui.session.local_engine import Loaded
+from specviz.gui.stream.token_view import status_of
 from tests.fixtures import all_details, sample_header, sample_rounds, sample_session
 
 TIMEOUT = 60_000

@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 
 from specviz.core.trace.records import Settings
 from specviz.core.trace.session import Session
-from specviz.gui.worker import EngineThread
+from specviz.gui.session.local_engine import EngineThread
 
 TIMEOUT = 60_000
 

@@ -18,10 +18,10 @@ from specviz.core.lab.distributions import SEED_P, SEED_Q, SEED_TOKENS  # noqa: 
 from specviz.core.lab.position import position_distributions  # noqa: E402
 from specviz.core.lab.rules import RULES  # noqa: E402
 from specviz.core.metrics.position_bars import REST_LABEL  # noqa: E402
-from specviz.gui.lab_plots import show_token
-from specviz.gui.lab_window import LabWindow  # noqa: E402
-from specviz.gui.lab_worker import LabRequest, LabWorker  # noqa: E402
-from specviz.gui.threads import start_worker  # noqa: E402
+from specviz.gui.lab.bar_plots import show_token
+from specviz.gui.lab.window import LabWindow  # noqa: E402
+from specviz.gui.lab.worker import LabRequest, LabWorker  # noqa: E402
+from specviz.gui.session.threads import start_worker  # noqa: E402
 
 
 class Gate:

@@ -47,4 +47,4 @@ def test_start_worker_is_defined_once():
         for node in ast.parse(path.read_text(encoding="utf-8")).body
         if isinstance(node, ast.FunctionDef) and node.name == "start_worker"
     ]
-    assert defined == ["specviz/gui/threads.py"]
+    assert defined == ["specviz/gui/session/threads.py"]

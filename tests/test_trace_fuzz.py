@@ -204,7 +204,12 @@ def inspect_in_process(path: Path, capsys, as_json: bool) -> tuple[int, int]:
 
 def test_inspect_survives_mutated_traces(seeds, tmp_path, capsys):
     rng = random.Random(SEED)
-    main(["inspect", str(tmp_path / "missing.jsonl")])  # imports done before memory counts
+    # Every module a valid or an invalid trace makes inspect import, before memory counts.
+    main(["inspect", str(tmp_path / "missing.jsonl")])
+    warm = tmp_path / "warm.jsonl"
+    warm.write_bytes(seeds[0])
+    for as_json in (False, True):
+        main(["inspect", str(warm), *(["--json"] if as_json else [])])
     capsys.readouterr()
     counts: Counter = Counter()
     path = tmp_path / "fuzzed.jsonl"

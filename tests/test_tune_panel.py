@@ -8,7 +8,7 @@ import json
 import pytest
 
 from specviz.core.trace.records import Round, Settings, TokenEvent
-from specviz.gui.tune_panel import TunePanel
+from specviz.gui.tune.panel import TunePanel
 
 
 def make_round(index, n_acc, k=4, ms=20.0, probes=None):

@@ -9,7 +9,7 @@ from itertools import product
 
 from specviz.cli.main import main
 from specviz.core.decoding.k_policy import PolicyConfig
-from specviz.core.drafters.base import DrafterConfig
+from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.tune.promptsets import Prompt
 from specviz.core.tune.sweep import SweepConfig, run_sweep
 from specviz.core.tune.table import tables_by_category

@@ -12,9 +12,9 @@ from PySide6.QtCore import Qt
 
 from specviz.core.metrics.position_bars import position_bars
 from specviz.core.trace.records import TokenEvent
-from specviz.gui.distribution_text import MAIN_TITLE, UNJUDGED_TITLE
-from specviz.gui.distribution_view import DistributionView
-from specviz.gui.token_view import token_tooltip
+from specviz.gui.distribution.text import MAIN_TITLE, UNJUDGED_TITLE
+from specviz.gui.distribution.view import DistributionView
+from specviz.gui.stream.token_view import token_tooltip
 from tests.fixtures import sample_rounds
 
 # Sample round 0's first discarded draft, "x" (id 4, q = 0.1), at position 2, with the

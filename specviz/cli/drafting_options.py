@@ -6,14 +6,15 @@ import argparse
 
 from specviz.cli.options import UsageError, model_specs
 from specviz.core.decoding.k_policy import POLICIES, PolicyConfig
-from specviz.core.drafters.base import DRAFTERS, DrafterConfig
+from specviz.core.drafters.registry import SPECS, DrafterConfig, all_params, spec
 
 _DEFAULT_DRAFTER, _DEFAULT_POLICY = DrafterConfig(), PolicyConfig()
 
 
 def add_drafter_options(parser: argparse.ArgumentParser, lists: bool = False) -> None:
-    """--drafter, --ngram-max, --exit-layer, --policy, --threshold. lists: --drafter and
-    --policy take comma-separated lists (`tune` sweeps them; see drafting_lists)."""
+    """--drafter and each drafter's parameters (from core.drafters.registry), --policy,
+    --threshold. lists: --drafter and --policy take comma-separated lists (`tune` sweeps
+    them; see drafting_lists)."""
     choice = {"type": str, "metavar": "NAME[,NAME...]"} if lists else {}
     listed = " (a comma-separated list: each one is swept)" if lists else ""
     group = parser.add_argument_group(
@@ -23,27 +24,22 @@ def add_drafter_options(parser: argparse.ArgumentParser, lists: bool = False) ->
     )
     group.add_argument(
         "--drafter",
-        **(choice or {"choices": DRAFTERS}),
+        **(choice or {"choices": tuple(SPECS)}),
         default=_DEFAULT_DRAFTER.kind,
-        help="who proposes the K tokens: the draft model (default); 'lookup': n-grams copied "
-        "from the prompt and text so far, no draft model (transformers' "
-        "prompt_lookup_num_tokens); 'early-exit': the target's own first layers "
-        "(transformers' assistant_early_exit)" + listed,
+        help="who proposes the K tokens: "
+        + "; ".join(spec.help for spec in SPECS.values())
+        + listed,
     )
-    group.add_argument(
-        "--ngram-max",
-        type=int,
-        default=_DEFAULT_DRAFTER.ngram_max,
-        metavar="N",
-        help="lookup: longest n-gram matched (transformers' max_matching_ngram_size, "
-        f"default {_DEFAULT_DRAFTER.ngram_max})",
-    )
-    group.add_argument(
-        "--exit-layer",
-        type=int,
-        metavar="L",
-        help="early-exit: how many target layers draft (assistant_early_exit; default half)",
-    )
+    for param in all_params():
+        default = "" if param.default is None else f", default {param.default}"
+        group.add_argument(
+            param.flag,
+            dest=param.name,
+            type=int,
+            default=None,
+            metavar="N",
+            help=f"{param.help}{default}",
+        )
     group.add_argument(
         "--policy",
         **(choice or {"choices": POLICIES}),
@@ -62,9 +58,14 @@ def add_drafter_options(parser: argparse.ArgumentParser, lists: bool = False) ->
     )
 
 
+def _drafter(args: argparse.Namespace, kind: str) -> DrafterConfig:
+    """The drafter of this kind with the parameters given for it on the command line."""
+    return DrafterConfig(kind, **{p.name: getattr(args, p.name) for p in spec(kind).params})
+
+
 def drafting_from(args: argparse.Namespace) -> tuple[DrafterConfig, PolicyConfig]:
     """The drafter and policy the options ask for, or UsageError."""
-    drafter = DrafterConfig(args.drafter, ngram_max=args.ngram_max, exit_layer=args.exit_layer)
+    drafter = _drafter(args, args.drafter)
     policy = PolicyConfig(args.policy, threshold=args.threshold)
     try:
         drafter.validate()
@@ -88,10 +89,7 @@ def drafting_lists(
     args: argparse.Namespace,
 ) -> tuple[tuple[DrafterConfig, ...], tuple[PolicyConfig, ...]]:
     """The drafters and policies of comma-separated --drafter / --policy, or UsageError."""
-    drafters = tuple(
-        DrafterConfig(n, ngram_max=args.ngram_max, exit_layer=args.exit_layer)
-        for n in _names("--drafter", args.drafter, DRAFTERS)
-    )
+    drafters = tuple(_drafter(args, n) for n in _names("--drafter", args.drafter, tuple(SPECS)))
     policies = tuple(
         PolicyConfig(n, threshold=args.threshold) for n in _names("--policy", args.policy, POLICIES)
     )
@@ -105,10 +103,11 @@ def drafting_lists(
 
 def pair_specs(args: argparse.Namespace, drafter: DrafterConfig) -> tuple[str, str | None]:
     """(target, draft) to load: no draft model for a drafter that needs none."""
-    if drafter.kind == "model":
+    if drafter.needs_draft_model:
         return model_specs(args)
     if args.draft:
-        raise UsageError(f"--draft is used only by --drafter model (not {drafter.kind})")
+        needing = ", ".join(k for k, s in SPECS.items() if s.needs_draft_model)
+        raise UsageError(f"--draft is used only by --drafter {needing} (not {drafter.kind})")
     if args.target:
         if args.pair:
             raise UsageError("give either --pair or --target, not both")

@@ -208,7 +208,7 @@ class LabRequest:
     q: np.ndarray
     labels: list[str] | None
     title: str
-    position: object | None  # core.lab.PositionDistributions at a model position
+    position: object | None  # core.lab.position.PositionDistributions at a model position
     given: bool  # p and q came from --p / --q (else the window starts on the seeds')
 
 

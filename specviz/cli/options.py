@@ -2,7 +2,7 @@
 
 The model options (`add_model_args`, `load_options`) are the same for `run`, `lab`, `tune`,
 `serve` and the window: a command adds them with one call and turns its namespace into a
-core.models.LoadOptions with another. Values are checked as they are parsed, so bad input
+core.models.pair.LoadOptions with another. Values are checked as they are parsed, so bad input
 is one line and exit code 2 before any model loads.
 """
 
@@ -37,7 +37,7 @@ def fail(message: str) -> int:
 
 
 def finish_trace(live, session) -> int | None:
-    """Move a run's partial trace (core.livetrace.LiveTrace) onto its name and say where;
+    """Move a run's partial trace (core.trace.live_file.LiveTrace) onto its name and say where;
     an exit status if that failed (the partial file stays), else None."""
     from specviz.cli.terminal import printable
     from specviz.core.metrics.running import summary
@@ -179,7 +179,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 
 
 def load_options(args: argparse.Namespace):
-    """The core.models.LoadOptions that the model arguments ask for."""
+    """The core.models.pair.LoadOptions that the model arguments ask for."""
     from specviz.core.models.pair import LoadOptions
 
     def get(name, default=None):
@@ -274,7 +274,7 @@ def adopt_generation_config(
     settings: Settings, config: dict, args: argparse.Namespace
 ) -> tuple[Settings, dict]:
     """Settings with the sampling fields of a model's generation config (as
-    core.models.generation_defaults gives them) that the command line did not set; and
+    core.models.pair.generation_defaults gives them) that the command line did not set; and
     the fields taken."""
     import dataclasses
 

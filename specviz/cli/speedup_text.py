@@ -1,4 +1,4 @@
-"""The speedup lines of `specviz run` and `specviz inspect`, from a summary (core/stats.py).
+"""The speedup lines of `specviz run` and `specviz inspect`, from a summary (metrics.running).
 
 Every figure says what it is: the measured speedup and where its baseline comes from (the
 cost model's probes over a window of rounds, or the header of a trace without probes), the

@@ -194,9 +194,9 @@ def run(args: argparse.Namespace) -> int:
 def _pair_drafter(args, drafters):
     """The drafter that decides which models load: a model drafter (needs a draft model)
     if the list has one, else the first."""
-    model = [d for d in drafters if d.kind == "model"]
+    model = [d for d in drafters if d.needs_draft_model]
     if model and len(drafters) > 1 and args.target and not args.draft:
-        others = ",".join(d.kind for d in drafters if d.kind != "model")
+        others = ",".join(d.kind for d in drafters if not d.needs_draft_model)
         raise UsageError(
             "--drafter model needs a draft model: give --draft (or --pair), or sweep "
             f"--drafter {others} alone"

@@ -8,7 +8,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu, QToolBar
 
 from specviz.gui import keys
-from specviz.gui.plots import PLOTS, TITLES
+from specviz.gui.plots.round_plots import PLOTS, TITLES
 
 
 @dataclass

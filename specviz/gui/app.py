@@ -15,7 +15,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from specviz.gui import dialogs, gcguard, refguard
+from specviz.gui import dialogs
+from specviz.gui.qtfixes import gcguard, refguard
 
 
 def _excepthook(window_ref: list) -> callable:
@@ -69,7 +70,7 @@ def main(
 ) -> int:
     """Open the window on a model pair (None: this installation has no built-in pair) and,
     if given, a trace to replay; return when it closes. drafting: (DrafterConfig,
-    PolicyConfig); load_options: core.models.LoadOptions; connect: HOST:PORT of a `specviz
+    PolicyConfig); load_options: core.models.pair.LoadOptions; connect: HOST:PORT of a `specviz
     serve` (its models, with `token`); engine "process": the pair in a child process."""
     if os.environ.get("SPECVIZ_NO_DIALOGS"):
         dialogs.AUTO_ANSWER = False
@@ -79,7 +80,7 @@ def main(
 
     worker = None
     if connect or engine == "process":
-        from specviz.gui.remote_worker import RemoteEngineThread
+        from specviz.gui.session.remote_engine import RemoteEngineThread
 
         worker = RemoteEngineThread(connect, token)  # no address: a child process
         if connect:
@@ -125,7 +126,7 @@ def open_lab(request) -> int:
     labels, title and position: a model position, numbers given, or neither for the seeds'
     example); return when it closes."""
     app = _application()
-    from specviz.gui.lab_window import LabWindow
+    from specviz.gui.lab.window import LabWindow
 
     window = LabWindow()
     if request.position is not None:

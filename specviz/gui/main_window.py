@@ -17,20 +17,20 @@ from specviz.core.metrics.position_bars import DRAFTED, positions
 from specviz.core.trace.records import SessionHeader
 from specviz.gui import dialogs
 from specviz.gui.actions import build_actions
-from specviz.gui.connected_controller import ConnectedController
-from specviz.gui.connection_link import ConnectionLink
-from specviz.gui.controls import Controls
-from specviz.gui.distribution_view import DistributionView
-from specviz.gui.files import Files, local_trace
-from specviz.gui.greedy_link import GreedyLink
-from specviz.gui.lab_link import LabLink
-from specviz.gui.plots import Plots
-from specviz.gui.session_controller import SessionController
-from specviz.gui.session_state import State
-from specviz.gui.speed import SpeedTracker
-from specviz.gui.status import StatusBar
-from specviz.gui.stream_panel import StreamPanel
-from specviz.gui.tune_link import TuneLink
+from specviz.gui.distribution.view import DistributionView
+from specviz.gui.greedy_check import GreedyCheckPresenter
+from specviz.gui.lab.presenter import LabPresenter
+from specviz.gui.plots.round_plots import Plots
+from specviz.gui.plots.speed import SpeedTracker
+from specviz.gui.session.connected import ConnectedController
+from specviz.gui.session.connection_banner import ConnectionPresenter
+from specviz.gui.session.controller import SessionController
+from specviz.gui.session.state import State
+from specviz.gui.setup.controls import Controls
+from specviz.gui.status_bar import StatusBar
+from specviz.gui.stream.panel import StreamPanel
+from specviz.gui.tune.presenter import TunePresenter
+from specviz.gui.window_files import Files, local_trace
 
 REFRESH_MS = 250  # while running, plots and bars are redrawn at most this often
 FRAME_MS = 50  # while running, the stream, slider and status bar follow at most this often
@@ -43,9 +43,9 @@ class MainWindow(QMainWindow):
                  dtype: str = "float32", autosave: bool = True, engine=None, drafting=None,
                  load_options=None):  # fmt: skip
         """specs: (target, draft) to load (draft "": the target alone); engine: the worker's
-        thread (gui/remote_worker.py for an engine elsewhere), else an in-thread worker;
+        thread (gui/session/remote_engine.py for an engine elsewhere), else an in-thread worker;
         drafting: the (DrafterConfig, PolicyConfig) to start with; load_options:
-        core.models.LoadOptions for every load (the command line's --device-map, ...)."""
+        core.models.pair.LoadOptions for every load (the command line's --device-map, ...)."""
         super().__init__()
         self.setWindowTitle("specviz \u2014 speculative decoding, round by round")
         self.resize(1500, 950)
@@ -80,13 +80,13 @@ class MainWindow(QMainWindow):
         exporters = {name: self.plots for name in self.plots.plots}
         exporters["distribution"] = self.distribution
         self.files = Files(self, self.controller, self.status, exporters)
-        self.lab = LabLink(self.controller, self.distribution)
-        self.tune = TuneLink(self.controller, self.controls, self.files.open_trace)
-        self.greedy = GreedyLink(self.controller, self)
+        self.lab = LabPresenter(self.controller, self.distribution)
+        self.tune = TunePresenter(self.controller, self.controls, self.files.open_trace)
+        self.greedy = GreedyCheckPresenter(self.controller, self)
         self.speed = SpeedTracker()  # the cost model's figures of the session shown
         self.actions_ = build_actions(self)
         if isinstance(self.controller, ConnectedController):
-            self.connection = ConnectionLink(self, self.controller)
+            self.connection = ConnectionPresenter(self, self.controller)
 
         c = self.controller
         c.state_changed.connect(self._on_state)

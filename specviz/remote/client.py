@@ -295,7 +295,7 @@ class RemoteEngine:
         self._request({"op": "remeasure"}, self.reply_timeout)
 
     def position(self, context_ids: list[int], settings: Settings, top_n: int = 20):
-        """The full-vocabulary p and q after context_ids: a core.lab.PositionDistributions."""
+        """The full-vocabulary p and q after context_ids: a lab.position.PositionDistributions."""
         re = self._send(
             {
                 "op": "position",

@@ -179,34 +179,40 @@ def check_hello(reply: dict[str, Any]) -> None:
 
 
 def drafting_to_json(drafter: Any, policy: Any) -> dict[str, Any]:
-    """A start request's `drafter` and `policy` (core.drafters / core.policies configs)."""
-    return {"drafter": dataclasses.asdict(drafter), "policy": dataclasses.asdict(policy)}
+    """A start request's `drafter` and `policy` (core.drafters.registry.DrafterConfig and
+    core.decoding.k_policy.PolicyConfig)."""
+    return {"drafter": drafter.to_json(), "policy": dataclasses.asdict(policy)}
 
 
 def drafting_from_json(request: dict[str, Any], default: tuple) -> tuple:
     """(DrafterConfig, PolicyConfig) from a start request, each the server's default when
     absent; BadMessage for a wrong field, ValueError for a bad value."""
     from specviz.core.decoding.k_policy import PolicyConfig
-    from specviz.core.drafters.base import DrafterConfig
+    from specviz.core.drafters.registry import DrafterConfig
 
-    configs = []
-    for key, cls, fallback in zip(
-        ("drafter", "policy"), (DrafterConfig, PolicyConfig), default, strict=True
-    ):
-        obj = request.get(key)
-        if obj is None:
-            configs.append(fallback)
-            continue
-        fields = {f.name for f in dataclasses.fields(cls)}
-        if type(obj) is not dict or not set(obj) <= fields:
-            raise BadMessage(f"'{key}' must be an object with fields among {sorted(fields)}")
+    drafter, policy = default
+    obj = request.get("drafter")
+    if obj is not None:
+        if type(obj) is not dict or "kind" in obj and type(obj["kind"]) is not str:
+            raise BadMessage("'drafter' must be an object with a kind and its parameters")
         try:
-            config = cls(**obj)
-            config.validate()
+            drafter = DrafterConfig.from_json(obj)
+        except ValueError as e:
+            if str(e).startswith("unknown drafter fields"):
+                raise BadMessage(f"'drafter': {e}") from None
+            raise
+        drafter.validate()
+    obj = request.get("policy")
+    if obj is not None:
+        fields = {f.name for f in dataclasses.fields(PolicyConfig)}
+        if type(obj) is not dict or not set(obj) <= fields:
+            raise BadMessage(f"'policy' must be an object with fields among {sorted(fields)}")
+        try:
+            policy = PolicyConfig(**obj)
         except TypeError as e:
-            raise BadMessage(f"'{key}': {e}") from None
-        configs.append(config)
-    return tuple(configs)
+            raise BadMessage(f"'policy': {e}") from None
+        policy.validate()
+    return drafter, policy
 
 
 def header_message(header: SessionHeader, re: int | None) -> bytes:
@@ -238,7 +244,7 @@ def round_from(
 
 
 def position_frames(result: Any, re: int | None) -> list[bytes]:
-    """A core.lab.PositionDistributions as a JSON frame and four float64 frames."""
+    """A core.lab.position.PositionDistributions as a JSON frame and four float64 frames."""
     meta = {
         "type": "position",
         "re": re,

@@ -74,7 +74,7 @@ class Server:
         drafting: tuple | None = None,
     ):
         from specviz.core.decoding.k_policy import PolicyConfig
-        from specviz.core.drafters.base import DrafterConfig
+        from specviz.core.drafters.registry import DrafterConfig
 
         self.pair, self.token, self.host, self.specs, self.log = pair, token, host, specs, log
         # the drafter and policy of a session whose start does not name them

@@ -82,7 +82,7 @@ def step(
     """One step of target-only decoding: feed `token` after the cache, pick the next one.
 
     What decode() repeats per token, and what the cost model's T_t(1) probe times
-    (core/probes.py), so that the baseline is this loop's cost and nothing else.
+    (core/engine/cost_probes.py), so that the baseline is this loop's cost and nothing else.
     """
     return pick(forward(model, [token], cache, vocab, keep=1)[0], config, generator)
 

@@ -1,20 +1,19 @@
-"""Drafters: what proposes the K tokens of a round, and the q each was drawn from.
+"""The drafter seam: what a drafter is (Drafter), what the registry knows of one
+(DrafterSpec, DrafterParam), and what it proposes (Proposal).
 
 A drafter proposes up to k tokens after the context, with q [k, V]: the distribution each
 token was drawn from (one-hot for a deterministic drafter). `verify()` judges them the same
-way whatever drafted them, so the output follows the target's p for every drafter. With a
-one-hot q a drafted x is kept with probability min(1, p(x)/1) = p(x), and a rejection
-resamples from norm(max(0, p - q)): p with x removed, renormalised.
+way whatever drafted them, so the output follows the target's p for every drafter.
 
-- model: a second, smaller model (the classic pair); its own KV cache.
-- lookup: transformers' prompt lookup decoding, no model: find the context's last n tokens
-  earlier in the context and copy what followed them.
-- early-exit: the target's own first L layers, final norm and head (early_exit.py).
+A drafter is one module here (draft_model.py, prompt_lookup.py, early_exit.py), which
+defines its Drafter and its SPEC, and one line in registry.py; the command line's flags,
+the window's Drafting box, the wire format and every "does it need a draft model" question
+derive from the spec.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,26 +24,52 @@ from specviz.core.decoding.forward import forward
 from specviz.core.decoding.warp import SamplingConfig, sample, warp
 from specviz.core.trace.records import ModelInfo
 
-DRAFTERS = ("model", "lookup", "early-exit")
 # Called after each drafted token with the draft's probability of it: draft another?
 KeepDrafting = Callable[[float], bool]
+DRAFTER_CONTEXT = 128  # context tokens a drafter without a cache of its own is timed on
 
 
 @dataclass(frozen=True)
-class DrafterConfig:
-    """Which drafter, and its parameters (names after transformers' generate options)."""
+class DrafterParam:
+    """One integer parameter a drafter takes. Its name is the key in the config, the trace
+    header and the wire format; the flag (--ngram-max) and the Drafting box's row derive
+    from it."""
 
-    kind: str = "model"  # one of DRAFTERS
-    ngram_max: int = 2  # lookup: longest n-gram matched (max_matching_ngram_size, default 2)
-    exit_layer: int | None = None  # early-exit: the target layers that draft (None: half)
+    name: str  # "ngram_max"
+    label: str  # the Drafting box's row: "N-gram max"
+    help: str  # the flag's help and the row's tooltip
+    default: int | None
+    low: int
+    high: int
+    none_label: str | None = None  # a parameter that may be None says what None means
 
-    def validate(self) -> None:
-        if self.kind not in DRAFTERS:
-            raise ValueError(f"unknown drafter '{self.kind}' (one of {', '.join(DRAFTERS)})")
-        if self.kind == "lookup" and not 1 <= self.ngram_max <= 64:
-            raise ValueError(f"the n-gram size must be between 1 and 64, got {self.ngram_max}")
-        if self.kind == "early-exit" and self.exit_layer is not None and self.exit_layer < 1:
-            raise ValueError(f"the exit layer must be >= 1, got {self.exit_layer}")
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any) -> None:
+        """ValueError unless value is an int in [low, high] (or None where None is allowed)."""
+        if value is None and self.none_label is not None:
+            return
+        if type(value) is not int or not self.low <= value <= self.high:
+            raise ValueError(
+                f"the {self.label.lower()} must be an integer between {self.low} and "
+                f"{self.high}, got {value!r}"
+            )
+
+
+@dataclass(frozen=True)
+class DrafterSpec:
+    """A drafter as the rest of specviz sees it: one entry in core.drafters.registry."""
+
+    kind: str  # the --drafter name and the trace header's drafter.kind
+    label: str  # the Drafting box's choice
+    tip: str  # its tooltip
+    help: str  # the --drafter help fragment
+    needs_draft_model: bool  # False: only the target is loaded
+    params: tuple[DrafterParam, ...]
+    build: Callable[[Mapping[str, Any], Any], Drafter]  # (parameter values, ModelPair)
+    words: Callable[[Mapping[str, Any]], str]  # what drafts, in words (Models box, status)
 
 
 @dataclass(frozen=True)
@@ -58,8 +83,9 @@ class Proposal:
 
 
 class Drafter:
-    """The interface. The engine calls prefill once, then per round propose and rollback;
-    `cache` is the target's cache, which a drafter may share (early exit)."""
+    """The interface, called on the engine's thread only: prefill once per session, then per
+    round propose, observe and rollback; between rounds the cost probes call step_ms. The
+    target's cache is handed to prefill, and a drafter may share it (early exit)."""
 
     kind = "?"
     info: ModelInfo  # the trace header's "draft": what drafted
@@ -82,12 +108,23 @@ class Drafter:
     ) -> Proposal:
         raise NotImplementedError
 
+    def observe(self, n_accepted: int, n_drafted: int) -> None:
+        """After verification: how many of the proposed tokens the target kept (a drafter
+        that adapts, as transformers' update_candidate_strategy, learns from it)."""
+
     def rollback(self, length: int) -> None:
         """After verification: only ids[:length] are valid context from now on."""
 
     def measure_ms(self, ids: list[int], n_tokens: int) -> float:
         """Median time of one drafting step after ids (the c of the predicted speedup)."""
         raise NotImplementedError
+
+    def step_ms(
+        self, ids: list[int], config: SamplingConfig, generator: torch.Generator, device
+    ) -> float:
+        """One drafting step's time at the session's context, for the cost probes; the
+        drafter's state is left as found. By default: measure_ms on the context's tail."""
+        return self.measure_ms(ids[-DRAFTER_CONTEXT:], 1)
 
 
 def draft_loop(

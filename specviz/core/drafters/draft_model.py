@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import torch
 from transformers import DynamicCache
 
-from specviz.core.decoding.forward import forward, max_positions, measure_ms_per_token
+from specviz.core.decoding.forward import forward, max_positions, measure_ms_per_token, pick
 from specviz.core.decoding.kv_cache import crop_to
-from specviz.core.drafters.base import Drafter, Proposal, draft_loop
+from specviz.core.drafters.base import Drafter, DrafterSpec, Proposal, draft_loop
 from specviz.core.trace.records import ModelInfo
 
 
@@ -37,3 +39,34 @@ class ModelDrafter(Drafter):
 
     def measure_ms(self, ids: list[int], n_tokens: int) -> float:
         return measure_ms_per_token(self.model, ids, n_tokens, self.vocab)
+
+    def step_ms(self, ids, config, generator, device) -> float:
+        """One draft step on the session's own cache (forward, warp, sample), cropped back."""
+        d_len = self.cache.get_seq_length()  # a prefix of ids[:-1]: ids[d_len] is the next token
+        start = time.perf_counter()
+        logits = forward(self.model, [ids[d_len]], self.cache, self.vocab, keep=1)
+        pick(logits[0].to(device), config, generator)  # q goes where p is, as in a round
+        ms = 1000 * (time.perf_counter() - start)
+        crop_to(self.cache, d_len)
+        return ms
+
+
+def _build(params, pair) -> ModelDrafter:
+    if pair.draft is None:
+        raise ValueError(
+            "the model drafter needs a draft model: give --draft, or choose "
+            "--drafter lookup or --drafter early-exit"
+        )
+    return ModelDrafter(pair.draft, pair.draft_info, pair.vocab_size, pair.eos_token_id)
+
+
+SPEC = DrafterSpec(
+    kind="model",
+    label="the draft model",
+    tip="A second, smaller model drafts (the classic pair)",
+    help="the draft model (default)",
+    needs_draft_model=True,
+    params=(),
+    build=_build,
+    words=lambda params: "the draft model",
+)

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from specviz.core.drafters.base import Drafter, Proposal
+from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec, Proposal
 from specviz.core.trace.records import ModelInfo
 
 
@@ -62,3 +62,40 @@ class LookupDrafter(Drafter):
         for _ in range(n_tokens):
             self.find(ids, 1)
         return 1000 * (time.perf_counter() - start) / max(n_tokens, 1)
+
+
+def _build(params, pair) -> LookupDrafter:
+    ngram_max, target = params["ngram_max"], pair.target_info
+    info = ModelInfo(
+        name=f"prompt lookup (n-grams up to {ngram_max})",
+        path="",
+        vocab_size=pair.vocab_size,
+        params=0,
+        dtype=target.dtype,
+        device=target.device,
+    )
+    return LookupDrafter(ngram_max, info, pair.vocab_size, pair.eos_token_id)
+
+
+SPEC = DrafterSpec(
+    kind="lookup",
+    label="prompt lookup (n-grams, no model)",
+    tip="Copy what followed the last n tokens where they appeared before in the prompt "
+    "or the text so far (transformers' prompt_lookup_num_tokens). No draft model is loaded; "
+    "q is one-hot, so a copied token is kept with probability p",
+    help="'lookup': n-grams copied from the prompt and text so far, no draft model "
+    "(transformers' prompt_lookup_num_tokens)",
+    needs_draft_model=False,
+    params=(
+        DrafterParam(
+            "ngram_max",
+            "N-gram max",
+            "lookup: longest n-gram matched (transformers' max_matching_ngram_size)",
+            default=2,
+            low=1,
+            high=64,
+        ),
+    ),
+    build=_build,
+    words=lambda params: f"prompt lookup, n-grams up to {params['ngram_max']} (no draft model)",
+)

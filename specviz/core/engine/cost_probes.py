@@ -3,7 +3,7 @@
 After some rounds the engine hands itself to `Prober.after_round`, which times, on the
 engine's own KV caches at the current context length,
 
-- T_t(1): target-only decoding itself, a few consecutive steps of core/decode.py's `step`
+- T_t(1): target-only decoding itself, a few consecutive steps of core/decoding/forward.py's `step`
   (forward one token, warp, sample the next, feed it) on the growing cache, the first one
   untimed: the baseline every speedup is measured against;
 - T_t(n), n > 1: one target pass over n new tokens, then the pick of one token from the
@@ -14,7 +14,7 @@ and crops both caches back to where they were. The probes draw from their own ge
 never the session's, and are timed outside the round's draft_ms / verify_ms, so a session
 with probes emits exactly the tokens of one without (tests/test_costmodel.py). The figures
 go into the round record (`Round.probes`, trace schema 1.1) and the cost model
-(core/costmodel.py) keeps running medians of them.
+(core/metrics/costmodel.py) keeps running medians of them.
 """
 
 from __future__ import annotations
@@ -29,12 +29,10 @@ import torch
 from specviz.core.decoding.forward import forward, pick, step
 from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.decoding.warp import SamplingConfig
-from specviz.core.drafters.draft_model import ModelDrafter
 
-# `engine` below is a SpeculativeEngine (core/engine.py, which imports this module): its
+# `engine` below is a SpeculativeEngine (core/engine/speculative.py, which imports this module): its
 # pair, settings, ids, max_len, round_index, t_cache and d_cache are read, the caches grown
 # and cropped back.
-DRAFTER_CONTEXT = 128  # context tokens a drafter other than a model is timed on
 ADVISOR_K_MAX = 16  # the advisor's curve runs K = 1..16, so it needs T_t(n) up to 17
 
 
@@ -161,19 +159,8 @@ class Prober:
         return ms
 
     def _draft_ms(self, engine, ids, config: SamplingConfig) -> float:
-        drafter, vocab = engine.drafter, engine.pair.vocab_size
-        if not isinstance(drafter, ModelDrafter):
-            # Prompt lookup, early exit: the drafter's own step measurement on a short tail
-            # of the context (early exit's cache is the target's: not touched here).
-            return drafter.measure_ms(ids[-DRAFTER_CONTEXT:], 1)
-        cache = drafter.cache
-        d_len = cache.get_seq_length()  # a prefix of ids[:-1]: ids[d_len] is the next token
-        start = time.perf_counter()
-        logits = forward(drafter.model, [ids[d_len]], cache, vocab, keep=1)
-        self._pick(logits[0].to(engine.pair.device), config)  # q goes where p is, as in a round
-        ms = 1000 * (time.perf_counter() - start)
-        crop_to(cache, d_len)
-        return ms
+        """One draft step, as the drafter itself times it (on its own cache, if it has one)."""
+        return engine.drafter.step_ms(ids, config, self.generator, engine.pair.device)
 
     def _pick(self, logits: torch.Tensor, config: SamplingConfig) -> int:
         """The sampling step of a decoding step (it also waits for the device)."""

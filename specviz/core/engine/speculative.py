@@ -26,38 +26,11 @@ from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.decoding.token_events import round_events
 from specviz.core.decoding.verify import Verdict, verify
 from specviz.core.decoding.warp import SamplingConfig, warp
-from specviz.core.drafters.base import Drafter, DrafterConfig, Proposal
-from specviz.core.drafters.draft_model import ModelDrafter
-from specviz.core.drafters.early_exit import EarlyExitDrafter
-from specviz.core.drafters.prompt_lookup import LookupDrafter
+from specviz.core.drafters.base import Proposal
+from specviz.core.drafters.registry import DrafterConfig, make_drafter
 from specviz.core.engine.cost_probes import Prober
 from specviz.core.models.pair import ModelPair
-from specviz.core.trace.records import ModelInfo, Round, SessionHeader, Settings
-
-
-def make_drafter(config: DrafterConfig, pair) -> Drafter:
-    """The drafter `config` names, on a loaded pair (ModelPair); ValueError if it cannot be
-    built (no draft model for "model", an unsupported layout for "early-exit")."""
-    config.validate()
-    vocab, eos, target = pair.vocab_size, pair.eos_token_id, pair.target_info
-    if config.kind == "model":
-        if pair.draft is None:
-            raise ValueError(
-                "the model drafter needs a draft model: give --draft, or choose "
-                "--drafter lookup or --drafter early-exit"
-            )
-        return ModelDrafter(pair.draft, pair.draft_info, vocab, eos)
-    if config.kind == "lookup":
-        info = ModelInfo(
-            name=f"prompt lookup (n-grams up to {config.ngram_max})",
-            path="",
-            vocab_size=vocab,
-            params=0,
-            dtype=target.dtype,
-            device=target.device,
-        )
-        return LookupDrafter(config.ngram_max, info, vocab, eos)
-    return EarlyExitDrafter(pair.target, target, config.exit_layer, vocab, eos)
+from specviz.core.trace.records import Round, SessionHeader, Settings
 
 
 class SpeculativeEngine:
@@ -91,7 +64,7 @@ class SpeculativeEngine:
         limits = [m for m in (max_positions(pair.target), self.drafter.max_positions) if m]
         self.max_len = min(limits) if limits else None
         self._texts: dict[int, str] = {}
-        # Cost-model probes between rounds (core/probes.py), in sessions that calibrate.
+        # Cost-model probes between rounds (core/engine/cost_probes.py), in sessions that calibrate.
         self.prober = prober or Prober()
         self.probing = False
 
@@ -284,6 +257,7 @@ class SpeculativeEngine:
         # The target keeps ids[:-1] of the new sequence; the drafter at most that.
         self.ids.extend(emitted)
         crop_to(self.t_cache, len(self.ids) - 1)
+        self.drafter.observe(verdict.n_accepted, len(drafted))
         self.drafter.rollback(len(self.ids) - 1)
         if finish is None and self.n_generated >= self.settings.max_new_tokens:
             finish = "max_new_tokens"

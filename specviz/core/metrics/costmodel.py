@@ -3,7 +3,7 @@
 Everything here is computed from round records (their times, token fates and `probes`, trace
 schema 1.1), so a replayed trace gives the same figures as the live session. No torch.
 
-- T_t(n): one target pass over n new tokens at the session's context (probes, core/probes.py);
+- T_t(n): one target pass over n new tokens at the session's context (engine.cost_probes);
   T_d(1): one draft step. Running medians over the last `probe_window` probes, so that a few
   slow passes on a busy machine do not swing them.
 - o: the per-round overhead (sampling, the rule, the caches): a round's time minus its

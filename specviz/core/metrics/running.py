@@ -5,7 +5,7 @@
 - draft efficiency: accepted / all drafted tokens (vLLM's "draft acceptance rate").
 - measured speedup: target-only ms per token / speculative ms per emitted token. RunningStats
   divides by the header's baseline (measured once, at session start); `summary` takes the
-  cost model's (core/costmodel.py: the running median of the probes' T_t(1), over a window
+  cost model's (core/metrics/costmodel.py: the running median of the probes' T_t(1), over a window
   of rounds) and falls back to the header's only for a trace without probes (schema 1.0).
 - predicted speedup, Leviathan et al. 2023 (arXiv:2211.17192) eq. 1:
   (1 - a^(K+1)) / ((1 - a)(K c + 1)); `summary` adds the cost model's refined prediction.

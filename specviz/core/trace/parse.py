@@ -217,7 +217,7 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
 
 
 def _probes(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
-    """A cost-model probe record (core/probes.py): {"context_len": n >= 0, "target_ms":
+    """A cost-model probe record (core/engine/cost_probes.py): {"context_len": n >= 0, "target_ms":
     [[n, ms], ...] with distinct n in 1..MAX_K + 1, "draft_ms": ms}, times finite and >= 0.
     Checked here because the cost model folds it into every summary."""
     if value is None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from specviz.core.decoding.greedy_check import GreedyDiff, check_greedy
 from specviz.core.decoding.k_policy import PolicyConfig
-from specviz.core.drafters.base import DrafterConfig
+from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.engine.cost_probes import ProbePlan, Prober
 from specviz.core.metrics.running import summary
 from specviz.core.trace.files import save
@@ -42,7 +42,7 @@ class SweepConfig:
     seed: int = 0  # each run's sampling seed, and the shuffling of the K orders
     probe_every: int = 4  # at least this many rounds between cost-model probes in a run
     check_greedy: bool = False  # greedy only: compare each run with the target alone
-    # Who drafts and how K is chosen (core.drafters / core.policies); None: the draft
+    # Who drafts and how K is chosen (core.drafters / core.decoding.k_policy); None: the draft
     # model and a constant K. With a policy that varies K, each swept K is its --k.
     drafter: DrafterConfig | None = None
     policy: PolicyConfig | None = None
@@ -204,8 +204,3 @@ def run_sweep(
             on_run(len(result.runs), result.total, run)
     result.cancelled = cancel is not None and cancel.is_set()
     return result
-
-
-# ------------------------------------------------------------------------------------ table
-
-

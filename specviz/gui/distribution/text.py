@@ -1,0 +1,120 @@
+"""The words of the distribution panel: token labels, the paragraph that reads a position's
+verdict out loud, and the hover text of one bar. Every string from a trace is escaped
+before it goes into rich text. GUI thread only."""
+
+from __future__ import annotations
+
+import html
+
+from specviz.core.metrics.position_bars import PositionBars
+from specviz.gui import palette
+from specviz.gui.stream.token_view import fmt
+
+LABEL_CHARS = 16
+# The main plot's title; at a discarded position whose p the trace recorded (schema 1.2's
+# unjudged numbers) it says that no accept test used that p.
+MAIN_TITLE = "p and q at this position"
+UNJUDGED_TITLE = "p (never judged) and q"  # short: the summary says why
+
+
+def main_title(bars: PositionBars | None) -> str:
+    return UNJUDGED_TITLE if bars is not None and bars.p_never_judged else MAIN_TITLE
+
+
+def token_label(text: str) -> str:
+    """A token as an axis label: whitespace made visible, long ones shortened."""
+    if text.startswith("(") and text.endswith(")"):
+        return text  # "(everything else)"
+    shown = text.replace(" ", "\u2423").replace("\n", "\u21b5").replace("\t", "\u21e5")
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown) or "\u2205"
+    return shown if len(shown) <= LABEL_CHARS else shown[: LABEL_CHARS - 1] + "\u2026"
+
+
+def row_text(bars: PositionBars, row: int) -> str:
+    """The hover text of one bar row: the token and every number the trace has for it."""
+    if not 0 <= row < bars.n_bars:
+        return ""
+    name = bars.labels[row]
+    lines = [repr(name) if bars.ids[row] is not None else name]
+    # unjudged: p from the target's pass at a discarded position, where no accept test ran
+    unjudged = bars.p_never_judged
+    missing = "no accept test here" if unjudged else "not known here"
+    for label, values in (
+        ("p (target, never judged)" if unjudged else "p (target)", bars.p),
+        ("q (draft)", bars.q),
+        ("min(p, q)", bars.min_pq),
+        ("max(0, p \u2212 q)", bars.excess),
+    ):
+        value = values[row]
+        lines.append(f"{label} = {fmt(value) if value is not None else missing}")
+    if row == bars.drafted_bar:
+        lines.append(f"the drafted token ({bars.drafted_event.status})")
+    if row == bars.emitted_bar and bars.emitted_event is not None:
+        lines.append(f"the emitted token ({bars.emitted_event.status})")
+    return "\n".join(lines)
+
+
+def drafted_tag(bars: PositionBars) -> str:
+    event = bars.drafted_event
+    if event is None:
+        return ""
+    return {
+        "accepted": "kept \u25b8",
+        "rejected": "refused \u25b8",
+        "discarded": "never judged \u25b8",
+    }[event.status]
+
+
+def summary_html(bars: PositionBars | None) -> str:
+    """One paragraph that reads the position's verdict out loud, numbers from core."""
+    if bars is None:
+        return "Click a token in the stream to see the distributions at its position."
+    drafted, emitted = bars.drafted_event, bars.emitted_event
+    head = f"<b>Round {bars.round_index + 1}, position {bars.position + 1}</b>. "
+    parts = []
+    if drafted is not None:
+        colour = palette.fate(drafted.status).foreground
+        parts.append(
+            f"The draft proposed <b style='color:{colour}'>{_quote(drafted.text)}</b> "
+            f"with q = {fmt(drafted.q)}"
+        )
+        if bars.accepted is not None:
+            relation = "&lt;" if bars.accepted else "&ge;"
+            verdict = "accepted" if bars.accepted else "rejected"
+            parts.append(
+                f"the target gives it p = {fmt(drafted.p)}, so it is kept with probability "
+                f"min(1, p/q) = {fmt(bars.accept_prob)}; the draw u = {fmt(bars.u)} "
+                f"{relation} {fmt(bars.accept_prob)}: <b style='color:{colour}'>{verdict}</b>"
+            )
+        elif bars.p_never_judged:  # unjudged: schema 1.2's p at a discarded position
+            parts.append(
+                "it came after the first rejection, so it was never judged: the target's "
+                f"pass gave it p = {fmt(drafted.unjudged_p)} (the p bars), but no accept test "
+                "ran on it, as an earlier draft of the round was rejected"
+            )
+        else:
+            parts.append("it came after the first rejection, so it was never judged")
+    if emitted is not None and emitted.status == "resampled":
+        colour = palette.fate("resampled").foreground
+        parts.append(
+            f"in its place <b style='color:{colour}'>{_quote(emitted.text)}</b> was drawn "
+            f"from norm(max(0, p \u2212 q)) (probability {fmt(emitted.residual)})"
+        )
+    if emitted is not None and emitted.status == "bonus":
+        colour = palette.fate("bonus").foreground
+        parts.append(
+            f"all drafts were accepted, so the target's own p gave a bonus token "
+            f"<b style='color:{colour}'>{_quote(emitted.text)}</b> (p = {fmt(emitted.p)})"
+        )
+    text = head + "; ".join(parts) + "."
+    if bars.alpha is not None:
+        text += (
+            f"<br>\u03b1 = \u03a3 min(p, q) = <b>{fmt(bars.alpha)}</b>: the chance that a "
+            f"token drafted here is accepted; 1 \u2212 \u03b1 = {fmt(bars.rejection_mass)} "
+            "is the residual's mass."
+        )
+    return text
+
+
+def _quote(text: str) -> str:
+    return html.escape(repr(text), quote=False)

@@ -1,0 +1,1 @@
+"""The losslessness lab window: editable p and q, arithmetic, Monte Carlo, a real position."""

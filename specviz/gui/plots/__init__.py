@@ -1,0 +1,1 @@
+"""The running plots: acceptance, speedup, accepted length; plot helpers and export."""

@@ -1,0 +1,1 @@
+"""Qt workarounds, installed by the entry points: GC on the GUI thread only, refcount guards."""

@@ -1,0 +1,1 @@
+"""A session's life in the window: the controller, its state, and the engines it drives."""

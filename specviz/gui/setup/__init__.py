@@ -1,0 +1,1 @@
+"""The Setup panel: prompt, K and sampling controls, and the Drafting box."""

@@ -1,0 +1,322 @@
+"""The left panel: prompt, model pair, sampling settings. GUI thread only.
+
+It holds values, not behaviour: the main window listens to `settings_changed` (applied
+from the next round) and `load_requested` (a new pair, hence a new session).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from specviz.core.models.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
+from specviz.core.resources import example_prompts
+from specviz.core.trace.records import Settings
+from specviz.gui.setup.drafting_box import DraftingBox, describe_drafter
+
+CUSTOM = "Custom: hub id or folder"
+DEVICES = ("cpu", "cuda", "auto")
+DTYPES = ("float32", "bfloat16", "float16")
+MAX_K = 32  # as Settings.validate allows
+# The first launch's seed: with the built-in default pair and the first example prompt,
+# the first three rounds show all five fates (tests/test_gui_window.py checks it; with
+# seeds 3 and 4 every draft is accepted for three rounds). Retraining the pair may need
+# another one.
+DEMO_SEED = 1
+
+
+def builtin_pairs() -> list[str]:
+    """Names of the built-in pairs, the default first."""
+    names = [name for name in BUILTIN_PAIRS if name != DEFAULT_PAIR]
+    return [DEFAULT_PAIR, *names] if DEFAULT_PAIR in BUILTIN_PAIRS else names
+
+
+class Controls(QWidget):
+    settings_changed = Signal(object)  # Settings
+    load_requested = Signal(str, str, str, str)  # target, draft, device, dtype
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(self._prompt_box())
+        self.drafting_box = DraftingBox()
+        layout.addWidget(self._models_box())
+        layout.addWidget(self.drafting_box)
+        layout.addWidget(self._sampling_box())
+        self.drafting_box.changed.connect(self._drafter_changed)
+        self._drafter_changed()
+        layout.addStretch(1)
+
+    # ------------------------------------------------------------------------------ prompt
+
+    def _prompt_box(self) -> QGroupBox:
+        box = QGroupBox("Prompt")
+        self.examples = QComboBox()
+        self.examples.addItem("Example prompts\u2026")
+        for text in example_prompts():
+            self.examples.addItem(text if len(text) < 60 else text[:57] + "\u2026", text)
+        self.examples.activated.connect(self._use_example)
+        self.examples.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.examples.setMinimumContentsLength(16)
+        self.prompt_edit = QPlainTextEdit()
+        self.prompt_edit.setPlaceholderText("Type the text the models should continue")
+        self.prompt_edit.setMinimumHeight(70)
+        self.prompt_edit.setMaximumHeight(120)
+        prompts = example_prompts()
+        if prompts:
+            self.prompt_edit.setPlainText(prompts[0])
+        box_layout = QVBoxLayout(box)
+        box_layout.addWidget(self.examples)
+        box_layout.addWidget(self.prompt_edit)
+        return box
+
+    def _use_example(self, index: int) -> None:
+        text = self.examples.itemData(index)
+        if text:
+            self.prompt_edit.setPlainText(text)
+        self.examples.setCurrentIndex(0)
+
+    def prompt(self) -> str:
+        return self.prompt_edit.toPlainText()
+
+    def set_prompt(self, text: str) -> None:
+        self.prompt_edit.setPlainText(text)
+
+    # ------------------------------------------------------------------------------ models
+
+    def _models_box(self) -> QGroupBox:
+        box = QGroupBox("Models")
+        self.pair_combo = QComboBox()
+        for name in builtin_pairs():
+            self.pair_combo.addItem(f"built-in: {name}", f"builtin:{name}")
+        self.pair_combo.addItem(CUSTOM, None)
+        self.pair_combo.currentIndexChanged.connect(self._pair_changed)
+        self.pair_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.pair_combo.setMinimumContentsLength(12)
+        self.target_edit, target_row = self._path_row("target: hub id or folder")
+        self.draft_edit, draft_row = self._path_row("draft: hub id or folder")
+        self.device_combo = QComboBox()
+        self.device_combo.setEditable(True)
+        self.device_combo.addItems(DEVICES)
+        self.device_combo.setToolTip("cpu, cuda, cuda:N or auto")
+        self.dtype_combo = QComboBox()
+        self.dtype_combo.addItems(DTYPES)
+        self.drafts_label = QLabel()
+        self.drafts_label.setWordWrap(True)
+        self.drafts_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.drafts_label.setStyleSheet("color: #444;")
+        self.load_button = QPushButton("Load models")
+        self.load_button.setToolTip("Load the pair on the worker thread (starts a new session)")
+        self.load_button.clicked.connect(self._request_load)
+        form = QFormLayout(box)
+        form.addRow("Pair", self.pair_combo)
+        form.addRow("Target", target_row)
+        form.addRow("Draft", draft_row)
+        device_row = QHBoxLayout()
+        device_row.addWidget(self.device_combo, 1)
+        device_row.addWidget(self.dtype_combo, 1)
+        form.addRow("Device", device_row)
+        form.addRow("Drafts", self.drafts_label)
+        form.addRow(self.load_button)
+        self._pair_changed()
+        return box
+
+    def _path_row(self, placeholder: str) -> tuple[QLineEdit, QHBoxLayout]:
+        edit = QLineEdit()
+        edit.setPlaceholderText(placeholder)
+        browse = QToolButton()
+        browse.setText("\u2026")
+        browse.setToolTip("Choose a local model folder (written by save_pretrained)")
+        browse.clicked.connect(lambda: self._browse(edit))
+        row = QHBoxLayout()
+        row.addWidget(edit, 1)
+        row.addWidget(browse)
+        return edit, row
+
+    def _browse(self, edit: QLineEdit) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Model folder", edit.text())
+        if folder:
+            self.pair_combo.setCurrentIndex(self.pair_combo.count() - 1)
+            edit.setText(folder)
+
+    def _pair_changed(self) -> None:
+        spec = self.pair_combo.currentData()
+        custom = spec is None
+        self.target_edit.setEnabled(custom)
+        self.draft_edit.setEnabled(custom and self.needs_draft_model)
+        if not custom:
+            self.target_edit.setText(spec)
+            self.draft_edit.setText(spec)
+
+    @property
+    def needs_draft_model(self) -> bool:
+        box = getattr(self, "drafting_box", None)
+        return box is None or box.drafting()[0].needs_draft_model
+
+    def drafting(self):
+        """(DrafterConfig, PolicyConfig) the next session starts with."""
+        return self.drafting_box.drafting()
+
+    def _drafter_changed(self, *_args) -> None:
+        """The Models box says what drafts; a drafter without a model loads no draft."""
+        self.draft_edit.setEnabled(self.pair_combo.currentData() is None and self.needs_draft_model)
+        drafter = self.drafting()[0]
+        self.drafts_label.setText(describe_drafter(drafter))
+        self.drafts_label.setToolTip(
+            "Load models loads the target alone for this drafter"
+            if not drafter.needs_draft_model
+            else "Load models loads the target and the draft"
+        )
+
+    def specs(self) -> tuple[str, str]:
+        """(target, draft) as typed or chosen; draft "" when the drafter needs no model."""
+        draft = self.draft_edit.text().strip() if self.needs_draft_model else ""
+        return self.target_edit.text().strip(), draft
+
+    def set_specs(self, target: str, draft: str) -> None:
+        draft = draft or (target if target.startswith("builtin:") else self.draft_edit.text())
+        index = self.pair_combo.findData(target) if target == draft else -1
+        if index < 0:
+            index = self.pair_combo.count() - 1  # custom
+        self.pair_combo.setCurrentIndex(index)
+        self.target_edit.setText(target)
+        self.draft_edit.setText(draft)
+
+    def device(self) -> str:
+        return self.device_combo.currentText().strip() or "cpu"
+
+    def set_device(self, device: str, dtype: str | None = None) -> None:
+        self.device_combo.setCurrentText(device)
+        if dtype:
+            self.dtype_combo.setCurrentText(dtype)
+
+    def dtype(self) -> str:
+        return self.dtype_combo.currentText()
+
+    def _request_load(self) -> None:
+        target, draft = self.specs()
+        self.load_requested.emit(target, draft, self.device(), self.dtype())
+
+    # ------------------------------------------------------------------------------ sampling
+
+    def _sampling_box(self) -> QGroupBox:
+        box = QGroupBox("Sampling")
+        d = Settings()
+        self.k_spin = _spin(1, MAX_K, d.k, "drafted tokens per round")
+        self.temperature_spin = QDoubleSpinBox()
+        self.temperature_spin.setRange(0.0, 5.0)
+        self.temperature_spin.setSingleStep(0.1)
+        self.temperature_spin.setDecimals(2)
+        self.temperature_spin.setValue(d.temperature)
+        self.temperature_spin.setSpecialValueText("0 (greedy)")
+        self.top_k_spin = _spin(0, 1_000_000, d.top_k, "keep the k most likely tokens")
+        self.top_k_spin.setSpecialValueText("off")
+        self.top_p_spin = QDoubleSpinBox()
+        self.top_p_spin.setRange(0.01, 1.0)
+        self.top_p_spin.setSingleStep(0.05)
+        self.top_p_spin.setDecimals(2)
+        self.top_p_spin.setValue(d.top_p)
+        self.top_p_spin.setToolTip("nucleus: keep the smallest set of mass >= top-p (1 = off)")
+        self.seed_spin = _spin(0, 2**31 - 1, DEMO_SEED, "random seed (applies to the next session)")
+        self.max_tokens_spin = _spin(1, 100_000, d.max_new_tokens, "stop after this many tokens")
+        self.top_n_spin = _spin(1, 1000, d.top_n, "tokens stored per position (bars, replay)")
+        self.ignore_eos_check = QCheckBox("Ignore end-of-text")
+        self.ignore_eos_check.setChecked(d.ignore_eos)
+        self.ignore_eos_check.setToolTip(
+            "Go on past the end-of-text token (as min_new_tokens / a suppressed EOS in "
+            "generate): the session ends only at max new tokens or the context length"
+        )
+        form = QFormLayout(box)
+        form.addRow("K (drafts / round)", self.k_spin)
+        form.addRow("Temperature", self.temperature_spin)
+        form.addRow("Top-k", self.top_k_spin)
+        form.addRow("Top-p", self.top_p_spin)
+        form.addRow("Seed", self.seed_spin)
+        form.addRow("Max new tokens", self.max_tokens_spin)
+        form.addRow("Top-N stored", self.top_n_spin)
+        form.addRow(self.ignore_eos_check)
+        note = QLabel(
+            "Changes apply from the next round; the seed and the prompt start a new session."
+        )
+        note.setWordWrap(True)
+        note.setStyleSheet("color: #666;")
+        form.addRow(note)
+        for spin in self._spins():
+            spin.valueChanged.connect(self._emit_settings)
+        self.ignore_eos_check.toggled.connect(self._emit_settings)
+        return box
+
+    def _spins(self):
+        return (
+            self.k_spin,
+            self.temperature_spin,
+            self.top_k_spin,
+            self.top_p_spin,
+            self.seed_spin,
+            self.max_tokens_spin,
+            self.top_n_spin,
+        )
+
+    def settings(self) -> Settings:
+        return Settings(
+            k=self.k_spin.value(),
+            temperature=round(self.temperature_spin.value(), 4),
+            top_k=self.top_k_spin.value(),
+            top_p=round(self.top_p_spin.value(), 4),
+            seed=self.seed_spin.value(),
+            max_new_tokens=self.max_tokens_spin.value(),
+            top_n=self.top_n_spin.value(),
+            ignore_eos=self.ignore_eos_check.isChecked(),
+        )
+
+    def set_settings(self, s: Settings) -> None:
+        """Show a session's settings without emitting settings_changed."""
+        values = (s.k, s.temperature, s.top_k, s.top_p, s.seed, s.max_new_tokens, s.top_n)
+        for spin, value in zip(self._spins(), values, strict=True):
+            spin.blockSignals(True)
+            spin.setValue(value)
+            spin.blockSignals(False)
+        self.ignore_eos_check.blockSignals(True)
+        self.ignore_eos_check.setChecked(s.ignore_eos)
+        self.ignore_eos_check.blockSignals(False)
+
+    def show_session(self, header) -> None:
+        """Show the prompt and settings a session (live or replayed) started with, without
+        emitting anything."""
+        self.set_settings(header.settings)
+        if self.prompt() != header.prompt:
+            self.prompt_edit.blockSignals(True)
+            self.set_prompt(header.prompt)
+            self.prompt_edit.blockSignals(False)
+
+    def _emit_settings(self) -> None:
+        self.settings_changed.emit(self.settings())
+
+
+def _spin(low: int, high: int, value: int, tip: str) -> QSpinBox:
+    spin = QSpinBox()
+    spin.setRange(low, high)
+    spin.setValue(value)
+    spin.setToolTip(tip)
+    return spin

@@ -1,0 +1,101 @@
+"""The status bar: model pair, device, tokens/s, rounds, acceptance, state, busy indicator.
+Figures come from core.metrics.running.RoundStats. GUI thread only."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
+
+from specviz.core.metrics.running import RoundStats
+
+STATE_COLOURS = {
+    "loading": "#8a6d00",
+    "starting": "#8a6d00",
+    "ready": "#1b7a2e",
+    "running": "#1f5fbf",
+    "paused": "#555555",
+    "finished": "#1b7a2e",
+    "error": "#c62828",
+    "replay": "#8e44ad",
+    "replaying": "#8e44ad",
+    "no models": "#c62828",
+}
+
+
+class Figure(QLabel):
+    """A status-bar label whose width only grows. A label of fixed size changes its text
+    without asking the window to lay itself out again (Qt skips the geometry update of a
+    widget whose minimum and maximum sizes are equal), and most new texts (the next round's
+    figures) are no wider than the widest so far: one relayout of the whole window per
+    round, and a repaint of every label in the bar, become a repaint of the label."""
+
+    def setText(self, text: str) -> None:
+        super().setText(text)
+        hint = self.sizeHint()
+        if hint.width() > self.minimumWidth() or hint.height() != self.minimumHeight():
+            self.setFixedSize(max(hint.width(), self.minimumWidth()), hint.height())
+
+
+class StatusBar(QStatusBar):
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.busy_label = QLabel()
+        self.busy_bar = QProgressBar()
+        self.busy_bar.setRange(0, 0)  # indeterminate
+        self.busy_bar.setMaximumWidth(120)
+        self.busy_bar.setMaximumHeight(14)
+        self.busy_bar.hide()
+        self.pair = QLabel("no models")
+        self.device = QLabel("")
+        self.speed = Figure("")
+        self.rounds = Figure("")
+        self.acceptance = Figure("")
+        self.cost = Figure("")  # the cost model's speedup, both predictions, baseline, c
+        self.state = QLabel("")
+        for label in (self.busy_label, self.pair, self.device, self.speed, self.rounds,
+                      self.acceptance, self.cost):  # fmt: skip
+            label.setTextFormat(Qt.TextFormat.PlainText)  # names from a trace: never markup
+        # Permanent, so that a message (showMessage) never hides what is in progress.
+        self.addPermanentWidget(self.busy_bar)
+        self.addPermanentWidget(self.busy_label)
+        for label in (self.pair, self.device, self.speed, self.rounds, self.acceptance, self.cost):
+            self.addPermanentWidget(label)
+        self.addPermanentWidget(self.state)
+        self.set_figures(None, 0)
+
+    def set_busy(self, message: str) -> None:
+        """What the worker is doing ("" when idle); runs on the GUI thread via a signal."""
+        self.busy_label.setText(message)
+        self.busy_bar.setVisible(bool(message))
+
+    def set_pair(self, name: str, device: str) -> None:
+        self.pair.setText(f"models: {name}")
+        self.device.setText(f"device: {device}")
+
+    def set_state(self, state: str) -> None:
+        colour = STATE_COLOURS.get(state, "#333333")
+        self.state.setText(f"<b style='color:{colour}'>{state}</b>")
+        self.state.setToolTip(f"state: {state}")
+
+    def set_figures(self, stats: RoundStats | None, rounds: int) -> None:
+        def f(value, form):
+            return "n/a" if value is None else form.format(value)
+
+        self.rounds.setText(f"rounds: {rounds}")
+        if stats is None:
+            self.speed.setText("tokens/s: n/a")
+            self.acceptance.setText("acceptance: n/a")
+            return
+        self.speed.setText(f"tokens/s: {f(stats.tokens_per_s, '{:.1f}')}")
+        self.acceptance.setText(
+            f"acceptance: {f(stats.acceptance_running, '{:.1%}')} \u00b7 "
+            f"\u03b1 {f(stats.alpha_running, '{:.2f}')}"
+        )
+
+    def set_speed(self, point) -> None:
+        """The cost model's figures (a gui.plots.speed.SpeedPoint, or None)."""
+        from specviz.gui.plots.speed import window_text
+
+        text, tip = window_text(point)
+        self.cost.setText(text)
+        self.cost.setToolTip(tip)

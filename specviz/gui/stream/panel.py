@@ -1,0 +1,183 @@
+"""The token stream with its legend above and the round slider below. GUI thread only."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from specviz.core.trace.records import Round
+from specviz.gui import keys, palette
+from specviz.gui.stream.rich_line import RichLine
+from specviz.gui.stream.token_view import TokenView, k_text
+
+
+def round_text(rnd: Round, total: int) -> str:
+    s = rnd.settings
+    k = html.escape(k_text(rnd))  # a trace's strings: never markup
+    sampling = (f" \u00b7 {k}" if k else "") + ("" if s is None else f" \u00b7 T {s.temperature:g}")
+    reason = html.escape(rnd.finish_reason or "")  # a trace's string: never markup
+    end = f" \u00b7 finished: {reason}" if rnd.finish_reason else ""
+    return (
+        f"<b>Round {rnd.index + 1} / {total}</b> \u00b7 drafted {rnd.n_drafted} \u00b7 "
+        f"accepted {rnd.n_accepted} \u00b7 emitted {rnd.n_emitted} \u00b7 "
+        f"draft {rnd.draft_ms:.1f} ms \u00b7 verify {rnd.verify_ms:.1f} ms{sampling}{end}"
+    )
+
+
+NO_ROUNDS = f"No rounds yet: type a prompt and press Step ({keys.STEP[0]})."
+NO_ROUNDS_YET = f"No rounds yet: press Step ({keys.STEP[0]}) or Run ({keys.RUN[0]})."
+
+ENDS = {
+    "max_new_tokens": "it reached the maximum number of new tokens",
+    "eos": "the target emitted end-of-text",
+    "context_length": "the models' context length is full",
+}
+
+
+class EndBanner(QFrame):
+    """Where the eye is when a session ends: why, and what can follow."""
+
+    continue_requested = Signal()
+    new_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("end-banner")
+        self.text = QLabel()
+        self.text.setTextFormat(Qt.TextFormat.PlainText)
+        self.text.setWordWrap(True)
+        self.continue_button = QPushButton("Continue")
+        self.continue_button.clicked.connect(self.continue_requested)
+        self.new_button = QPushButton("New session")
+        self.new_button.setToolTip("Start again from the prompt (Step after this)")
+        self.new_button.clicked.connect(self.new_requested)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 4, 8, 4)
+        row.addWidget(self.text, 1)
+        row.addWidget(self.continue_button)
+        row.addWidget(self.new_button)
+        self._unflash = QTimer(self)  # a child: it dies with the banner
+        self._unflash.setSingleShot(True)
+        self._unflash.setInterval(1200)
+        self._unflash.timeout.connect(lambda: self._style(False))
+        self._style(False)
+        self.hide()
+
+    def _style(self, strong: bool) -> None:
+        border = palette.fate("rejected").foreground if strong else palette.BOUNDARY
+        self.setStyleSheet(
+            f"#end-banner {{ background: {palette.PROMPT_BACKGROUND}; "
+            f"border: 2px solid {border}; border-radius: 4px; }}"
+        )
+
+    def show_end(self, reason: str | None) -> None:
+        """Show why the session ended; Continue where it can go on."""
+        self.text.setText(f"The session has ended: {ENDS.get(reason, reason)}.")
+        can_go_on = reason in ("max_new_tokens", "eos")
+        self.continue_button.setVisible(can_go_on)
+        self.continue_button.setText(
+            "Continue past end-of-text" if reason == "eos" else "Continue with more tokens"
+        )
+        self.continue_button.setToolTip(
+            ("Ignore end-of-text from now on and go on"
+             if reason == "eos" else "Raise max new tokens by as many again and go on")
+            + f" ({keys.CONTINUE})"
+        )  # fmt: skip
+        self.show()
+
+    def flash(self) -> None:
+        """Draw the eye to the banner (Step or Run pressed after the end)."""
+        self._style(True)
+        self._unflash.start()
+
+
+class StreamPanel(QWidget):
+    """Legend, TokenView and the round slider. round_chosen(index) when the user moves it."""
+
+    round_chosen = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.legend = QLabel(palette.fate_legend_html())
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setWordWrap(True)
+        self.legend.setToolTip(
+            "<br>".join(f"<b>{f.label}</b>: {f.meaning}" for f in palette.FATES.values())
+        )
+        self.view = TokenView()
+        self.banner = EndBanner()
+        self._total = 0  # rounds in the session (a replay: in the trace)
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setRange(0, 0)
+        self.slider.setEnabled(False)
+        self.slider.setToolTip("Go back to any round to inspect it (also while running)")
+        self.slider.valueChanged.connect(self._slider_moved)
+        self.prev_button = QToolButton()
+        self.prev_button.setText("\u25c0")
+        self.prev_button.setToolTip("Previous round")
+        self.prev_button.clicked.connect(lambda: self.slider.setValue(self.slider.value() - 1))
+        self.next_button = QToolButton()
+        self.next_button.setText("\u25b6")
+        self.next_button.setToolTip("Next round")
+        self.next_button.clicked.connect(lambda: self.slider.setValue(self.slider.value() + 1))
+        # word-wrapped (a long line must not widen the window); a new round's line repaints
+        # it without laying the window out again (gui/stream/rich_line.py)
+        self.round_label = RichLine(NO_ROUNDS)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Round"))
+        row.addWidget(self.prev_button)
+        row.addWidget(self.slider, 1)
+        row.addWidget(self.next_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.legend)
+        layout.addWidget(self.view, 1)
+        layout.addWidget(self.banner)
+        layout.addLayout(row)
+        layout.addWidget(self.round_label)
+
+    def clear(self, header=None) -> None:
+        self._total = 0
+        self.view.clear_session(header)
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, 0)
+        self.slider.blockSignals(False)
+        self.slider.setEnabled(False)
+        self.round_label.setText(NO_ROUNDS_YET if header is not None else NO_ROUNDS)
+
+    def append_rounds(self, rounds: Sequence[Round]) -> None:
+        self.view.append_rounds(rounds)
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, self.view.round_count - 1)
+        self.slider.blockSignals(False)
+        self.slider.setEnabled(True)
+
+    def set_total(self, total: int) -> None:
+        """How many rounds the session has (a replay: its trace), for "Round i / n"."""
+        self._total = total
+        if self.view.round_count and self.slider.isEnabled():
+            self.show_round(self.slider.value())
+
+    def show_round(self, index: int) -> None:
+        """Move the slider (without emitting) and describe the round."""
+        self.slider.blockSignals(True)
+        self.slider.setValue(index)
+        self.slider.blockSignals(False)
+        total = max(self._total, self.view.round_count)
+        self.round_label.setText(round_text(self.view.round(index), total))
+
+    def _slider_moved(self, index: int) -> None:
+        if 0 <= index < self.view.round_count:
+            self.round_chosen.emit(index)
