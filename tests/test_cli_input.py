@@ -180,7 +180,7 @@ def test_window_takes_the_drafter_policy_and_loading_options(capsys, monkeypatch
     assert code == 0, err
     (specs, _device, _dtype, _trace, (drafter, policy), options), _ = calls[0]
     assert specs == ("builtin:tiny", "")  # lookup: no draft model to load
-    assert (drafter.kind, drafter.ngram_max, policy.kind) == ("lookup", 3, "heuristic")
+    assert (drafter.kind, drafter.param("ngram_max"), policy.kind) == ("lookup", 3, "heuristic")
     assert options.device_map == "auto" and options.revision == "v1"
     code, _, err = run_cli(capsys, "--drafter", "lookup", "--draft", "x", "--target", "y")
     assert code == 2 and "--draft" in err

@@ -316,6 +316,7 @@ def test_the_baseline_probe_times_decoding_steps_as_decode_runs_them(pair, monke
     from transformers import DynamicCache
 
     import specviz.core.decoding.forward as decode_module
+    import specviz.core.drafters.draft_model as draft_model
     import specviz.core.engine.cost_probes as probes_module
 
     engine = SpeculativeEngine(pair, Settings(k=3, seed=1, max_new_tokens=30), trace=False)
@@ -364,6 +365,8 @@ def test_the_baseline_probe_times_decoding_steps_as_decode_runs_them(pair, monke
     monkeypatch.setattr(DynamicCache, "crop", crop)
     monkeypatch.setattr(probes_module, "time", Clock)
     monkeypatch.setattr(probes_module, "forward", other_pass)
+    monkeypatch.setattr(draft_model, "time", Clock)  # the draft times its own step
+    monkeypatch.setattr(draft_model, "forward", other_pass)
     record = engine.prober.probe(engine)
     assert dict(record["target_ms"])[1] == pytest.approx(2.5)  # forward + warp, once
     steps = engine.prober.plan.repeats + 1
