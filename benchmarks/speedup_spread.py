@@ -82,7 +82,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = load_pair(f"builtin:{args.pair}", None)
+    name = f"builtin:{args.pair}"
+    pair = load_pair(name, name)
     settings = Settings(
         k=args.k, temperature=args.temperature, seed=args.seed, max_new_tokens=args.tokens
     )

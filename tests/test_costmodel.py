@@ -96,35 +96,65 @@ def test_theil_sen_ignores_one_slow_point():
 # --- the model on round records -------------------------------------------------------------
 
 
-def probe(t1=10.0, slope=2.0, draft=1.0, ns=range(1, 18)):
-    return {
+def probe(t1=10.0, slope=2.0, draft=1.0, ns=range(1, 18), rule=None, steps=3):
+    """A probe record: T_t(n) = t1 + slope (n - 1), `steps` timed T_t(1) steps of t1."""
+    record = {
         "context_len": 10,
         "target_ms": [[n, t1 + slope * (n - 1)] for n in ns],
         "draft_ms": draft,
+        "t1_ms": [t1] * steps,
     }
+    if rule is not None:
+        record["rule_ms"] = rule
+    return record
+
+
+def probed(rounds, **kw):
+    """The first three rounds carry probes: nine T_t(1) steps, enough for a baseline."""
+    return [
+        dataclasses.replace(r, probes=probe(**kw)) if i < 3 else r for i, r in enumerate(rounds)
+    ]
 
 
 def test_measured_speedup_is_baseline_times_tokens_over_round_time():
-    rounds = [make_round(i, [True, True, False, False], ms=20.0) for i in range(10)]
-    rounds[0] = make_round(0, [True, True, False, False], ms=20.0, probes=probe())
+    rounds = probed(
+        [make_round(i, [True, True, False, False], ms=20.0) for i in range(10)], rule=2.0
+    )
     fig = costmodel.figures(rounds)
-    # 3 tokens a round, 20 ms a round, baseline 10 ms/token -> 1.5x
+    # 3 tokens a round, 20 ms a round, baseline 10 ms/token -> 1.5x, nothing noisy
     assert fig.speedup_measured == pytest.approx(1.5)
+    assert fig.speedup.interval == pytest.approx((1.5, 1.5)) and fig.speedup.status == "ok"
     assert not fig.impossible
     assert fig.alpha == pytest.approx(2 / 3)
     assert fig.acceptance_by_position == (1.0, 1.0, 0.0)
-    # o = 20 - (4 * 1 + T_t(5) = 18) = -2 is clipped at 0 in predictions
-    assert fig.costs.overhead0 + 4 * fig.costs.overhead1 == pytest.approx(-2.0)
-    assert fig.speedup_refined == pytest.approx(3 * 10 / 22)
+    # o is the probes' rule time: 4 x T_d(1) + T_t(5) + o = 4 + 18 + 2
+    assert fig.costs.overhead(4) == pytest.approx(2.0)
+    assert fig.speedup_refined == pytest.approx(3 * 10 / 24)
+    assert fig.refined_ratio == pytest.approx(1.5 / (30 / 24))
+
+
+def test_the_refined_prediction_takes_no_round_time():
+    """Measured / refined is a test only if the prediction does not restate the rounds."""
+    fast = probed([make_round(i, [True, True, False, False], ms=20.0) for i in range(10)], rule=2.0)
+    slow = [
+        dataclasses.replace(r, draft_ms=r.draft_ms * 3, verify_ms=r.verify_ms * 3) for r in fast
+    ]
+    a, b = costmodel.figures(fast), costmodel.figures(slow)
+    assert a.speedup_refined == pytest.approx(b.speedup_refined)
+    assert b.speedup_measured == pytest.approx(a.speedup_measured / 3)
+
+
+def test_a_probe_without_a_rule_time_predicts_without_overhead():
+    rounds = probed([make_round(i, [True, True, False, False], ms=20.0) for i in range(10)])
+    assert costmodel.figures(rounds).costs.overhead(4) == 0.0
 
 
 def test_impossible_speedup_is_flagged():
     # K = 1: at most 2 tokens per round; a probe that says the target costs 100 ms a token
     # while rounds of 2 tokens take 10 ms claims 20x.
-    rounds = [make_round(i, [True], ms=10.0) for i in range(5)]
-    rounds[0] = make_round(0, [True], ms=10.0, probes=probe(t1=100.0))
+    rounds = probed([make_round(i, [True], ms=10.0) for i in range(5)], t1=100.0)
     fig = costmodel.figures(rounds)
-    assert fig.speedup_measured == pytest.approx(20.0)
+    assert fig.speedup.value == pytest.approx(20.0) and fig.speedup_measured is None
     assert fig.impossible
 
 
@@ -136,42 +166,25 @@ def test_running_medians_resist_slow_probes():
     assert model.costs().t_target(1) == pytest.approx(10.0)
 
 
-def test_overhead_fitted_over_several_k():
-    # Rounds at K = 2 and K = 6 with o = 3 + 0.5 K beyond their passes.
+def test_the_baseline_is_never_extrapolated():
+    """Two probes' steps are too few: no T_t(1) (not a line through T_t(n > 1))."""
     model = CostModel()
-    model.add_probes(probe())
-    for i in range(8):
-        for k in (2, 6):
-            passes = k * 1.0 + 10 + 2 * k
-            model.add(make_round(i, [True] * k, ms=passes + 3 + 0.5 * k))
-    costs = model.costs()
-    assert costs.overhead0 == pytest.approx(3.0) and costs.overhead1 == pytest.approx(0.5)
-    assert costs.overhead(4) == pytest.approx(5.0)
-
-
-def test_overhead_at_one_k_from_the_draft_and_verify_phases():
-    # K = 4 rounds: each draft step 0.5 ms over T_d(1) = 1, the verify phase 3 ms over
-    # T_t(5) = 18: the advisor's K = 8 pays 8 x 0.5 + 3.
-    model = CostModel()
-    model.add_probes(probe())
-    for i in range(10):
-        rnd = make_round(i, [True] * 4)
-        model.add(dataclasses.replace(rnd, draft_ms=4 * 1.5, verify_ms=18 + 3.0))
-    costs = model.costs()
-    assert costs.overhead0 == pytest.approx(3.0) and costs.overhead1 == pytest.approx(0.5)
-    assert costs.overhead(8) == pytest.approx(7.0)
+    for i in range(2):
+        model.add(make_round(i, [True], probes=probe()))
+    assert model.costs().t_target(1) is None and model.costs().t_target(5) == pytest.approx(18)
+    assert model.figures().speedup.status == "measuring"
+    model.add(make_round(2, [True], probes=probe()))
+    assert model.costs().t_target(1) == pytest.approx(10.0)
 
 
 def test_advisor_curve_peaks_where_costs_and_acceptance_say():
     # High acceptance and a cheap draft: the curve rises, then flattens as T_t(K+1) grows.
-    rounds = [make_round(i, [True] * 4, ms=20.0) for i in range(20)]
-    rounds[0] = make_round(0, [True] * 4, ms=20.0, probes=probe(slope=0.0, draft=0.5))
+    rounds = probed([make_round(i, [True] * 4, ms=20.0) for i in range(20)], slope=0.0, draft=0.5)
     fig = costmodel.figures(rounds)
     ks = [k for k, _ in fig.curve]
     assert ks == list(range(1, 17))
     assert fig.best_k == 16  # every draft accepted, a pass over n costs the same
-    rounds = [make_round(i, [True, False], k=4, ms=20.0) for i in range(20)]
-    rounds[0] = make_round(0, [True, False], k=4, ms=20.0, probes=probe(slope=3.0))
+    rounds = probed([make_round(i, [True, False], k=4, ms=20.0) for i in range(20)], slope=3.0)
     assert costmodel.figures(rounds).best_k <= 2  # a_2 = 0: drafting beyond 1 is waste
 
 
@@ -279,7 +292,7 @@ def test_remeasure_asks_for_a_full_probe_after_the_next_round(pair):
         pair,
         Settings(k=2, seed=1, max_new_tokens=40),
         trace=False,
-        prober=Prober(ProbePlan(every=100)),
+        prober=Prober(ProbePlan(every=100, warmup=0)),
     )
     engine.prefill("A fool and his", calibrate=False)
     engine.probing = True
@@ -291,14 +304,29 @@ def test_remeasure_asks_for_a_full_probe_after_the_next_round(pair):
     assert fourth.probes is None
 
 
+def test_the_first_rounds_measure_the_baseline_from_many_steps(pair):
+    """A short session has a baseline from the first rounds on: the full probe and the
+    warm-up's probes of T_t(1) alone, every timed step recorded."""
+    engine = SpeculativeEngine(pair, Settings(k=2, seed=1, max_new_tokens=40), trace=False)
+    engine.prefill("A fool and his")
+    rounds = [engine.step() for _ in range(4)]
+    steps = [len(r.probes["t1_ms"]) for r in rounds]
+    assert steps == [3, 3, 3, 3]
+    assert [sorted(dict(r.probes["target_ms"])) for r in rounds[1:]] == [[1]] * 3
+    assert rounds[0].probes["rule_ms"] > 0
+    model = CostModel().extend(rounds)
+    assert model.figures().speedup.steps == 12 and model.costs().t_target(1) is not None
+
+
 def test_probes_keep_to_their_share_of_the_time(monkeypatch):
     import specviz.core.engine.cost_probes as probes_module
 
     now = [100.0]
     monkeypatch.setattr(probes_module.time, "perf_counter", lambda: now[0])
-    prober = Prober(ProbePlan(every=2, budget=0.5))
+    prober = Prober(ProbePlan(every=2, budget=0.5, warmup=3))
     prober._last_round, prober._last_end, prober._last_cost = 4, 100.0, 1.0
     assert prober.due(0)  # the first round always
+    assert prober.due(1) and prober.due(3)  # and the warm-up's baseline probes
     now[0] = 101.0  # 1 s since a 1 s probe: 50% would go to probing
     assert not prober.due(6)
     now[0] = 102.5

@@ -409,3 +409,23 @@ def test_changing_k_restarts_the_heuristic(pair):
         engine.step()
     engine.update_settings(dataclasses.replace(engine.settings, k=7))
     assert engine.step().k == 7
+
+
+def test_the_lab_shows_the_q_an_early_exit_round_drew_from(pair):
+    """The lab's position in an early-exit session is the session's drafter's q (the
+    target's first layers), not the separate draft model's."""
+    from specviz.core.lab.position import position_distributions
+
+    used = target_only(pair)
+    engine = SpeculativeEngine(used, Settings(k=2, seed=3, max_new_tokens=8), drafter=EARLY)
+    engine.prefill(PROMPTS[0], calibrate=False)
+    context = list(engine.ids)
+    rnd = engine.step()
+    first = rnd.tokens[0]
+    pos = position_distributions(used, context, rnd.settings, drafter=engine.drafter)
+    assert pos.q[first.id] == pytest.approx(first.q, rel=1e-5)
+    model_q = position_distributions(pair, context, rnd.settings).q[first.id]
+    assert model_q != pytest.approx(first.q, rel=1e-3)  # the draft model's is another q
+    lookup = SpeculativeEngine(used, Settings(k=2, seed=3), drafter=LOOKUP).drafter
+    copied = position_distributions(used, context, rnd.settings, drafter=lookup)
+    assert copied.q.max() == 1.0 and copied.q.sum() == 1.0  # one-hot: nothing is drawn

@@ -11,11 +11,11 @@ import pytest
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.metrics.running import RunningStats
+from specviz.core.metrics.speed_tracker import SpeedTracker, window_text
 from specviz.gui import dialogs, palette
 from specviz.gui.greedy_check import describe
 from specviz.gui.main_window import MainWindow
 from specviz.gui.plots.round_plots import Plots
-from specviz.gui.plots.speed import SpeedTracker, window_text
 from specviz.gui.session.local_engine import Loaded
 from tests.fixtures import sample_header, sample_rounds
 
@@ -153,21 +153,32 @@ def test_the_policy_reaches_the_engine_and_a_new_drafter_starts_a_new_session(qt
 
 def test_the_speedup_comes_from_the_cost_model_not_the_header(qtbot):
     header = sample_header()  # calibrated once at 10 ms/token
-    probe = {"context_len": 3, "target_ms": [[1, 3.0], [2, 3.5], [5, 4.0]], "draft_ms": 1.0}
+    probe = {
+        "context_len": 3,
+        "target_ms": [[1, 3.0], [2, 3.5], [5, 4.0]],
+        "draft_ms": 1.0,
+        "t1_ms": [3.0, 3.0, 3.0],
+    }
     rounds = [dataclasses.replace(r, probes=probe, k=4) for r in sample_rounds()]
+    rounds.append(dataclasses.replace(rounds[1], index=2))
     tracker = SpeedTracker(header)
     points = [tracker.add(r) for r in rounds]
+    assert points[1].speedup.status == "measuring"  # 6 steps from 2 probes: too few
+    assert "measuring" in window_text(points[1])[0]
     fig = points[-1].figures
     assert fig.baseline_ms_per_token == 3.0  # the probes', not the header's 10
     emitted = sum(r.n_emitted for r in rounds)
     ms = sum(r.draft_ms + r.verify_ms for r in rounds)
-    assert points[-1].measured == pytest.approx(3.0 * emitted / ms)
+    assert points[-1].speedup.value == pytest.approx(3.0 * emitted / ms)
     text, tip = window_text(points[-1])
-    assert "baseline 3.00 ms/token" in text and "rounds 1\u20132" in text
+    assert "baseline 3.00 ms/token" in text and "rounds 1\u20133" in text
     assert "c 0.33" in text and "refined" in text and "Leviathan" in text
-    # a 1.0 trace (no probes) falls back to its header's calibration
+    assert "95% interval" in tip
+    # a 1.0 trace (no probes) falls back to its header's calibration, labelled so
     old = SpeedTracker(header)
-    assert old.add(sample_rounds()[0]).figures.baseline_ms_per_token == 10.0
+    point = old.add(sample_rounds()[0])
+    assert point.figures.baseline_ms_per_token == 10.0
+    assert point.speedup.status in ("calibration", "impossible")
 
 
 def test_an_impossible_speedup_is_flagged_not_plotted(qtbot):
@@ -184,7 +195,7 @@ def test_an_impossible_speedup_is_flagged_not_plotted(qtbot):
     _, flagged = plots.series(plots.speedup_impossible)
     assert np.isnan(measured).all() and not np.isnan(flagged).any()
     assert len(plots.speedup_impossible.getData()[0]) == 2  # hollow markers
-    assert "> K+1: impossible" in plots.describe("speedup", 2)
+    assert "impossible: " in plots.describe("speedup", 2)
     assert "impossible" in window_text(point)[0]
 
 

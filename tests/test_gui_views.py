@@ -242,7 +242,7 @@ def test_plots_follow_running_stats(qtbot, tmp_path):
     x, y = plots.series(plots.acceptance_running)
     assert list(x) == [1, 2] and list(y) == [f.acceptance_running for f in figures]
     _, measured = plots.series(plots.speedup_measured)
-    assert list(measured) == [f.speedup_measured for f in figures]
+    assert np.isnan(measured).all()  # without the cost model's figures no speedup is plotted
     assert list(plots.length_bars.opts["height"]) == stats.accepted_lengths
     assert list(plots.position_bars.opts["height"]) == [
         v or 0.0 for v in stats.acceptance_by_position

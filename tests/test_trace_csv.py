@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 
 import pytest
 
@@ -19,8 +20,25 @@ def read(path) -> list[dict[str, str]]:
         return list(reader)
 
 
+def with_probes(session):
+    """Every round with a probe: T_t(1) steps near 2 ms, T_t(n) = 2 + 0.2 (n - 1)."""
+    rounds = [
+        dataclasses.replace(
+            r,
+            probes={
+                "context_len": 8,
+                "target_ms": [[n, 2.0 + 0.2 * (n - 1)] for n in range(1, 6)],
+                "draft_ms": 0.5,
+                "t1_ms": [2.0 + 0.01 * (r.index % 3), 2.0, 1.99],
+            },
+        )
+        for r in session.rounds
+    ]
+    return type(session)(session.header, rounds)
+
+
 def test_one_row_per_round_with_the_running_figures(tmp_path):
-    session = synthetic_session(25, seed=2)
+    session = with_probes(synthetic_session(25, seed=2))
     path = tmp_path / "stats.csv"
     write_stats_csv(session, path)
     rows = read(path)
@@ -35,8 +53,16 @@ def test_one_row_per_round_with_the_running_figures(tmp_path):
         assert 0 <= float(row["alpha"]) <= 1
     s = summary(session)
     assert float(rows[-1]["acceptance_running"]) == pytest.approx(s["acceptance_rate"])
-    assert float(rows[-1]["speedup_measured"]) == pytest.approx(s["speedup_measured"])
+    # the window's figures, the same as the summary's: one trace, one speedup
+    assert rows[-1]["speedup_status"] == s["speedup_status"]
+    assert s["speedup_status"] in ("ok", "noisy")  # the synthetic rounds' times vary widely
+    measured = rows[-1]["speedup_measured"]
+    assert (float(measured) if measured else None) == pytest.approx(s["speedup_measured"])
+    low, high = float(rows[-1]["speedup_low"]), float(rows[-1]["speedup_high"])
+    assert [low, high] == pytest.approx(s["speedup_ci"])
     assert float(rows[-1]["speedup_predicted"]) == pytest.approx(s["speedup_predicted"])
+    assert float(rows[-1]["speedup_refined"]) == pytest.approx(s["speedup_refined"])
+    assert rows[0]["speedup_status"] == "measuring"  # one probe's steps are too few
 
 
 def test_undefined_figures_are_empty_cells(tmp_path):

@@ -86,7 +86,9 @@ def test_sweep_table_per_k_and_category(pair):
     assert [r.k for r in rows] == [1, 3]
     for r in rows:
         assert r.runs == 2 and r.tokens_per_pass <= r.k + 1
-        assert r.speedup_measured is not None and r.speedup_refined is not None
+        # a 12-token run is often too noisy to tell: the figure is there, and says so
+        assert r.speedup.value is not None and r.speedup_refined is not None
+        assert r.speedup.status in ("ok", "noisy") and r.speedup.interval is not None
     assert [k for k, _ in tables["overall"].curve] == list(range(1, 17))
 
 
@@ -196,7 +198,8 @@ def test_from_trace_with_and_without_probes(pair, tmp_path, capsys):
     save(session, path)
     assert main(["tune", "--from-trace", str(path), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["probes"] >= 2 and d["speedup_measured"] and d["advisor"]["best_k"]
+    assert d["probes"] >= 2 and d["speedup_measured_raw"] and d["advisor"]["best_k"]
+    assert d["speedup_status"] in ("ok", "noisy") and d["speedup_ci"]
     assert [w["k"] for w in d["whatif"]] == [1, 2] and all(w["estimate"] for w in d["whatif"])
     # A 1.0 trace (no probes): what it can say, and no speedup.
     lines = path.read_text().splitlines()
@@ -252,7 +255,7 @@ def test_sweep_writes_each_runs_trace(pair, tmp_path):
     assert rows[1].alpha == judged.count("accepted") / len(judged)
     emitted = sum(r.n_emitted for r in run.rounds)
     assert rows[1].tokens_per_pass == emitted / len(run.rounds)
-    assert rows[1].speedup_measured is not None and rows[1].trace_path == run.trace_path
+    assert rows[1].speedup.value is not None and rows[1].trace_path == run.trace_path
     assert trace_name(4, "a/b c", 3) == "p005-a_b_c-k03.jsonl"
 
 

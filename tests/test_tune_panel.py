@@ -27,6 +27,7 @@ def probe(t1=10.0, draft=1.0):
         "context_len": 10,
         "target_ms": [[n, t1 + 0.5 * (n - 1)] for n in range(1, 18)],
         "draft_ms": draft,
+        "t1_ms": [t1] * 3,
     }
 
 
@@ -44,7 +45,7 @@ def panel(qtbot):
 
 
 def test_advisor_from_round_records(panel):
-    rounds = [make_round(i, 3, probes=probe() if i == 0 else None) for i in range(12)]
+    rounds = [make_round(i, 3, probes=probe() if i < 3 else None) for i in range(12)]
     panel.add_rounds(rounds[:6])
     panel.add_rounds(rounds[6:])
     fig = panel.figures
@@ -68,12 +69,12 @@ def test_advisor_from_round_records(panel):
 
 def test_impossible_speedup_is_flagged_not_plotted(panel):
     # K = 1 rounds of 2 tokens in 10 ms against a target said to cost 100 ms: 20x > K + 1.
-    rounds = [make_round(0, 1, k=1, ms=10.0, probes=probe(t1=100.0))]
-    rounds += [make_round(i, 1, k=1, ms=10.0) for i in range(1, 5)]
+    rounds = [make_round(i, 1, k=1, ms=10.0, probes=probe(t1=100.0)) for i in range(3)]
+    rounds += [make_round(i, 1, k=1, ms=10.0) for i in range(3, 5)]
     panel.add_rounds(rounds)
     assert panel.figures.impossible
     assert n_points(panel.plot.session) == 0
-    assert "IMPOSSIBLE" in panel.summary.text()
+    assert "impossible" in panel.summary.text()
 
 
 def test_apply_k_and_remeasure(panel, qtbot):
@@ -153,7 +154,7 @@ def check_per_prompt_rows(panel, qtbot):
         ]
         emitted = sum(r.n_emitted for r in run.rounds)
         assert c[3] == f"{judged.count('accepted') / len(judged):.3f}"
-        assert c[4] == f"{emitted / len(run.rounds):.2f}" and c[5].endswith("x")
+        assert c[4] == f"{emitted / len(run.rounds):.2f}" and c[5] == row.speedup.short()
     with qtbot.waitSignal(panel.open_trace) as opened:
         runs.table.cellDoubleClicked.emit(3, 0)
     run = next(r for r in panel.result.runs if (r.prompt_index, r.k) == (1, 2))
@@ -185,3 +186,26 @@ def test_sweep_cancels(panel, pair, qtbot, tmp_path):
     qtbot.waitUntil(lambda: not panel.sweeping, timeout=60_000)
     assert panel.result.cancelled and len(panel.result.runs) < panel.result.total == 32
     assert panel.status.text().startswith("cancelled") and panel.sweep_button.isEnabled()
+
+
+def test_a_sweep_drafts_as_the_session_does(panel, pair, qtbot, tmp_path):
+    """An early-exit session's sweep sweeps early exit (on the target alone), and says so."""
+    import dataclasses
+
+    from specviz.core.decoding.k_policy import PolicyConfig
+    from specviz.core.drafters.registry import DrafterConfig
+
+    target_only = dataclasses.replace(pair, draft=None, draft_info=None)
+    panel.set_pair_source(lambda: target_only)
+    panel.set_settings(Settings(temperature=1.0, seed=3))
+    panel.set_drafting(DrafterConfig("early-exit", exit_layer=1), PolicyConfig())
+    panel.set_prompt_file(prompts_file(tmp_path))
+    panel.k_from.setValue(2)
+    panel.k_to.setValue(2)
+    panel.tokens.setValue(6)
+    with qtbot.waitSignal(panel.sweep_running):
+        assert panel.start_sweep()
+    assert "the target's first 1 layers" in panel.status.text()
+    with qtbot.waitSignal(panel.sweep_running, timeout=120_000):
+        pass
+    assert panel.result.runs and {r.drafter for r in panel.result.runs} == {"early-exit"}

@@ -2,8 +2,8 @@
 
 Every figure says what it is: the measured speedup and where its baseline comes from (the
 cost model's probes over a window of rounds, or the header of a trace without probes), the
-refined prediction beside Leviathan et al.'s, and a measured value above K + 1 flagged as
-impossible rather than shown as a measurement.
+refined prediction beside Leviathan et al.'s, and a value that is no measurement (too few
+baseline steps, an interval too wide, above the tokens per target pass) said to be so.
 """
 
 from __future__ import annotations
@@ -16,23 +16,36 @@ def _f(value: float | None, fmt: str = "{:.2f}") -> str:
 
 
 def measured(s: dict[str, Any]) -> str:
-    """'measured 1.85x', or the impossible value flagged."""
+    """'measured 1.85x [1.71, 1.98] (95%)', or why there is no figure (core.metrics.speedup):
+    still measuring the baseline, too noisy to tell, or impossible."""
+    status = s.get("speedup_status")
     raw = s.get("speedup_measured_raw", s["speedup_measured"])
-    if not s.get("speedup_impossible"):
-        return f"measured {_f(s['speedup_measured'], '{:.2f}x')}"
-    most = s["max_tokens_per_round"]
-    return (
-        f"measured {_f(raw, '{:.2f}x')} IMPOSSIBLE: above K + 1 = {most} tokens a round can "
-        "emit (a slow baseline probe or a busy machine); not a measurement"
-    )
+    ci = s.get("speedup_ci")
+    band = f" [{ci[0]:.2f}, {ci[1]:.2f}] (95%)" if ci else ""
+    if status == "measuring":
+        steps = (s.get("window") or {}).get("baseline_steps", 0)
+        return f"measured n/a: measuring the baseline ({steps} decoding steps so far: too few)"
+    if status == "noisy":
+        return f"measured n/a: too noisy to tell on this machine{band}"
+    if status == "impossible" or s.get("speedup_impossible"):
+        bound = s.get("speedup_bound")
+        return (
+            f"measured {_f(raw, '{:.2f}x')} IMPOSSIBLE: above {_f(bound)} (the tokens per "
+            "target pass, plus 15%): a slow baseline probe or a busy machine; not a measurement"
+        )
+    if status == "calibration":
+        return f"measured {_f(s['speedup_measured'], '{:.2f}x')} (no interval: see below)"
+    return f"measured {_f(s['speedup_measured'], '{:.2f}x')}{band}"
 
 
 def predicted(s: dict[str, Any]) -> str:
     """Both predictions, labelled."""
     refined = s.get("speedup_refined")
-    why = "from the measured costs" if refined is not None else "needs the cost model's probes"
+    why = "from the probes' costs" if refined is not None else "needs the cost model's probes"
+    ratio = s.get("refined_ratio")
+    check = "" if ratio is None else f", measured/refined {ratio:.2f}"
     return (
-        f"predicted: refined {_f(refined, '{:.2f}x')} ({why})   Leviathan et al. "
+        f"predicted: refined {_f(refined, '{:.2f}x')} ({why}{check})   Leviathan et al. "
         f"{_f(s['speedup_predicted'], '{:.2f}x')} (from alpha and c alone)"
     )
 
@@ -47,8 +60,8 @@ def basis(s: dict[str, Any]) -> str:
     source = s.get("speedup_basis")
     if source == "probes":
         return (
-            f"{base} (running median of {window.get('probes', 0)} probes of T_t(1)), {c}, "
-            f"over {rounds}"
+            f"{base} (median of {window.get('baseline_steps', 0)} decoding steps timed by "
+            f"{window.get('probes', 0)} probes), {c}, over {rounds}"
         )
     if source == "header":
         return (

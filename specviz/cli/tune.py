@@ -86,18 +86,23 @@ def plain(text: str) -> str:
 def format_table(name: str, table) -> str:
     lines = [
         f"== {plain(name)}",
-        f"  {'drafter':<10s}  {'policy':<9s}   K   alpha  tok/pass  measured   refined  Leviathan"
-        "  meas/ref",
+        f"  {'drafter':<10s}  {'policy':<9s}   K   alpha  tok/pass  {'measured [95%]':<20s}"
+        "   refined  Leviathan  meas/ref",
     ]
     for r in table.rows:
-        flag = "  IMPOSSIBLE (above K+1)" if r.impossible else ""
         lines.append(
             f"  {r.drafter:<10s}  {r.policy:<9s}  {r.k:2d}  {_f(r.alpha, '{:6.3f}')}"
-            f"  {_f(r.tokens_per_pass, '{:8.2f}')}"
-            f"  {_f(r.speedup_measured, '{:7.2f}x')}  {_f(r.speedup_refined, '{:7.2f}x')}"
-            f"  {_f(r.speedup_leviathan, '{:8.2f}x')}  {_f(r.ratio, '{:8.2f}')}{flag}"
+            f"  {_f(r.tokens_per_pass, '{:8.2f}')}  {r.speedup.short():<20s}"
+            f"  {_f(r.speedup_refined, '{:7.2f}x')}"
+            f"  {_f(r.speedup_leviathan, '{:8.2f}x')}  {_f(r.ratio, '{:8.2f}')}"
         )
-    lines.append(f"  best measured K: {_f(table.best_k, '{}')}")
+    best = [r for r in table.rows if table.best and (r.drafter, r.policy, r.k) == table.best]
+    noisy = (
+        " (too noisy to tell alone on this machine: compare the intervals)"
+        if any(r.speedup.status == "noisy" for r in best)
+        else ""
+    )
+    lines.append(f"  best measured K: {_f(table.best_k, '{}')}{noisy}")
     if table.best is not None:
         drafter, policy, k = table.best
         lines.append(f"  best measured: drafter {drafter}, policy {policy}, K {k}")

@@ -6,14 +6,20 @@ from __future__ import annotations
 import argparse
 import json
 
+from specviz.cli import speedup_text
 from specviz.cli.options import fail
 
 
 def describe_trace(session) -> dict:
-    from specviz.core.metrics.costmodel import CostModel, figures_json, round_k, whatif_acceptance
+    from specviz.core.metrics.costmodel import figures, figures_json, round_k, whatif_acceptance
+    from specviz.core.metrics.speed_tracker import WINDOW
 
     rounds = session.rounds
-    fig = CostModel(window=None, probe_window=None).extend(rounds).figures()
+    # The window every other view of a trace uses (run, inspect, the summary, the window,
+    # the CSV): one trace, one figure.
+    probed = any(r.probes for r in rounds)
+    calibration = None if probed else session.header.baseline_ms_per_token
+    fig = figures(rounds, WINDOW, calibration_ms=calibration)
     k = max((round_k(r) for r in rounds), default=0)
     return {
         **figures_json(fig),
@@ -32,10 +38,10 @@ def format_trace(path: str, d: dict) -> str:
         f"{d['probes']} probes",
     ]
     if d["probes"]:
-        flag = "  IMPOSSIBLE (above K+1): not a measurement" if d["impossible"] else ""
         lines += [
-            f"T_t(1) {f(d['t_target_ms'].get('1'))} ms, T_d(1) {f(d['t_draft_ms'])} ms",
-            f"speedup measured {f(d['speedup_measured'], '{:.2f}x')}{flag}   refined "
+            f"T_t(1) {f(d['baseline_ms_per_token'])} ms ({d['baseline_steps']} steps), "
+            f"T_d(1) {f(d['t_draft_ms'])} ms",
+            f"speedup {speedup_text.measured(d)}   refined "
             f"{f(d['speedup_refined'], '{:.2f}x')}   Leviathan "
             f"{f(d['speedup_leviathan'], '{:.2f}x')}",
             "advisor (refined prediction, K:speedup): "

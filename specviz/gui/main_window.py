@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QLayout, QMainWindow, QScrollArea, QSplitter
 
 from specviz.core.metrics.position_bars import DRAFTED, positions
+from specviz.core.metrics.speed_tracker import SpeedTracker
 from specviz.core.trace.records import SessionHeader
 from specviz.gui import dialogs
 from specviz.gui.actions import build_actions
@@ -21,7 +22,6 @@ from specviz.gui.distribution.view import DistributionView
 from specviz.gui.greedy_check import GreedyCheckPresenter
 from specviz.gui.lab.presenter import LabPresenter
 from specviz.gui.plots.round_plots import Plots
-from specviz.gui.plots.speed import SpeedTracker
 from specviz.gui.session.connected import ConnectedController
 from specviz.gui.session.connection_banner import ConnectionPresenter
 from specviz.gui.session.controller import SessionController

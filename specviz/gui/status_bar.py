@@ -93,8 +93,8 @@ class StatusBar(QStatusBar):
         )
 
     def set_speed(self, point) -> None:
-        """The cost model's figures (a gui.plots.speed.SpeedPoint, or None)."""
-        from specviz.gui.plots.speed import window_text
+        """The cost model's figures (a metrics.speed_tracker.SpeedPoint, or None)."""
+        from specviz.core.metrics.speed_tracker import window_text
 
         text, tip = window_text(point)
         self.cost.setText(text)

@@ -392,6 +392,7 @@ class Server:
         return self._ok(re)
 
     def _op_position(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
+        from specviz.core.drafters.registry import make_drafter
         from specviz.core.lab.position import position_distributions
 
         ids, top_n = request.get("context_ids"), request.get("top_n", 20)
@@ -403,7 +404,10 @@ class Server:
             raise ValueError(f"a context id is outside the vocabulary (0..{self.pair.vocab_size})")
         settings = P.settings_from_json(request.get("settings", {}))
         started = time.perf_counter()
-        result = position_distributions(self.pair, ids, settings, top_n)
+        drafter = self.engine.drafter if self.engine is not None else None  # the session's
+        if drafter is None and not self.drafting[0].needs_draft_model:
+            drafter = make_drafter(self.drafting[0], self.pair)
+        result = position_distributions(self.pair, ids, settings, top_n, drafter)
         self.log(f"position at {len(ids)} tokens ({1000 * (time.perf_counter() - started):.0f} ms)")
         self.owner = self.owner or ident  # the lab's requests hold the server too
         return P.position_frames(result, re)

@@ -108,6 +108,12 @@ class Drafter:
     ) -> Proposal:
         raise NotImplementedError
 
+    def next_q(self, ids: list[int], config: SamplingConfig) -> tuple[torch.Tensor, ...] | None:
+        """(q_raw, q) [V] each, float64: what this drafter would draw its first token after
+        ids from, raw and warped, from a fresh pass (its state untouched); None when it
+        would propose nothing there (a lookup without a match). For the lab's position."""
+        raise NotImplementedError
+
     def observe(self, n_accepted: int, n_drafted: int) -> None:
         """After verification: how many of the proposed tokens the target kept (a drafter
         that adapts, as transformers' update_candidate_strategy, learns from it)."""
@@ -125,6 +131,12 @@ class Drafter:
         """One drafting step's time at the session's context, for the cost probes; the
         drafter's state is left as found. By default: measure_ms on the context's tail."""
         return self.measure_ms(ids[-DRAFTER_CONTEXT:], 1)
+
+
+def fresh_q(model: torch.nn.Module, ids: list[int], vocab: int, config: SamplingConfig):
+    """(q_raw, q) [V] float64 from one fresh forward of a model over ids."""
+    logits = forward(model, ids, DynamicCache(), vocab, keep=1)[0].float()  # [V]
+    return torch.softmax(logits, dim=-1).double(), warp(logits, config).double()
 
 
 def draft_loop(

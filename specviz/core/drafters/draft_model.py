@@ -9,7 +9,7 @@ from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward, max_positions, measure_ms_per_token, pick
 from specviz.core.decoding.kv_cache import crop_to
-from specviz.core.drafters.base import Drafter, DrafterSpec, Proposal, draft_loop
+from specviz.core.drafters.base import Drafter, DrafterSpec, Proposal, draft_loop, fresh_q
 from specviz.core.trace.records import ModelInfo
 
 
@@ -33,6 +33,10 @@ class ModelDrafter(Drafter):
         return draft_loop(
             self.model, self.cache, feed, k, config, generator, keep_drafting, self.vocab, self.eos
         )
+
+    def next_q(self, ids, config):
+        with torch.inference_mode():
+            return fresh_q(self.model, ids, self.vocab, config)
 
     def rollback(self, length: int) -> None:
         crop_to(self.cache, min(self.cache.get_seq_length(), length))

@@ -21,7 +21,14 @@ from transformers import DynamicCache
 
 from specviz.core.decoding.forward import max_positions, measure_ms_per_token
 from specviz.core.decoding.kv_cache import crop_layers
-from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec, Proposal, draft_loop
+from specviz.core.drafters.base import (
+    Drafter,
+    DrafterParam,
+    DrafterSpec,
+    Proposal,
+    draft_loop,
+    fresh_q,
+)
 from specviz.core.trace.records import ModelInfo
 
 LAYER_LISTS = ("h", "layers")
@@ -118,6 +125,10 @@ class EarlyExitDrafter(Drafter):
         finally:
             # The target's pass recomputes these positions in every layer.
             crop_layers(cache, self.exit_layer, length)
+
+    def next_q(self, ids, config):
+        with torch.inference_mode(), first_layers(self.model, self.exit_layer) as draft:
+            return fresh_q(draft, ids, self.vocab, config)
 
     def measure_ms(self, ids: list[int], n_tokens: int) -> float:
         with first_layers(self.model, self.exit_layer) as draft:

@@ -57,6 +57,16 @@ class LookupDrafter(Drafter):
         q[torch.arange(len(tokens)), torch.tensor(tokens)] = 1.0
         return Proposal(tokens, q, stop, copied_from=span)
 
+    def next_q(self, ids, config):
+        """One-hot at the token the lookup would copy first (raw and warped alike: nothing
+        is drawn), None without a match."""
+        span = self.find(ids, 1)
+        if span is None:
+            return None
+        q = torch.zeros(self.vocab, dtype=torch.float64)
+        q[ids[span[0]]] = 1.0
+        return q, q.clone()
+
     def measure_ms(self, ids: list[int], n_tokens: int) -> float:
         start = time.perf_counter()
         for _ in range(n_tokens):

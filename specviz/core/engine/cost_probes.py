@@ -3,12 +3,16 @@
 After some rounds the engine hands itself to `Prober.after_round`, which times, on the
 engine's own KV caches at the current context length,
 
-- T_t(1): target-only decoding itself, a few consecutive steps of core/decoding/forward.py's `step`
+- T_t(1): target-only decoding itself, a few consecutive steps of decoding.forward's `step`
   (forward one token, warp, sample the next, feed it) on the growing cache, the first one
-  untimed: the baseline every speedup is measured against;
+  untimed: the baseline every speedup is measured against. Every timed step is recorded
+  (`t1_ms`), and the first rounds of a session each take such a probe, so that the
+  baseline is a median of many steps from the start (core.metrics.speedup);
 - T_t(n), n > 1: one target pass over n new tokens, then the pick of one token from the
   last row, for the n the cost model needs;
 - T_d(1): one draft step (forward, warp, sample), the step a round repeats K times;
+- the rule: warping K + 1 rows, verify() and the crop after it (`rule_ms`), the per-round
+  work beyond the forward passes, so that the refined prediction needs no round's time;
 
 and crops both caches back to where they were. The probes draw from their own generator,
 never the session's, and are timed outside the round's draft_ms / verify_ms, so a session
@@ -28,7 +32,8 @@ import torch
 
 from specviz.core.decoding.forward import forward, pick, step
 from specviz.core.decoding.kv_cache import crop_to
-from specviz.core.decoding.warp import SamplingConfig
+from specviz.core.decoding.verify import verify
+from specviz.core.decoding.warp import SamplingConfig, warp
 
 # `engine` below is a SpeculativeEngine (core/engine/speculative.py, which imports this module): its
 # pair, settings, ids, max_len, round_index, t_cache and d_cache are read, the caches grown
@@ -49,6 +54,10 @@ class ProbePlan:
     repeats: int = 3  # timed passes at n = 1, n = K + 1 and of the draft; medians recorded
     n_max: int = ADVISOR_K_MAX + 1  # the first probe measures T_t(n) for n = 1..n_max
     full_first: bool = True  # False: the first probe is a light one too (later runs of a sweep)
+    # After each of the first `warmup` rounds (after the first probe), a probe of T_t(1)
+    # alone: `repeats` timed decoding steps each, so that the baseline is a median of
+    # (warmup + 1) * repeats steps spread over the session's start, never one burst.
+    warmup: int = 3
 
 
 class Prober:
@@ -69,7 +78,7 @@ class Prober:
         self._full_requested = True
 
     def due(self, round_index: int) -> bool:
-        if self._full_requested or round_index == 0:
+        if self._full_requested or round_index <= self.plan.warmup:
             return True
         plan = self.plan
         if plan.budget is None:
@@ -83,10 +92,14 @@ class Prober:
         """Probe if one is due after the engine's current round; the record's `probes`."""
         if not self.due(engine.round_index):
             return None
-        full = (engine.round_index == 0 and self.plan.full_first) or self._full_requested
+        index = engine.round_index
+        full = (index == 0 and self.plan.full_first) or self._full_requested
         self._full_requested = False
         start = time.perf_counter()
-        record = self.probe(engine, full=full)
+        if not full and 0 < index <= self.plan.warmup:
+            record = self.probe_baseline(engine)
+        else:
+            record = self.probe(engine, full=full)
         self._last_end = time.perf_counter()
         self._last_cost = 0.0 if full else self._last_end - start  # a full one is rare
         self._last_round = engine.round_index
@@ -125,14 +138,32 @@ class Prober:
             extra = self._next_n if self._next_n <= n_hi else 2
             self._next_n = extra + 1 if extra < self.plan.n_max else 2
             plan = [k1] * self.plan.repeats + ([extra] if 2 <= n_hi and extra != k1 else [])
+        rule_ms = None
         for n in plan:
             if n > 1:
-                times.setdefault(n, []).append(self._target_ms(engine, ids, n, t_len, config))
+                ms, logits = self._target_ms(engine, ids, n, t_len, config)
+                times.setdefault(n, []).append(ms)
+                if n == k1 and rule_ms is None:
+                    rule_ms = self._rule_ms(engine, logits, t_len, config)
         return {
             "context_len": len(ids),
             "target_ms": [[n, statistics.median(ms)] for n, ms in sorted(times.items())],
             "draft_ms": statistics.median(draft_times[1:]),
+            "t1_ms": times[1],
+            "rule_ms": rule_ms,
         }
+
+    @torch.inference_mode()
+    def probe_baseline(self, engine) -> dict[str, Any] | None:
+        """T_t(1) alone: {"context_len", "target_ms": [[1, median]], "t1_ms": [...]}."""
+        settings, ids = engine.settings, engine.ids
+        config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
+        t_len = engine.t_cache.get_seq_length()
+        room = self.plan.n_max if engine.max_len is None else engine.max_len - t_len
+        if room < 1:
+            return None
+        t1 = self._decode_ms(engine, ids, t_len, config, room)
+        return {"context_len": len(ids), "target_ms": [[1, statistics.median(t1)]], "t1_ms": t1}
 
     def _decode_ms(self, engine, ids, t_len: int, config: SamplingConfig, room: int) -> list:
         """T_t(1) as target-only decoding really runs: `repeats` + 1 consecutive steps of
@@ -148,7 +179,8 @@ class Prober:
         crop_to(engine.t_cache, t_len)
         return times[1:] or times
 
-    def _target_ms(self, engine, ids, n: int, t_len: int, config: SamplingConfig) -> float:
+    def _target_ms(self, engine, ids, n: int, t_len: int, config: SamplingConfig):
+        """(ms, logits [n, V]) of one target pass over n tokens and the pick of one."""
         pair = engine.pair
         tokens = [ids[-1]] * n  # what the tokens are does not change the cost
         start = time.perf_counter()
@@ -156,7 +188,18 @@ class Prober:
         self._pick(logits[-1], config)
         ms = 1000 * (time.perf_counter() - start)
         crop_to(engine.t_cache, t_len)
-        return ms
+        return ms, logits
+
+    def _rule_ms(self, engine, logits: torch.Tensor, t_len: int, config: SamplingConfig) -> float:
+        """A round's work beyond its passes, on a K + 1 pass's logits: warp every row, the
+        rule (a draft that agrees: q = p's first K rows) and a crop of the cache."""
+        start = time.perf_counter()
+        p = warp(logits, config)  # [K+1, V]
+        q = p[:-1]  # [K, V]
+        drafted = p[:-1].argmax(dim=-1)  # [K]
+        verify(p, q, drafted, self.generator)
+        crop_to(engine.t_cache, t_len)
+        return 1000 * (time.perf_counter() - start)
 
     def _draft_ms(self, engine, ids, config: SamplingConfig) -> float:
         """One draft step, as the drafter itself times it (on its own cache, if it has one)."""

@@ -54,33 +54,38 @@ class PositionDistributions:
             return f"#{token_id}"
 
 
-def position_distributions(pair, context_ids: Sequence[int], settings, top_n: int = 20):
-    """One fresh forward of the target and of the draft on context_ids; the next-token
-    p and q, raw and warped with `settings` (a trace Settings or a SamplingConfig).
-    Runs on the caller's thread (the main window's worker)."""
+def position_distributions(
+    pair, context_ids: Sequence[int], settings, top_n: int = 20, drafter=None
+):
+    """One fresh forward of the target on context_ids, and the drafter's q there (its
+    core.drafters Drafter.next_q: the session's own drafter, so that an early-exit or lookup
+    session shows the q its rounds drew from; default: the pair's draft model); the
+    next-token p and q, raw and warped with `settings` (a trace Settings or a
+    SamplingConfig). Runs on the caller's thread (the main window's worker)."""
     from transformers import DynamicCache
 
-    from specviz.core.decoding.forward import forward
-    from specviz.core.engine.speculative import max_positions
+    from specviz.core.decoding.forward import forward, max_positions
+    from specviz.core.drafters.registry import DrafterConfig, make_drafter
 
-    if pair.draft is None:
-        raise ValueError("the lab compares a draft model's q with p: load a pair with a draft")
+    if drafter is None:
+        if pair.draft is None:
+            raise ValueError("the lab compares a draft model's q with p: load a pair with a draft")
+        drafter = make_drafter(DrafterConfig(), pair)
     ids = [int(i) for i in context_ids]
     if not ids:
         raise ValueError("the context is empty: the models need at least one token to read")
-    for model in (pair.target, pair.draft):
-        limit = max_positions(model)
+    for limit in (max_positions(pair.target), drafter.max_positions):
         if limit is not None and len(ids) > limit:
             raise ValueError(f"the context is {len(ids)} tokens; these models read at most {limit}")
     config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
     config.validate()
     with torch.inference_mode():
-        logits = [
-            forward(model, ids, DynamicCache(), pair.vocab_size, keep=1)[0].float()  # [V]
-            for model in (pair.target, pair.draft)
-        ]
-        raw = [torch.softmax(row, dim=-1).double() for row in logits]  # [V] each
-        warped = [warp(row, config).double() for row in logits]  # [V] each
+        logits = forward(pair.target, ids, DynamicCache(), pair.vocab_size, keep=1)[0].float()
+        drafted = drafter.next_q(ids, config)
+    if drafted is None:
+        raise ValueError(f"the {drafter.kind} drafter proposes nothing after this context")
+    raw = [torch.softmax(logits, dim=-1).double(), drafted[0].cpu()]  # [V] each
+    warped = [warp(logits, config).double(), drafted[1].cpu()]  # [V] each
     arrays = [t.cpu().numpy() for t in (*raw, *warped)]
     # Texts for every token a bar may show: the top-n of max(p, q) (the lab's bars), of
     # max(p_raw, q_raw), and of all four (the warped-vs-raw bars), likeliest first.

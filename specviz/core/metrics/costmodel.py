@@ -3,22 +3,21 @@
 Everything here is computed from round records (their times, token fates and `probes`, trace
 schema 1.1), so a replayed trace gives the same figures as the live session. No torch.
 
-- T_t(n): one target pass over n new tokens at the session's context (engine.cost_probes);
-  T_d(1): one draft step. Running medians over the last `probe_window` probes, so that a few
-  slow passes on a busy machine do not swing them.
-- o: the per-round overhead (sampling, the rule, the caches): a round's time minus its
-  forward passes, o = round ms - (n_drafted T_d(1) + T_t(n_drafted + 1)), the mean over the
-  window (slow outliers capped as below), as o0 + o1 K: with rounds of several K a line
-  through them; at one K, o1 from the draft phase (per drafted token) and o0 from the
-  verify phase.
-- measured speedup = T_t(1) x emitted tokens / the rounds' time, over the last `window`
-  rounds (a round over 3x the median time of its n_drafted counts at that cap, as the
-  probes' medians ignore the same bursts of other work on a busy machine). A round emits at
-  most K + 1 tokens for at least one target pass, so a value above K + 1 is impossible: it
-  is flagged (a slow probe or a bad clock), never shown as fact.
+- T_t(1): the median of every timed target-only decoding step of the last `probe_window`
+  probes (`t1_ms`), never extrapolated; T_t(n), n > 1: one target pass over n new tokens at
+  the session's context, running medians, a robust line for the n not measured often;
+  T_d(1): one draft step. Medians, so that a few slow passes on a busy machine do not swing
+  them.
+- o: the per-round work beyond the forward passes (warping, the rule, the crop), as the
+  probes time it (`rule_ms`); 0 for a trace whose probes did not (schema 1.1, 1.2).
+- measured speedup (metrics.speedup, with its interval): T_t(1) x emitted tokens / the
+  rounds' time, over the last `window` rounds (a round over 3x the median time of its
+  n_drafted counts at that cap, as the probes' medians ignore the same bursts of other
+  work on a busy machine).
 - refined prediction: with per-position acceptance a_1..a_K (a_i = accepted / judged at
   drafted position i), E = 1 + sum_i prod_{j<=i} a_j tokens per round, and
-  speedup = E T_t(1) / (K T_d(1) + T_t(K+1) + o).
+  speedup = E T_t(1) / (K T_d(1) + T_t(K+1) + o): the probes' costs and the acceptance
+  only, never the rounds' times, so that measured / refined is a test of the model.
 - Leviathan et al. 2023 (arXiv:2211.17192, eq. 1; `predicted_speedup`):
   (1 - a^(K+1)) / ((1 - a)(K c + 1)), c = T_d(1) / T_t(1); it assumes T_t(K+1) = T_t(1) and
   o = 0, so it overestimates.
@@ -33,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from specviz.core.metrics.speedup import MIN_PROBES, MIN_STEPS, Speedup, clean_ms, measure
 from specviz.core.trace.records import Round
 
 ADVISOR_KS = tuple(range(1, 17))  # the K the advisor's curve covers
@@ -165,11 +165,18 @@ class Costs:
     overhead1: float
     context_len: int | None  # of the latest probe
     n_probes: int  # probes folded so far
+    t1_steps: tuple[tuple[float, ...], ...] = ()  # each probe's timed T_t(1) steps
 
     def t_target(self, n: int) -> float | None:
-        """T_t(n): the running median where `STEADY` or more probes measured n, else the
-        robust line through all measured n (n = K + 1 of the session's K and n = 1 are
+        """T_t(n). n = 1: the median of the probes' steps once there are enough of them
+        (metrics.speedup.MIN_STEPS from MIN_PROBES probes), else None: measured, never
+        extrapolated. n > 1: the running median where `STEADY` or more probes measured n,
+        else the robust line through all measured n (n = K + 1 of the session's K is
         measured at every probe; the rest once at the start and then in rotation)."""
+        if n == 1:
+            steps = sum(len(s) for s in self.t1_steps)
+            enough = steps >= MIN_STEPS and len(self.t1_steps) >= MIN_PROBES
+            return self.target.get(1) if enough else None
         if self.counts.get(n, 0) >= STEADY or (n in self.target and len(self.target) == 1):
             return self.target[n]
         line = theil_sen([(m, t) for m, t in self.target.items()])
@@ -209,8 +216,7 @@ class Figures:
     costs: Costs
     acceptance_by_position: tuple[float | None, ...]
     alpha: float | None  # accepted / judged over the window
-    speedup_measured: float | None
-    impossible: bool  # speedup_measured above K + 1: not a measurement to believe
+    speedup: Speedup  # measured, with its interval and status (metrics.speedup)
     speedup_refined: float | None  # at the window's K
     speedup_leviathan: float | None  # at the window's K, alpha and c
     curve: tuple[tuple[int, float], ...]  # (K, refined prediction) for ADVISOR_KS
@@ -218,7 +224,22 @@ class Figures:
 
     @property
     def baseline_ms_per_token(self) -> float | None:
-        return self.costs.target.get(1)
+        return self.speedup.baseline_ms
+
+    @property
+    def speedup_measured(self) -> float | None:
+        """The measured speedup where it is a figure (metrics.speedup: status ok)."""
+        return self.speedup.shown
+
+    @property
+    def impossible(self) -> bool:
+        return self.speedup.status == "impossible"
+
+    @property
+    def refined_ratio(self) -> float | None:
+        """measured / refined: how well the probes' costs and the acceptance predict."""
+        m, r = self.speedup.shown, self.speedup_refined
+        return m / r if m is not None and r else None
 
     @property
     def tokens_per_round(self) -> float | None:
@@ -236,6 +257,8 @@ class CostModel:
         self.rounds: deque[Folded] = deque(maxlen=window)
         self.target: dict[int, deque[float]] = {}
         self.draft: deque[float] = deque(maxlen=probe_window)
+        self.t1: deque[tuple[float, ...]] = deque(maxlen=probe_window)  # steps per probe
+        self.rule: deque[float] = deque(maxlen=probe_window)
         self.context_len: int | None = None
         self.n_probes = 0
 
@@ -254,59 +277,38 @@ class CostModel:
         return self
 
     def add_probes(self, probes: dict) -> None:
-        """One probe record: {"context_len", "target_ms": [[n, ms], ...], "draft_ms"}."""
-        for n, ms in probes.get("target_ms") or ():
-            self.target.setdefault(int(n), deque(maxlen=self.probe_window)).append(float(ms))
-        if probes.get("draft_ms") is not None:
-            self.draft.append(float(probes["draft_ms"]))
+        """One probe record: {"context_len", "target_ms": [[n, ms], ...], "draft_ms",
+        "t1_ms": [ms, ...], "rule_ms"}. A time that is not one (0, NaN) is left out."""
+        pairs = probes.get("target_ms") or ()
+        for n, ms in pairs:
+            for value in clean_ms([ms]):
+                self.target.setdefault(int(n), deque(maxlen=self.probe_window)).append(value)
+        # T_t(1)'s steps: every one a 1.3 probe timed, else the one median older ones kept
+        steps = clean_ms(probes.get("t1_ms") or [ms for n, ms in pairs if n == 1])
+        if steps:
+            self.t1.append(tuple(steps))
+        self.draft.extend(clean_ms([probes.get("draft_ms")]))
+        self.rule.extend(clean_ms([probes.get("rule_ms")]))
         self.context_len = probes.get("context_len", self.context_len)
         self.n_probes += 1
 
     def costs(self) -> Costs:
         target = {n: statistics.median(ms) for n, ms in sorted(self.target.items()) if ms}
+        if self.t1:
+            target[1] = statistics.median(v for s in self.t1 for v in s)
         counts = {n: len(ms) for n, ms in self.target.items()}
-        draft = _median(self.draft)
-        partial = Costs(target, counts, draft, None, 0.0, self.context_len, self.n_probes)
-        o0, o1 = self._overhead(partial)
-        return Costs(target, counts, draft, o0, o1, self.context_len, self.n_probes)
-
-    def _overhead(self, costs: Costs) -> tuple[float | None, float]:
-        """(o0, o1): o = o0 + o1 K ms per round beyond its forward passes, the means over
-        the window (times capped as in the measured speedup, so that the prediction predicts
-        what is measured).
-
-        With rounds of several n_drafted (a sweep), a line through the mean of
-        (round ms - n T_d(1) - T_t(n + 1)) at each n with enough rounds. With one n (a
-        session at one K), the draft and verify phases apart: o1 = (draft ms - n T_d(1)) / n
-        per drafted token, o0 = verify ms - T_t(n + 1); so the advisor's other K pay the
-        per-token part again.
-        """
-        rounds = self.rounds
-        if costs.draft is None or not costs.target or not rounds:
-            return None, 0.0
-        ms = capped_ms([(r.n, r.ms) for r in rounds])
-        # T_t(n + 1) once per n, not per round (the window's GUI computes this every round)
-        verify_pass = {n: costs.t_target(n + 1) or 0.0 for n in {r.n for r in rounds}}
-        by_n: dict[int, list[float]] = {}
-        for r, t in zip(rounds, ms, strict=True):
-            passes = r.n * costs.draft + verify_pass[r.n]
-            by_n.setdefault(r.n, []).append(t - passes)
-        enough = max(3, 0.05 * len(ms))
-        points = [(n, statistics.fmean(v), len(v)) for n, v in by_n.items() if len(v) >= enough]
-        if len(points) >= 2:
-            weight = sum(w for _, _, w in points)
-            mean_n = sum(n * w for n, _, w in points) / weight
-            mean_o = sum(o * w for _, o, w in points) / weight
-            var = sum(w * (n - mean_n) ** 2 for n, _, w in points)
-            slope = sum(w * (n - mean_n) * (o - mean_o) for n, o, w in points) / var
-            return mean_o - slope * mean_n, slope
-        draft = capped_ms([(r.n, r.draft_ms) for r in rounds])
-        verify = capped_ms([(r.n, r.verify_ms) for r in rounds])
-        per_token = [
-            (d - r.n * costs.draft) / r.n for r, d in zip(rounds, draft, strict=True) if r.n
-        ]
-        fixed = [v - verify_pass[r.n] for r, v in zip(rounds, verify, strict=True)]
-        return statistics.fmean(fixed), statistics.fmean(per_token) if per_token else 0.0
+        if self.t1:
+            counts[1] = sum(len(s) for s in self.t1)
+        return Costs(
+            target,
+            counts,
+            _median(self.draft),
+            _median(self.rule),
+            0.0,
+            self.context_len,
+            self.n_probes,
+            tuple(self.t1),
+        )
 
     def acceptance_by_position(self) -> list[float | None]:
         judged = [0] * max((len(r.fates) for r in self.rounds), default=0)
@@ -322,20 +324,24 @@ class CostModel:
         """whatif_fates over the window: an estimate for K' = k."""
         return whatif_fates((r.fates for r in self.rounds), k)
 
-    def figures(self, advisor: bool = True) -> Figures:
+    def figures(self, advisor: bool = True, calibration_ms: float | None = None) -> Figures:
         """The window's figures; advisor=False leaves out the curve over ADVISOR_KS (the
-        window's per-round speedup needs only the session's own K)."""
+        window's per-round speedup needs only the session's own K). calibration_ms: a 1.0
+        trace's header baseline, the speedup's baseline only while no probe measured one."""
         costs = self.costs()
         rounds = list(self.rounds)
         emitted = sum(r.emitted for r in rounds)
-        ms = sum(capped_ms([(r.n, r.ms) for r in rounds]))
+        capped = capped_ms([(r.n, r.ms) for r in rounds])
+        ms = sum(capped)
         k = max((r.k for r in rounds), default=None)
         judged = sum(len(r.fates) for r in rounds)
         alpha = sum(sum(r.fates) for r in rounds) / judged if judged else None
         by_pos = self.acceptance_by_position()
-        t1 = costs.t_target(1)
-        measured = t1 * emitted / ms if t1 and ms > 0 and emitted else None
-        impossible = measured is not None and k is not None and measured > k + 1
+        speedup = measure(
+            costs.t1_steps,
+            [(t, r.emitted) for t, r in zip(capped, rounds, strict=True)],
+            calibration_ms,
+        )
         curve: list[tuple[int, float]] = []
         refined = leviathan = None
         if alpha is not None:
@@ -357,8 +363,7 @@ class CostModel:
             costs=costs,
             acceptance_by_position=tuple(by_pos),
             alpha=alpha,
-            speedup_measured=measured,
-            impossible=impossible,
+            speedup=speedup,
             speedup_refined=refined,
             speedup_leviathan=leviathan,
             curve=tuple(curve),
@@ -366,9 +371,11 @@ class CostModel:
         )
 
 
-def figures(rounds: Iterable[Round], window: int = 64) -> Figures:
+def figures(
+    rounds: Iterable[Round], window: int = 64, calibration_ms: float | None = None
+) -> Figures:
     """The cost-model figures over the last `window` of these rounds."""
-    return CostModel(window=window).extend(rounds).figures()
+    return CostModel(window=window).extend(rounds).figures(calibration_ms=calibration_ms)
 
 
 def figures_json(fig: Figures) -> dict:
@@ -386,10 +393,10 @@ def figures_json(fig: Figures) -> dict:
         "t_draft_ms": c.draft,
         "overhead_ms": [c.overhead0, c.overhead1],
         "cost_ratio": c.cost_ratio,
-        "speedup_measured": fig.speedup_measured,
-        "impossible": fig.impossible,
+        **fig.speedup.to_json(),
         "speedup_refined": fig.speedup_refined,
         "speedup_leviathan": fig.speedup_leviathan,
+        "refined_ratio": fig.refined_ratio,
         "advisor": {"curve": [list(kv) for kv in fig.curve], "best_k": fig.best_k},
     }
 

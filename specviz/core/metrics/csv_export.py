@@ -1,5 +1,6 @@
-"""Per-round statistics as CSV, for a spreadsheet or pandas. Every figure comes from
-specviz.core.metrics.running.RunningStats, the same numbers the app's plots show."""
+"""Per-round statistics as CSV, for a spreadsheet or pandas. Counts and acceptance come
+from metrics.running.RunningStats, the speedups from metrics.speed_tracker.SpeedTracker:
+the same numbers, round by round, that the window's plots and status bar show."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import os
 from collections.abc import Iterator
 
 from specviz.core.metrics.running import RunningStats
+from specviz.core.metrics.speed_tracker import SpeedTracker
 from specviz.core.trace.files import write_atomic
 from specviz.core.trace.session import Session
 
 # round: 0-based index; drafted / accepted / emitted: tokens in that round; alpha: that
 # round's mean sum_x min(p, q) over judged positions; draft_ms / verify_ms: wall time;
-# acceptance_running: accepted / judged so far; speedups: running, empty when unknown.
+# acceptance_running: accepted / judged so far; speedups: over the last rounds (the
+# window's), speedup_measured empty unless speedup_status is ok (or calibration for a 1.0
+# trace), speedup_low / speedup_high its 95% interval; predictions: refined and Leviathan's.
 COLUMNS = (
     "round",
     "drafted",
@@ -25,6 +29,10 @@ COLUMNS = (
     "verify_ms",
     "acceptance_running",
     "speedup_measured",
+    "speedup_low",
+    "speedup_high",
+    "speedup_status",
+    "speedup_refined",
     "speedup_predicted",
 )
 
@@ -32,8 +40,12 @@ COLUMNS = (
 def stats_rows(session: Session) -> Iterator[dict[str, int | float | None]]:
     """One dict per round, keyed by COLUMNS; None where a figure is not defined."""
     stats = RunningStats.for_header(session.header)
+    probed = any(rnd.probes for rnd in session.rounds)
+    speed = SpeedTracker(None if probed else session.header)
     for rnd in session.rounds:
         s = stats.add(rnd)
+        point = speed.add(rnd)
+        band = point.band or (None, None)
         yield {
             "round": rnd.index,
             "drafted": s.n_drafted,
@@ -43,8 +55,12 @@ def stats_rows(session: Session) -> Iterator[dict[str, int | float | None]]:
             "draft_ms": rnd.draft_ms,
             "verify_ms": rnd.verify_ms,
             "acceptance_running": s.acceptance_running,
-            "speedup_measured": s.speedup_measured,
-            "speedup_predicted": s.speedup_predicted,
+            "speedup_measured": point.measured,
+            "speedup_low": band[0],
+            "speedup_high": band[1],
+            "speedup_status": point.speedup.status,
+            "speedup_refined": point.refined,
+            "speedup_predicted": point.leviathan if probed else stats.speedup_predicted,
         }
 
 

@@ -3,10 +3,10 @@
 - acceptance rate: accepted / judged drafted tokens (discarded ones were never judged);
   it estimates alpha = E[sum_x min(p(x), q(x))], which is averaged over judged positions.
 - draft efficiency: accepted / all drafted tokens (vLLM's "draft acceptance rate").
-- measured speedup: target-only ms per token / speculative ms per emitted token. RunningStats
-  divides by the header's baseline (measured once, at session start); `summary` takes the
-  cost model's (core/metrics/costmodel.py: the running median of the probes' T_t(1), over a window
-  of rounds) and falls back to the header's only for a trace without probes (schema 1.0).
+- measured speedup: target-only ms per token / speculative ms per emitted token, with its
+  95% interval, from metrics.speedup through the cost model over the last WINDOW rounds,
+  as every view shows it; the header's session-start calibration is its baseline only for
+  a trace without probes (schema 1.0), labelled so.
 - predicted speedup, Leviathan et al. 2023 (arXiv:2211.17192) eq. 1:
   (1 - a^(K+1)) / ((1 - a)(K c + 1)); `summary` adds the cost model's refined prediction.
 """
@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specviz.core.metrics.costmodel import figures, figures_json, predicted_speedup, round_k
+from specviz.core.metrics.costmodel import figures, figures_json, predicted_speedup
+from specviz.core.metrics.speed_tracker import WINDOW
 from specviz.core.trace.records import DRAFTED, JUDGED, Round, SessionHeader, cost_ratio
 from specviz.core.trace.session import Session
 
-WINDOW = 64  # rounds the summary's cost-model figures come from (as the window's Tune panel)
 BASIS_PROBES = "probes"  # the cost model's running medians (schema 1.1)
 BASIS_HEADER = "header"  # the header's baseline, measured once at session start (schema 1.0)
 
@@ -42,9 +42,6 @@ class RoundStats:
     draft_efficiency: float | None
     tokens_per_forward: float
     tokens_per_s: float | None
-    speedup_measured: float | None
-    speedup_predicted: float | None
-    cost_ratio: float | None  # c
 
 
 @dataclass
@@ -112,9 +109,6 @@ class RunningStats:
             draft_efficiency=self.draft_efficiency,
             tokens_per_forward=self.emitted / self.rounds,
             tokens_per_s=1000 * self.emitted / self.ms if self.ms > 0 else None,
-            speedup_measured=self.speedup_measured,
-            speedup_predicted=self.speedup_predicted,
-            cost_ratio=self.cost_ratio,
         )
 
     @property
@@ -130,13 +124,8 @@ class RunningStats:
         return self.accepted / self.drafted if self.drafted else None
 
     @property
-    def speedup_measured(self) -> float | None:
-        if not self.baseline_ms_per_token or not self.emitted or self.ms <= 0:
-            return None
-        return self.baseline_ms_per_token / (self.ms / self.emitted)
-
-    @property
     def speedup_predicted(self) -> float | None:
+        """Leviathan's formula with the header's c (a 1.0 trace's only prediction)."""
         c, alpha = self.cost_ratio, self.alpha
         if c is None or alpha is None or not self.rounds:
             return None
@@ -158,12 +147,8 @@ def fold(session: Session) -> RunningStats:
 
 
 def summary(session: Session, window: int = WINDOW) -> dict:
-    """The summary line of a trace and of `specviz run` / `specviz inspect`.
-
-    The speedup figures (baseline_ms_per_token, cost_ratio, speedup_*) come from the cost
-    model over the last `window` rounds when the rounds carry probes, else from the header
-    (speedup_basis says which). speedup_measured is None when it is impossible (above the
-    K + 1 tokens a round can emit); speedup_measured_raw keeps the figure that was computed."""
+    """The summary line of a trace and of `specviz run` / `specviz inspect`: counts over the
+    whole session, speedups over its last `window` rounds (speedup_figures)."""
     s = fold(session)
     return {
         "rounds": s.rounds,
@@ -183,52 +168,35 @@ def summary(session: Session, window: int = WINDOW) -> dict:
 
 
 def speedup_figures(session: Session, s: RunningStats, window: int = WINDOW) -> dict[str, Any]:
-    """The summary's speedup keys: the cost model's figures where the rounds carry probes;
-    for a trace without any (schema 1.0) the header's baseline over the whole session."""
+    """The summary's speedup keys, from the one speedup path (metrics.speedup through the
+    cost model over the last `window` rounds): speedup_measured (None unless it is a figure:
+    see speedup_status), speedup_ci, the bound, both predictions and their ratio. A trace
+    without probes (schema 1.0) takes the header's calibration as its baseline."""
     rounds = session.rounds
-    if any(rnd.probes for rnd in rounds):
-        fig = figures(rounds, window)
-        costs = fig.costs
-        raw, k = fig.speedup_measured, fig.k
-        first = fig.first_round
-        figs = {
-            "baseline_ms_per_token": costs.t_target(1),
-            "cost_ratio": costs.cost_ratio,
-            "speedup_predicted": fig.speedup_leviathan,
-            "speedup_refined": fig.speedup_refined,
-            "speedup_basis": BASIS_PROBES,
-            "window": {
-                "first_round": first,
-                "last_round": None if first is None else first + fig.rounds - 1,
-                "rounds": fig.rounds,
-                "probes": costs.counts.get(1, 0),  # T_t(1) probes in the running median
-                "context_len": costs.context_len,
-            },
-            "cost_model": figures_json(fig),
-        }
+    probed = any(rnd.probes for rnd in rounds)
+    fig = figures(rounds, window, calibration_ms=None if probed else s.baseline_ms_per_token)
+    costs, first, sp = fig.costs, fig.first_round, fig.speedup
+    if probed:
+        basis, c, leviathan = BASIS_PROBES, costs.cost_ratio, fig.speedup_leviathan
     else:
-        raw = s.speedup_measured
-        k = max((round_k(rnd) for rnd in rounds), default=None)
-        figs = {
-            "baseline_ms_per_token": s.baseline_ms_per_token,
-            "cost_ratio": s.cost_ratio,
-            "speedup_predicted": s.speedup_predicted,
-            "speedup_refined": None,
-            "speedup_basis": BASIS_HEADER if s.baseline_ms_per_token else None,
-            "window": {
-                "first_round": 0 if rounds else None,
-                "last_round": len(rounds) - 1 if rounds else None,
-                "rounds": len(rounds),
-                "probes": 0,
-                "context_len": None,
-            },
-            "cost_model": None,
-        }
-    impossible = raw is not None and k is not None and raw > k + 1
+        basis = BASIS_HEADER if s.baseline_ms_per_token else None
+        c, leviathan = s.cost_ratio, s.speedup_predicted
+    k = fig.k if rounds else None
     return {
-        "speedup_measured": None if impossible else raw,
-        "speedup_measured_raw": raw,
-        "speedup_impossible": impossible,
+        **sp.to_json(),
         "max_tokens_per_round": None if k is None else k + 1,
-        **figs,
+        "cost_ratio": c,
+        "speedup_predicted": leviathan,
+        "speedup_refined": fig.speedup_refined if probed else None,
+        "refined_ratio": fig.refined_ratio if probed else None,
+        "speedup_basis": basis,
+        "window": {
+            "first_round": first,
+            "last_round": None if first is None else first + fig.rounds - 1,
+            "rounds": fig.rounds,
+            "probes": sp.probes,
+            "baseline_steps": sp.steps,
+            "context_len": costs.context_len,
+        },
+        "cost_model": figures_json(fig) if probed else None,
     }

@@ -1,4 +1,4 @@
-"""Reading and writing trace files (JSON Lines, schema "specviz.trace/1.2").
+"""Reading and writing trace files (JSON Lines, schema "specviz.trace/1.x").
 
 Writing is atomic: a temporary file in the same folder, flushed and renamed into place.
 Reading is strict about structure (a TraceError naming the line and the field) and tolerant

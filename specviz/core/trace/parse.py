@@ -216,9 +216,13 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
     return extras
 
 
+MAX_PROBE_STEPS = 64  # timed T_t(1) steps in one probe record, at most
+
+
 def _probes(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
     """A cost-model probe record (core/engine/cost_probes.py): {"context_len": n >= 0, "target_ms":
-    [[n, ms], ...] with distinct n in 1..MAX_K + 1, "draft_ms": ms}, times finite and >= 0.
+    [[n, ms], ...] with distinct n in 1..MAX_K + 1, "draft_ms": ms, "t1_ms": [ms, ...],
+    "rule_ms": ms}, times finite and >= 0.
     Checked here because the cost model folds it into every summary."""
     if value is None:
         return None
@@ -226,7 +230,8 @@ def _probes(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
     context = _get(value, "context_len", int, line, optional=True, prefix="probes.")
     if context is not None and context < 0:
         raise TraceError(f"{context}: negative", line, "probes.context_len")
-    out["draft_ms"] = _probe_ms(value.get("draft_ms"), line, "probes.draft_ms")
+    if "draft_ms" in value:  # absent in a probe of T_t(1) alone
+        out["draft_ms"] = _probe_ms(value["draft_ms"], line, "probes.draft_ms")
     pairs = _get(value, "target_ms", list, line, optional=True, prefix="probes.")
     if pairs is not None:
         if len(pairs) > MAX_K + 1:
@@ -242,6 +247,18 @@ def _probes(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
         out["target_ms"] = [
             [n, _probe_ms(ms, line, f"probes.target_ms[{i}]")] for i, (n, ms) in enumerate(pairs)
         ]
+    # Schema 1.3, optional: every timed T_t(1) step, and the rule's cost.
+    steps = _get(value, "t1_ms", list, line, optional=True, prefix="probes.")
+    if steps is not None:
+        if len(steps) > MAX_PROBE_STEPS:
+            raise TraceError(
+                f"{len(steps)} steps, more than {MAX_PROBE_STEPS}", line, "probes.t1_ms"
+            )
+        out["t1_ms"] = [_probe_ms(ms, line, f"probes.t1_ms[{i}]") for i, ms in enumerate(steps)]
+        if None in out["t1_ms"]:
+            raise TraceError("expected a time, got null", line, "probes.t1_ms")
+    if "rule_ms" in value:
+        out["rule_ms"] = _probe_ms(value["rule_ms"], line, "probes.rule_ms")
     return out
 
 

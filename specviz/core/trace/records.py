@@ -1,6 +1,6 @@
 """The trace records (SessionHeader, Round, TokenEvent, Settings, ModelInfo), the format's
 vocabulary (statuses, which numbers each status carries, field lists), schema
-"specviz.trace/1.2". Their JSON form is specviz.core.trace.serialize.
+"specviz.trace/1.3". Their JSON form is specviz.core.trace.serialize.
 
 A trace is one JSON object per line: the session header, one line per round, and an
 optional summary. Records are plain frozen values: they cross from the worker thread to the
@@ -13,11 +13,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA = "specviz.trace/1.2"
+SCHEMA = "specviz.trace/1.3"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 2  # each minor version added optional fields only, so an older file reads
+SCHEMA_MINOR = 3  # each minor version added optional fields only, so an older file reads
 # as a newer one without them: 1.1 k, stop, events_ms, probes, copied_from, drafter, policy,
-# eos_token_id; 1.2 the UNJUDGED numbers below
+# eos_token_id; 1.2 the UNJUDGED numbers below; 1.3 a probe's t1_ms and rule_ms, and the
+# summary's speedup interval and status (core.metrics.speedup)
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")

@@ -1,8 +1,9 @@
 """A K sweep's table: a row per (drafter, policy, K), from the runs and one pooled cost model.
 
 Per K: alpha (accepted / judged) and tokens per target pass (emitted / rounds), measured; the
-measured speedup, T_t(1) x emitted / the rounds' time of that K's runs; the refined
-prediction from the pooled figures, and Leviathan's, and measured / refined.
+measured speedup with its 95% interval (metrics.speedup: the sweep's pooled T_t(1) steps
+against that K's rounds); the refined prediction from the pooled figures, and Leviathan's,
+and measured / refined.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from specviz.core.metrics.costmodel import ADVISOR_KS, CostModel, Costs, acceptance_for, capped_ms
 from specviz.core.metrics.running import predicted_speedup
+from specviz.core.metrics.speedup import Speedup, measure
 from specviz.core.trace.records import Round
 from specviz.core.tune.promptsets import Prompt, categories
 from specviz.core.tune.sweep import SweepRun
@@ -26,12 +28,25 @@ class KRow:
     rounds: int
     alpha: float | None  # accepted / judged
     tokens_per_pass: float | None  # emitted tokens per target pass (per round)
-    speedup_measured: float | None
+    speedup: Speedup  # measured, with its interval and status
     speedup_refined: float | None
     speedup_leviathan: float | None
-    impossible: bool  # measured above K + 1: not to be believed
     drafter: str = "model"
     policy: str = "constant"
+
+    @property
+    def speedup_measured(self) -> float | None:
+        return self.speedup.shown
+
+    @property
+    def impossible(self) -> bool:
+        return self.speedup.status == "impossible"
+
+    @property
+    def comparable(self) -> float | None:
+        """The figure to rank K by: measured, or too noisy to tell alone (the table says
+        so) but a figure; None when still measuring or impossible."""
+        return self.speedup.value if self.speedup.status in ("ok", "noisy") else None
 
     @property
     def ratio(self) -> float | None:
@@ -50,6 +65,9 @@ class KRow:
             "alpha": self.alpha,
             "tokens_per_pass": self.tokens_per_pass,
             "speedup_measured": self.speedup_measured,
+            "speedup_measured_raw": self.speedup.value,
+            "speedup_ci": None if self.speedup.interval is None else list(self.speedup.interval),
+            "speedup_status": self.speedup.status,
             "speedup_refined": self.speedup_refined,
             "speedup_leviathan": self.speedup_leviathan,
             "measured_over_refined": self.ratio,
@@ -61,7 +79,7 @@ class KRow:
 class SweepTable:
     rows: tuple[KRow, ...]
     costs: Costs
-    best_k: int | None  # the K of the best measured speedup (a possible one)
+    best_k: int | None  # the K of the best measured speedup (ok or too noisy alone: a figure)
     curve: tuple[tuple[int, float], ...]  # the advisor: refined prediction for K = 1..16
     advisor_best_k: int | None
     # (drafter, policy, K) of the best measured speedup; best_k is its K. With several
@@ -69,13 +87,16 @@ class SweepTable:
     best: tuple[str, str, int] | None = None
 
 
-def _alpha_and_speedup(rounds: Sequence[Round], t1: float | None):
-    """(accepted / judged, T_t(1) x emitted / the rounds' time) of some rounds."""
-    emitted = sum(r.n_emitted for r in rounds)
-    ms = sum(capped_ms([(r.n_drafted, r.ms) for r in rounds]))
+def _alpha_and_speedup(rounds: Sequence[Round], costs: Costs) -> tuple[float | None, Speedup]:
+    """(accepted / judged, the measured speedup) of some rounds, against the baseline steps
+    of `costs` (the sweep's pooled probes)."""
+    capped = capped_ms([(r.n_drafted, r.ms) for r in rounds])
+    speedup = measure(
+        costs.t1_steps, [(t, r.n_emitted) for t, r in zip(capped, rounds, strict=True)]
+    )
     judged = [t.status for r in rounds for t in r.tokens if t.status in ("accepted", "rejected")]
     alpha = judged.count("accepted") / len(judged) if judged else None
-    return alpha, (t1 * emitted / ms if t1 and ms > 0 and emitted else None)
+    return alpha, speedup
 
 
 @dataclass(frozen=True)
@@ -88,10 +109,14 @@ class PromptRow:
     rounds: int
     alpha: float | None
     tokens_per_pass: float | None
-    speedup_measured: float | None  # with the T_t(1) of the whole sweep's costs
+    speedup: Speedup  # against the T_t(1) steps of the whole sweep's probes
     trace_path: str | None
     drafter: str = "model"
     policy: str = "constant"
+
+    @property
+    def speedup_measured(self) -> float | None:
+        return self.speedup.shown
 
     def to_json(self) -> dict:
         return {
@@ -104,6 +129,8 @@ class PromptRow:
             "alpha": self.alpha,
             "tokens_per_pass": self.tokens_per_pass,
             "speedup_measured": self.speedup_measured,
+            "speedup_ci": None if self.speedup.interval is None else list(self.speedup.interval),
+            "speedup_status": self.speedup.status,
             "trace": self.trace_path,
         }
 
@@ -112,7 +139,7 @@ def prompt_rows(runs: Sequence[SweepRun], costs: Costs) -> list[PromptRow]:
     """One row per run, by prompt then K (costs: the whole sweep's, for T_t(1))."""
     rows = []
     for run in sorted(runs, key=lambda r: (r.prompt_index, r.drafter, r.policy, r.k)):
-        alpha, measured = _alpha_and_speedup(run.rounds, costs.t_target(1))
+        alpha, measured = _alpha_and_speedup(run.rounds, costs)
         emitted = sum(r.n_emitted for r in run.rounds)
         per_pass = emitted / len(run.rounds) if run.rounds else None
         rows.append(
@@ -146,7 +173,6 @@ def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTa
     combinations, each one's predictions use its own pooled acceptance and costs."""
     model = pooled_model(runs)
     costs = costs or model.costs()
-    t1 = costs.t_target(1)
     combos = sorted({(run.drafter, run.policy) for run in runs})
     rows, predictors = [], {}
     for combo in combos:
@@ -163,7 +189,7 @@ def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTa
         c = c_costs.cost_ratio
         for k in sorted({run.k for run in combo_runs}):
             rounds = [r for run in combo_runs if run.k == k for r in run.rounds]
-            alpha, measured = _alpha_and_speedup(rounds, t1)
+            alpha, measured = _alpha_and_speedup(rounds, costs)
             rows.append(
                 KRow(
                     k=k,
@@ -173,20 +199,19 @@ def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTa
                     tokens_per_pass=(
                         sum(r.n_emitted for r in rounds) / len(rounds) if rounds else None
                     ),
-                    speedup_measured=measured,
+                    speedup=measured,
                     speedup_refined=c_costs.refined(acceptance_for(by_pos, k, alpha_all)),
                     speedup_leviathan=(
                         predicted_speedup(alpha, k, c)
                         if alpha is not None and c is not None
                         else None
                     ),
-                    impossible=measured is not None and measured > k + 1,
                     drafter=combo[0],
                     policy=combo[1],
                 )
             )
-    possible = [r for r in rows if r.speedup_measured is not None and not r.impossible]
-    best_row = max(possible, key=lambda r: r.speedup_measured) if possible else None
+    possible = [r for r in rows if r.comparable is not None]
+    best_row = max(possible, key=lambda r: r.comparable) if possible else None
     best = (best_row.drafter, best_row.policy, best_row.k) if best_row else None
     curve_combo = best[:2] if best else (combos[0] if combos else None)
     curve: tuple[tuple[int, float], ...] = ()

@@ -120,6 +120,14 @@ class Plots(QWidget):
         speed.setLabel("left", "\u00d7 target alone")
         speed.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=pg.mkPen("#bbbbbb", style=dash)))
         self.speedup_measured = _curve(speed, "measured", palette.PLOT_MEASURED, 0, 3)
+        # The measured speedup's 95% interval: a band between two unseen curves.
+        self.speedup_low = speed.plot([], [], pen=None, connect="finite")
+        self.speedup_high = speed.plot([], [], pen=None, connect="finite")
+        self.speedup_low.legend_name, self.speedup_high.legend_name = "95% low", "95% high"
+        band = pg.mkColor(palette.PLOT_MEASURED)
+        band.setAlpha(48)
+        self.speedup_band = pg.FillBetweenItem(self.speedup_low, self.speedup_high, brush=band)
+        speed.addItem(self.speedup_band)
         self.speedup_predicted = _curve(speed, "refined (pred.)", palette.PLOT_PREDICTED, dash)
         self.speedup_leviathan = _curve(speed, "Leviathan (pred.)", palette.PLOT_PREDICTED, dot)
         # A measured value above K + 1 is impossible: a hollow marker, not a point of the line.
@@ -127,7 +135,7 @@ class Plots(QWidget):
             [], [], pen=None, symbol="o", symbolSize=9, symbolBrush=None,
             symbolPen=pg.mkPen(palette.PLOT_MEASURED, width=1.5),
         )  # fmt: skip
-        self.speedup_impossible.legend_name = "> K+1: impossible"
+        self.speedup_impossible.legend_name = "impossible"
         # Tokens per target pass is another quantity: its own axis, on the right.
         self.per_forward_view = pg.ViewBox(enableMenu=False)
         self.per_forward_view.setParentItem(speed)  # drawn and exported with the plot
@@ -205,13 +213,15 @@ class Plots(QWidget):
             self.speedup_impossible,
             self.per_forward,
             self.k_curve,
+            self.speedup_low,
+            self.speedup_high,
         )
         self._series = {curve: Series() for curve in self.curves}
         self._blank = set(self.curves)  # curves drawn with no points (setData costs ~0.1 ms)
         # y axes that move in steps (no auto-range: see plot_kit.StickyRange)
         self._y_ranges = {
-            speed.vb: (StickyRange(0.0, 2.0), self.curves[4:8]),
-            self.per_forward_view: (StickyRange(0.0, 1.0), self.curves[8:]),
+            speed.vb: (StickyRange(0.0, 2.0), (*self.curves[4:8], *self.curves[10:])),
+            self.per_forward_view: (StickyRange(0.0, 1.0), self.curves[8:10]),
             lengths.vb: (StickyRange(0.0, 1.0, 1.25, COARSE), ()),  # counts: 1-2-5 steps
         }
         for view, (sticky, _) in self._y_ranges.items():
@@ -245,16 +255,17 @@ class Plots(QWidget):
     def add(
         self, stats: RoundStats, running: RunningStats, redraw: bool = True, speed=None
     ) -> None:
-        """Append one round's figures (from metrics.running, and the cost model's plots.speed
-        SpeedPoint: without one, the header-calibrated ones); redraw=False defers the drawing
-        (a replay loads all its rounds, then calls redraw() once)."""
+        """Append one round's figures (from metrics.running, and the speedups of a
+        metrics.speed_tracker.SpeedPoint); redraw=False defers the drawing (a replay loads
+        all its rounds, then calls redraw() once)."""
         x = float(stats.index + 1)  # rounds are counted from 1 on screen
-        if speed is None:
-            measured, refined, leviathan = stats.speedup_measured, None, stats.speedup_predicted
-            impossible, k = None, None
-        else:
+        measured = refined = leviathan = impossible = k = None
+        low = high = None
+        if speed is not None:
             measured, refined, leviathan = speed.measured, speed.refined, speed.leviathan
             impossible, k = speed.impossible, speed.k
+            if speed.band is not None and measured is not None:
+                low, high = speed.band
         values = (
             stats.acceptance,
             stats.acceptance_running,
@@ -266,6 +277,8 @@ class Plots(QWidget):
             impossible,
             stats.tokens_per_forward,
             k,
+            low,
+            high,
         )
         for series, value in zip(self._series.values(), values, strict=True):
             series.append(x, value)

@@ -225,11 +225,16 @@ class Worker(QObject):
         if self.pair is None:
             self.error.emit("No models loaded", "The lab needs a loaded pair for real models.")
             return
+        from specviz.core.drafters.registry import make_drafter
         from specviz.core.lab.position import position_distributions
 
         self.busy.emit("computing p and q at the position")
         try:
-            result = position_distributions(self.pair, list(context_ids), settings)
+            # the session's own drafter (an early-exit session's q is its first layers')
+            drafter = self.engine.drafter if self.engine is not None else None
+            if drafter is None and not self.drafter.needs_draft_model:
+                drafter = make_drafter(self.drafter, self.pair)
+            result = position_distributions(self.pair, list(context_ids), settings, 20, drafter)
         except Exception as e:
             self.error.emit("Could not compute the position", f"{type(e).__name__}: {e}.")
             return

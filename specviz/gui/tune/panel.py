@@ -58,6 +58,15 @@ def _f(value, fmt: str = "{:.2f}") -> str:
     return "n/a" if value is None else fmt.format(value)
 
 
+def swept_drafting(drafter, policy) -> str:
+    """What a sweep drafts with, in words (the session's drafter and policy)."""
+    from specviz.core.drafters.registry import DrafterConfig
+
+    drafter = drafter or DrafterConfig()
+    words = drafter.spec.words(drafter.values())
+    return f"{words}, policy {policy.kind if policy is not None else 'constant'}"
+
+
 def describe(fig: Figures) -> str:
     """The figures line under the curve (plain text)."""
     c = fig.costs
@@ -66,15 +75,17 @@ def describe(fig: Figures) -> str:
     window = f"rounds {fig.first_round}-{fig.first_round + fig.rounds - 1}"
     if not c.n_probes:
         return f"{window}: no cost-model probes yet (a session that calibrates takes them)"
-    measured = _f(fig.speedup_measured, "{:.2f}x")
-    if fig.impossible:
-        measured = f"{measured} IMPOSSIBLE (above K+1 = {fig.k + 1}): not plotted"
+    measured = fig.speedup.text()
+    ratio = fig.refined_ratio
+    check = "" if ratio is None else f" (measured/refined {ratio:.2f})"
     return (
-        f"baseline T_t(1) {_f(c.t_target(1))} ms/token, T_d(1) {_f(c.draft)} ms, "
+        f"baseline T_t(1) {_f(fig.baseline_ms_per_token)} ms/token "
+        f"({fig.speedup.steps} steps), T_d(1) {_f(c.draft)} ms, "
         f"c {_f(c.cost_ratio, '{:.3f}')}, o {_f(c.overhead(fig.k or 1))} ms "
         f"({window}, {c.n_probes} probes)\n"
         f"K={fig.k}: measured {measured}, predicted refined {_f(fig.speedup_refined, '{:.2f}x')}"
-        f", Leviathan {_f(fig.speedup_leviathan, '{:.2f}x')}; advisor's best K {fig.best_k}"
+        f"{check}, Leviathan {_f(fig.speedup_leviathan, '{:.2f}x')}; advisor's best K "
+        f"{fig.best_k}"
         f" (beyond K={len(fig.acceptance_by_position)} the acceptance of the last measured "
         "position is assumed)"
     )
@@ -94,6 +105,7 @@ class TunePanel(QWidget):
         self.pair_source = pair_source
         self._no_sweep = ""  # why a sweep is refused (a window on a served engine)
         self.settings = Settings()
+        self.drafting: tuple = (None, None)  # the session's (DrafterConfig, PolicyConfig)
         self.model = CostModel()
         self.figures: Figures | None = None
         self.tables: dict[str, SweepTable] = {}
@@ -206,14 +218,18 @@ class TunePanel(QWidget):
     def set_settings(self, settings: Settings) -> None:
         self.settings = settings
 
+    def set_drafting(self, drafter, policy) -> None:
+        """The session's drafter and policy: what a sweep sweeps K of."""
+        self.drafting = (drafter, policy)
+
     def set_pair_source(self, pair_source: Callable[[], object] | None, why_not: str = "") -> None:
         """What a sweep loads its pair with; None and why_not: a sweep is refused, saying so."""
         self.pair_source = pair_source
         self._no_sweep = why_not
 
     def _remeasure(self) -> None:
-        self.model.target.clear()
-        self.model.draft.clear()
+        """Ask for a full probe after the next round. The figures keep the probes so far (as
+        every other view of the session does): the new one joins their running medians."""
         self.remeasure.emit()
         self._redraw()
 
@@ -281,6 +297,8 @@ class TunePanel(QWidget):
                 top_p=s.top_p,
                 max_new_tokens=self.tokens.value(),
                 seed=s.seed,
+                drafter=self.drafting[0],
+                policy=self.drafting[1],
             )
         except (PromptSetError, ValueError) as e:
             self.status.setText(str(e))
@@ -304,7 +322,10 @@ class TunePanel(QWidget):
         self.result = SweepResult(total=len(prompts) * len(config.ks))
         self.progress.setRange(0, self.result.total)
         self.progress.setValue(0)
-        self.status.setText(f"sweeping K = {lo}..{hi} over {len(prompts)} prompts")
+        self.status.setText(
+            f"sweeping K = {lo}..{hi} over {len(prompts)} prompts, drafting with "
+            f"{swept_drafting(*self.drafting)}"
+        )
         self._set_running(True)
         # Queued: run() executes on the worker's thread.
         request = SweepRequest(self._sweep_id, self.pair_source, prompts, config, trace_dir)
@@ -358,9 +379,9 @@ class TunePanel(QWidget):
         self._show_table(self.category.currentText())
         overall = self.tables.get("overall")
         points = [] if overall is None else [
-            (r.k, r.speedup_measured)
+            (r.k, r.comparable)  # a figure too noisy alone is drawn: the table says so
             for r in overall.rows
-            if r.speedup_measured is not None and not r.impossible
+            if r.comparable is not None
         ]  # fmt: skip
         self.plot.set_sweep(points, () if overall is None else overall.curve)
 
@@ -369,7 +390,7 @@ class TunePanel(QWidget):
         rows = table.rows if table is not None else ()
         self.table.setRowCount(len(rows))
         for i, r in enumerate(rows):
-            measured = _f(r.speedup_measured, "{:.2f}x") + (" (impossible)" if r.impossible else "")
+            measured = r.speedup.short()
             cells = (
                 str(r.k),
                 _f(r.alpha, "{:.3f}"),

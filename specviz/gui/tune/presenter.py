@@ -41,6 +41,7 @@ class TunePresenter:
         controller.session_reset.connect(lambda _header: self._reset())
         controller.models_changed.connect(self._on_models)
         controls.settings_changed.connect(self._on_settings)
+        controls.drafting_box.changed.connect(self._on_drafting)
 
     def open(self) -> None:
         if self.panel is None:
@@ -56,6 +57,7 @@ class TunePresenter:
                 self.panel.open_trace.connect(self.open_trace)
             self._reset()
             self._on_settings(self.controls.settings())
+            self._on_drafting(*self.controls.drafting())
             self._on_models(self.controller.models)
         self.panel.show()
         self.panel.raise_()
@@ -75,6 +77,11 @@ class TunePresenter:
     def _on_rounds(self, added: list) -> None:
         if self.panel is not None:
             self.panel.add_rounds([rnd for rnd, _ in added])
+
+    def _on_drafting(self, drafter, policy) -> None:
+        """The sweep drafts as the session does (early exit sweeps early exit)."""
+        if self.panel is not None:
+            self.panel.set_drafting(drafter, policy)
 
     def _on_settings(self, settings) -> None:
         if self.panel is not None:

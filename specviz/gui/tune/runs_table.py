@@ -64,7 +64,7 @@ class RunTable(QWidget):
                 str(r.k),
                 _f(r.alpha, "{:.3f}"),
                 _f(r.tokens_per_pass),
-                _f(r.speedup_measured, "{:.2f}x"),
+                r.speedup.short(),
             )
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
