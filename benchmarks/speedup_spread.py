@@ -135,8 +135,9 @@ def main() -> int:
     else:
         for r in rows:
             ci = "n/a" if not r["ci"] else f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]"
+            shown = "n/a" if r["measured"] is None else f"{r['measured']:.2f}x"
             print(
-                f"measured {r['measured'] or float('nan'):.2f}x {ci} baseline "
+                f"measured {shown} {ci} ({r['status']}) baseline "
                 f"{r['baseline_ms']:.2f} ms  | A/B {r['ab']:.2f}x ({r['ab_target_ms']:.2f} ms)"
             )
         print(

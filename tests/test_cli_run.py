@@ -180,3 +180,21 @@ def test_run_json_summary(capsys, pair_dirs):
         "text",
     } <= set(result)
     assert result["speedup_basis"] == "probes"  # the cost model's, not the header's baseline
+
+
+def test_an_engine_leaves_a_core_by_default(monkeypatch):
+    """One torch thread per core but one (core.engine.threads): measured to keep a session
+    and its timings alive beside other work."""
+    import torch
+
+    from specviz.core.engine import threads
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setattr(threads, "cores", lambda: 4)
+        assert threads.set_threads(None) == 3 and torch.get_num_threads() == 3
+        monkeypatch.setattr(threads, "cores", lambda: 1)
+        assert threads.set_threads(None) == 1
+        assert threads.set_threads(2) == 2 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -309,12 +309,16 @@ def test_a_run_reaches_the_views_a_frame_at_a_time(qtbot, server, pair, open_win
 
 
 def test_a_window_engine_process_leaves_a_core_to_the_window(monkeypatch, capsys):
-    monkeypatch.setattr(spawn.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    from specviz.core.engine import threads
+
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     assert spawn.engine_threads() == 1
-    monkeypatch.setattr(spawn.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     assert spawn.engine_threads() == 15
-    assert cli_main(["serve", "--threads", "0", "--port", "0"]) == 2
-    assert "--threads must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        cli_main(["serve", "--threads", "0", "--port", "0"])
+    assert refused.value.code == 2
+    assert "--threads: must be between 1 and 1024, got 0" in capsys.readouterr().err
 
 
 @pytest.mark.qt_log_ignore("This plugin does not support")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specviz.cli.options import UsageError, add_model_args, fail, load_options, model_specs
+from specviz.core.engine.threads import set_threads
 
 
 def add_parser(sub) -> None:
@@ -111,6 +112,7 @@ def _position(args: argparse.Namespace):
         print(f"[specviz] {message}", file=sys.stderr, flush=True)
 
     try:
+        set_threads(args.threads)
         pair = load_pair(target, draft, load_options(args), progress=progress)
     except ModelLoadError as e:
         raise UsageError(str(e)) from None

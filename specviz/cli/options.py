@@ -123,6 +123,16 @@ class _Given(argparse.Action):
 # ------------------------------------------------------------------------------- models
 
 
+def threads_arg(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= n <= 1024:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 1024, got {n}")
+    return n
+
+
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("models")
     group.add_argument(
@@ -132,6 +142,12 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--draft", help="draft model: builtin:NAME, a hub id or a folder")
     group.add_argument("--pair", help="a built-in pair by name (see `specviz models`)")
+    group.add_argument(
+        "--threads",
+        type=threads_arg,
+        help="torch's intra-op threads (default: one per core but one, so that other work on "
+        "the machine does not stall every operation: see core.engine.threads)",
+    )
     group.add_argument(
         "--device",
         type=device_arg,

@@ -22,6 +22,7 @@ from specviz.cli.options import (
 )
 from specviz.cli.run_connected import add_connect_args, run_connected
 from specviz.cli.terminal import printable
+from specviz.core.engine.threads import set_threads
 
 MARKS = {"accepted": "+", "rejected": "x", "discarded": "-", "resampled": "~", "bonus": "*"}
 COLOURS = {
@@ -147,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"[specviz] {printable(message)}", file=sys.stderr, flush=True)
 
     try:
+        set_threads(args.threads)
         pair = load_pair(target, draft, options, progress=progress)
         if args.chat:
             from specviz.core.models.generation import chat_prompt

@@ -12,6 +12,7 @@ import sys
 from specviz.cli.drafting_options import add_drafter_options, drafting_from, pair_specs
 from specviz.cli.options import UsageError, add_model_args, fail, load_options
 from specviz.cli.terminal import printable
+from specviz.core.engine.threads import set_threads
 
 DEFAULT_PORT = 5555
 
@@ -33,12 +34,6 @@ def add_parser(sub) -> None:
     )
     net.add_argument(
         "--token", help="the token clients must send (default: $SPECVIZ_TOKEN, else a random one)"
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        help="torch's intra-op threads for the engine (default: torch's, one per core); a "
-        "window's own engine process (`--engine process`) leaves a core for the window",
     )
     net.add_argument(
         "--stop-with-stdin",
@@ -64,8 +59,6 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--chat is the client's choice per session (run --connect --chat)")
         if not 0 <= args.port < 65536:
             raise UsageError(f"--port must be in 0..65535, got {args.port}")
-        if args.threads is not None and args.threads < 1:
-            raise UsageError(f"--threads must be at least 1, got {args.threads}")
     except UsageError as e:
         return fail(str(e))
     token = args.token or os.environ.get("SPECVIZ_TOKEN") or new_token()
@@ -82,10 +75,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except ServeError as e:
         return fail(str(e))
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     try:
         server.pair = load_pair(target, draft, options, progress=_say)
     except KeyboardInterrupt:

@@ -20,6 +20,7 @@ import threading
 
 from specviz.cli.drafting_options import add_drafter_options, drafting_lists, pair_specs
 from specviz.cli.options import UsageError, add_model_args, fail, load_options
+from specviz.core.engine.threads import set_threads
 
 
 def add_parser(sub) -> None:
@@ -188,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
     from specviz.core.models.pair import ModelLoadError, load_pair
 
     try:
+        set_threads(args.threads)
         pair = load_pair(target, draft, options, progress=progress)
     except ModelLoadError as e:
         return fail(str(e))

@@ -16,20 +16,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from specviz.core.engine.threads import default_threads
 from specviz.remote.protocol import ConnectionLost, new_token
 
 READY = "specviz serve: listening on "
 
 
 def engine_threads() -> int:
-    """torch threads for a window's engine process: one per core but one, left to the window.
-    On 2 cores two engine threads and the window's painting stall each other (torch's
-    threads meet at a barrier every operation, and one of them waits for the painter)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 2
-    return max(1, cores - 1)
+    """torch threads for a window's engine process: one per core but one, left to the window
+    (core.engine.threads says why)."""
+    return default_threads()
 
 
 class ChildServer:
