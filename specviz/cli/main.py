@@ -118,8 +118,9 @@ def _open_window(args: argparse.Namespace) -> int:
     specs = (target, draft or "")
     drafting, options = (drafter, policy), load_options(args)
     return gui_main(
-        specs, args.device, args.dtype, args.trace, drafting, options, **_engine_choice(args)
-    )
+        specs, args.device, args.dtype, args.trace, drafting, options, **_engine_choice(args),
+        threads=args.threads,
+    )  # fmt: skip
 
 
 # Model options that the window's loader does not take yet: refused rather than silently

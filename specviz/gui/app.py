@@ -67,11 +67,13 @@ def main(
     connect: str | None = None,
     token: str | None = None,
     engine: str = "thread",
+    threads: int | None = None,
 ) -> int:
     """Open the window on a model pair (None: this installation has no built-in pair) and,
     if given, a trace to replay; return when it closes. drafting: (DrafterConfig,
     PolicyConfig); load_options: core.models.pair.LoadOptions; connect: HOST:PORT of a `specviz
-    serve` (its models, with `token`); engine "process": the pair in a child process."""
+    serve` (its models, with `token`); engine "process": the pair in a child process;
+    threads: the engine's torch threads (default: one per core but one)."""
     if os.environ.get("SPECVIZ_NO_DIALOGS"):
         dialogs.AUTO_ANSWER = False
         dialogs.ECHO = True
@@ -83,8 +85,13 @@ def main(
         from specviz.gui.session.remote_engine import RemoteEngineThread
 
         worker = RemoteEngineThread(connect, token)  # no address: a child process
+        worker.worker.child_threads = threads
         if connect:
             specs = (f"specviz serve at {connect}",) * 2  # the server says which pair
+    elif threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     else:
         leave_a_core_for_the_window()  # the engine runs in this process
     window = MainWindow(
