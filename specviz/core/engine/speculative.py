@@ -28,6 +28,7 @@ from specviz.core.decoding.verify import Verdict, verify
 from specviz.core.decoding.warp import SamplingConfig, warp
 from specviz.core.drafters.base import Proposal
 from specviz.core.drafters.registry import DrafterConfig, make_drafter
+from specviz.core.engine.clock import PhaseClock, on_cuda
 from specviz.core.engine.cost_probes import Prober
 from specviz.core.models.pair import ModelPair
 from specviz.core.trace.records import Round, SessionHeader, Settings
@@ -162,11 +163,10 @@ class SpeculativeEngine:
             k = min(k, self.max_len - len(self.ids))
         return max(k, 0)
 
-    def _sync(self) -> None:
-        """Wait for queued GPU work, so that a wall time covers the work it names."""
-        devices = (self.pair.device, getattr(self.pair, "draft_device", None))
-        if any(d is not None and d.type == "cuda" for d in devices):
-            torch.cuda.synchronize()
+    def _clock(self) -> PhaseClock:
+        """CUDA event pairs when a model is on a GPU (one synchronize a round), else wall
+        time (core.engine.clock)."""
+        return PhaseClock(on_cuda(self.pair.device, getattr(self.pair, "draft_device", None)))
 
     @torch.inference_mode()
     def step(self) -> Round:
@@ -180,17 +180,15 @@ class SpeculativeEngine:
         context_len = len(self.ids)
         policy_k = self.policy.next_k()
 
-        start = time.perf_counter()
+        clock = self._clock()
+        clock.mark()
         proposal = self._draft(policy_k, config)
-        self._sync()
-        draft_ms = 1000 * (time.perf_counter() - start)
-
-        start = time.perf_counter()
+        clock.mark()
         drafted, q = proposal.tokens, proposal.q.to(self.pair.device)  # a draft may live apart
         p, verdict = self._verify(drafted, q, config)
         emitted, finish = self._advance(drafted, verdict)
-        self._sync()
-        verify_ms = 1000 * (time.perf_counter() - start)
+        clock.mark()
+        draft_ms, verify_ms = clock.spans()
         self.policy.update(len(drafted), verdict.n_accepted)
 
         start = time.perf_counter()
