@@ -47,3 +47,37 @@ def test_message_boxes_are_plain_text(qtbot):
     )
     qtbot.addWidget(box)
     assert box.textFormat() == Qt.TextFormat.PlainText and box.text().endswith(HOSTILE)
+
+
+def test_hover_tooltips_show_a_token_as_written(qtbot, monkeypatch):
+    """The distribution panel's, the lab's and the plots' hover texts start with a token's
+    repr: shown through tooltips.show_plain, as the characters themselves."""
+    from PySide6.QtCore import QPoint
+    from PySide6.QtWidgets import QWidget
+
+    from specviz.gui import tooltips
+
+    shown = []
+    monkeypatch.setattr(tooltips.QToolTip, "showText", lambda pos, text, w: shown.append(text))
+    widget = QWidget()
+    qtbot.addWidget(widget)
+    tooltips.show_plain(QPoint(0, 0), f"{HOSTILE!r}: p = 0.5\nq = 0.25", widget)
+    doc = QTextDocument()
+    doc.setHtml(shown[0])
+    assert doc.toPlainText() == f"{HOSTILE!r}: p = 0.5\nq = 0.25"  # no tag survives as a tag
+    assert "<img" not in shown[0]
+
+
+def test_no_view_hands_qtooltip_text_of_its_own():
+    """Every QToolTip.showText in the window goes through tooltips.py (or the token view,
+    which escapes its own HTML)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "specviz" / "gui"
+    callers = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "showText":
+                callers.add(path.relative_to(root).as_posix())
+    assert callers == {"tooltips.py", "stream/token_view.py"}

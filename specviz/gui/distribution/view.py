@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QSpinBox,
-    QToolTip,
     QVBoxLayout,
     QWidget,
 )
@@ -43,6 +42,7 @@ from specviz.gui.distribution.text import (
 from specviz.gui.plots.plot_kit import cache_axes, fit_tick_labels, fix_axis_width, nice_ceiling
 from specviz.gui.stream.rich_line import RichLine
 from specviz.gui.stream.token_view import fmt
+from specviz.gui.tooltips import show_plain
 
 THICK = 0.38  # bar thickness (rows are 1 apart)
 # The main plot's token axis fits a tagged label such as "refused ▸ " and ten characters
@@ -293,10 +293,7 @@ class DistributionView(QWidget):
         row = int(round(view.mapSceneToView(pos).y()))
         main = plot is self.main
         text = self.describe_row(row) if main else self.describe_residual_row(row)
-        if text:
-            QToolTip.showText(QCursor.pos(), text, plot)
-        else:
-            QToolTip.hideText()
+        show_plain(QCursor.pos(), text, plot)  # a token's text: never rich text
 
     # ------------------------------------------------------------------------------ drawing
 

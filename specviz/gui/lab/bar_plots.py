@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QCursor, QFont
-from PySide6.QtWidgets import QToolTip
 
 from specviz.core.metrics.position_bars import REST_LABEL
 from specviz.gui import palette
+from specviz.gui.tooltips import show_plain
 
 # The lab's own shades, next to the shared palette: the residual and the un-warped
 # distributions are lighter tints of the hues they derive from.
@@ -130,10 +130,7 @@ class GroupedBars(pg.PlotWidget):
         if not view.sceneBoundingRect().contains(pos):
             return
         text = self.describe(int(round(view.mapSceneToView(pos).x())))
-        if text:
-            QToolTip.showText(QCursor.pos(), text, self)
-        else:
-            QToolTip.hideText()
+        show_plain(QCursor.pos(), text, self)  # a token's text: never rich text
 
     def heights(self, series: int) -> np.ndarray:
         """The current heights of one series (for tests and readers)."""

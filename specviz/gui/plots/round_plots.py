@@ -18,7 +18,7 @@ import pyqtgraph as pg
 from pyqtgraph import exporters
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QCursor
-from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QVBoxLayout, QWidget
 
 from specviz.core.metrics.running import RoundStats, RunningStats
 from specviz.gui import palette
@@ -31,6 +31,7 @@ from specviz.gui.plots.plot_kit import (
     one_point_per_pixel,
     svg_closed_paths,
 )
+from specviz.gui.tooltips import show_plain
 
 PLOTS = ("acceptance", "speedup", "accepted_length", "by_position")
 TITLES = {
@@ -380,10 +381,7 @@ class Plots(QWidget):
         for name, plot in self.plots.items():
             if plot.vb.sceneBoundingRect().contains(pos):
                 text = self.describe(name, plot.vb.mapSceneToView(pos).x())
-                if text:
-                    QToolTip.showText(QCursor.pos(), text, self.graphics)
-                else:
-                    QToolTip.hideText()
+                show_plain(QCursor.pos(), text, self.graphics)
                 return
 
     def series(self, curve) -> tuple[np.ndarray, np.ndarray]:
