@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -16,11 +15,11 @@ from specviz.cli.options import (
     add_sampling_args,
     adopt_generation_config,
     fail,
-    finish_trace,
     load_options,
     settings_from,
 )
 from specviz.cli.run_connected import add_connect_args, run_connected
+from specviz.cli.session_loop import Formats, drive
 from specviz.cli.terminal import printable
 from specviz.core.engine.threads import set_threads
 
@@ -124,10 +123,8 @@ def _describe_generation_config(config: dict, adopted: dict | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.core.metrics.running import summary
     from specviz.core.models.pair import ModelLoadError, load_pair
-    from specviz.core.trace.live_file import LiveTrace, check_target
-    from specviz.core.trace.session import Session
+    from specviz.core.trace.live_file import check_target
 
     try:
         settings = settings_from(args)
@@ -139,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             check_target(args.trace, force=args.force)
         if args.connect:
             return run_connected(
-                args, settings, prompt, (drafter, policy), format_round, format_summary
+                args, settings, prompt, (drafter, policy), Formats(format_round, format_summary)
             )
     except (UsageError, OSError) as e:
         return fail(str(e))
@@ -150,10 +147,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         set_threads(args.threads)
         pair = load_pair(target, draft, options, progress=progress)
-        if args.chat:
-            from specviz.core.models.generation import chat_prompt
-
-            prompt = chat_prompt(pair.tokenizer, prompt)
     except ModelLoadError as e:
         return fail(str(e))
     if pair.generation_config:
@@ -170,51 +163,14 @@ def run(args: argparse.Namespace) -> int:
         progress(_describe_generation_config(pair.generation_config, adopted))
     elif args.use_generation_config:
         progress("the target has no generation_config.json: the sampling options stand")
-    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.engine.local import LocalEngine
 
-    try:
-        engine = SpeculativeEngine(
-            pair, settings, trace=bool(args.trace), drafter=drafter, policy=policy
-        )
-        header = engine.prefill(prompt)
-    except ValueError as e:
-        return fail(str(e))
-    session = Session(header)
-    live = None
-    if args.trace:
-        live = LiveTrace(args.trace, force=args.force)
-        try:
-            live.start(header)
-        except OSError as e:
-            return fail(f"could not write the trace: {e}")
-        progress(f"rounds are written to {live.partial} as they run")
-    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    interrupted = False
-    if not args.quiet and not args.json:
-        print(printable(prompt), flush=True)
-    try:
-        for rnd in engine.run():
-            session.append(rnd)
-            if live is not None:
-                live.add(rnd)
-            if not args.quiet and not args.json:
-                print(format_round(rnd, colour), flush=True)
-    except KeyboardInterrupt:
-        interrupted = True
-    except OSError as e:
-        if live is None:
-            raise
-        live.close()
-        return fail(f"could not write the trace: {e}; the rounds so far are in {live.partial}")
-    result = summary(session)
-    if args.json:
-        print(
-            json.dumps({"pair": {"target": target, "draft": draft}, **result, "text": session.text})
-        )
-    else:
-        if not args.quiet:
-            print(f"\n{printable(session.text)}\n")
-        print(format_summary(result))
-    if live is not None and (status := finish_trace(live, session)) is not None:
-        return status
-    return 130 if interrupted else 0
+    return drive(
+        LocalEngine(pair),
+        args,
+        prompt,
+        settings,
+        (drafter, policy),
+        Formats(format_round, format_summary),
+        names=lambda header: {"target": target, "draft": draft},
+    )

@@ -9,15 +9,10 @@ said so; the exit code is then 1.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
-from collections.abc import Callable
 
-from specviz.cli.options import UsageError, fail, finish_trace
-from specviz.cli.terminal import printable
-
-EXIT_LOST = 1
+from specviz.cli.options import UsageError, fail
+from specviz.cli.session_loop import Formats, drive
 
 
 def add_connect_args(
@@ -75,17 +70,10 @@ def _connect(args: argparse.Namespace):
 
 
 def run_connected(
-    args: argparse.Namespace,
-    settings,
-    prompt: str,
-    drafting: tuple,
-    format_round: Callable[..., str],
-    format_summary: Callable[[dict], str],
+    args: argparse.Namespace, settings, prompt: str, drafting: tuple, formats: Formats
 ) -> int:
-    """cli/run.py's run, whose formats it is given, on the engine at args.connect."""
-    from specviz.core.metrics.running import summary
-    from specviz.core.trace.live_file import LiveTrace
-    from specviz.core.trace.session import Session
+    """cli/run.py's run, whose formats it is given, on the engine at args.connect (the one
+    loop: cli.session_loop.drive)."""
     from specviz.remote.protocol import RemoteError
 
     try:
@@ -94,64 +82,13 @@ def run_connected(
         return fail(str(e))
     except RemoteError as e:
         return fail(f"cannot connect: {e}")
-    lost, interrupted, live = None, False, None
-    show = not args.quiet and not args.json
-    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    try:
-        try:
-            header = remote.start(
-                prompt, settings, trace=bool(args.trace), chat=args.chat, drafting=drafting
-            )
-        except KeyboardInterrupt:
-            return 130
-        except RemoteError as e:
-            return fail(f"the server could not start the session: {e}")
-        session = Session(header)
-        if args.trace:
-            live = LiveTrace(args.trace, force=args.force)
-            try:
-                live.start(header)
-            except OSError as e:
-                return fail(f"could not write the trace: {e}")
-        if show:
-            print(printable(header.prompt), flush=True)
-        try:
-            try:
-                for rnd in remote.run():
-                    session.append(rnd)
-                    if live is not None:
-                        live.add(rnd)
-                    if show:
-                        print(format_round(rnd, colour), flush=True)
-            except KeyboardInterrupt:
-                interrupted = True
-                for rnd in remote.pause():
-                    if session.append(rnd) and live is not None:
-                        live.add(rnd)
-        except RemoteError as e:
-            lost = e
-        except OSError as e:
-            live.close()
-            return fail(f"could not write the trace: {e}; the rounds so far are in {live.partial}")
-    finally:
-        remote.close()
-    result = summary(session)
-    names = {"target": header.target.name, "draft": header.draft.name}
-    if args.json:
-        print(json.dumps({"pair": names, **result, "text": session.text}))
-    else:
-        if show:
-            print(f"\n{printable(session.text)}\n")
-        print(format_summary(result))
-    if lost is not None:
-        n = len(session.rounds)
-        print(
-            f"specviz: error: {lost}; the {n} round{'s' if n != 1 else ''} received are kept"
-            + (" (in the trace)" if args.trace else ""),
-            file=sys.stderr,
-        )
-    if live is not None and (status := finish_trace(live, session)) is not None:
-        return status
-    if lost is not None:
-        return EXIT_LOST
-    return 130 if interrupted else 0
+    return drive(
+        remote,
+        args,
+        prompt,
+        settings,
+        drafting,
+        formats,
+        names=lambda header: {"target": header.target.name, "draft": header.draft.name},
+        lost_errors=(RemoteError,),
+    )

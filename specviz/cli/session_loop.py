@@ -1,0 +1,124 @@
+"""One headless loop for every engine (core.engine.protocol.Engine): `specviz run` on the
+pair in this process and `run --connect` on a served one print and write the same way.
+
+Start the session, write the trace a round at a time (NAME.partial.jsonl, moved onto NAME
+at the end), print each round, then the text and the summary. Ctrl-C stops between rounds
+(a served engine's rounds already made are kept). A lost connection keeps the rounds
+received, says so, and exits EXIT_LOST.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specviz.cli.options import fail, finish_trace
+from specviz.cli.terminal import printable
+
+EXIT_LOST = 1
+
+
+@dataclass(frozen=True)
+class Formats:
+    """How a round and the summary read on a terminal (cli.run's)."""
+
+    round: Callable[..., str]
+    summary: Callable[[dict], str]
+
+
+def drive(
+    engine,
+    args: argparse.Namespace,
+    prompt: str,
+    settings,
+    drafting: tuple | None,
+    formats: Formats,
+    names: Callable[[object], dict],
+    lost_errors: tuple[type[BaseException], ...] = (),
+) -> int:
+    """Run one session on `engine` to its end and report it; the exit status. names(header):
+    the pair as `--json` names it; lost_errors: what a lost engine raises mid-run."""
+    from specviz.core.metrics.running import summary
+    from specviz.core.trace.live_file import LiveTrace
+    from specviz.core.trace.session import Session
+
+    show = not args.quiet and not args.json
+    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    lost, interrupted, live = None, False, None
+    try:
+        try:
+            header = engine.start(
+                prompt,
+                settings,
+                trace=bool(args.trace),
+                chat=getattr(args, "chat", False),
+                drafting=drafting,
+            )
+        except KeyboardInterrupt:
+            return 130
+        except (ValueError, *lost_errors) as e:
+            where = "the server could not start the session: " if lost_errors else ""
+            return fail(f"{where}{e}")
+        session = Session(header)
+        if args.trace:
+            live = LiveTrace(args.trace, force=args.force)
+            try:
+                live.start(header)
+            except OSError as e:
+                return fail(f"could not write the trace: {e}")
+            print(
+                f"[specviz] rounds are written to {printable(str(live.partial))} as they run",
+                file=sys.stderr,
+                flush=True,
+            )
+        if show:
+            print(printable(header.prompt), flush=True)
+
+        def keep(rnd) -> None:
+            if not session.append(rnd):  # another session's, a repeat or a gap: not written
+                return
+            if live is not None:
+                live.add(rnd)
+            if show:
+                print(formats.round(rnd, colour), flush=True)
+
+        try:
+            try:
+                for rnd in engine.run():
+                    keep(rnd)
+            except KeyboardInterrupt:
+                interrupted = True
+                for rnd in engine.pause():  # made before the stop reached the engine
+                    keep(rnd)
+        except lost_errors as e:
+            lost = e
+        except OSError as e:
+            if live is None:
+                raise
+            live.close()
+            return fail(f"could not write the trace: {e}; the rounds so far are in {live.partial}")
+    finally:
+        engine.close()
+    result = summary(session)
+    if args.json:
+        print(json.dumps({"pair": names(header), **result, "text": session.text}))
+    else:
+        if show:
+            print(f"\n{printable(session.text)}\n")
+        print(formats.summary(result))
+    if lost is not None:
+        n = len(session.rounds)
+        print(
+            f"specviz: error: {printable(str(lost))}; the {n} round{'s' if n != 1 else ''} "
+            "received are kept" + (" (in the trace)" if args.trace else ""),
+            file=sys.stderr,
+        )
+    if live is not None and (status := finish_trace(live, session)) is not None:
+        return status
+    if lost is not None:
+        return EXIT_LOST
+    return 130 if interrupted else 0

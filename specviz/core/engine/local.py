@@ -1,0 +1,78 @@
+"""The Engine seam (core.engine.protocol) on a pair loaded in this process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.trace.records import Round, SessionHeader, Settings
+
+
+class LocalEngine:
+    """A SpeculativeEngine per session on one loaded pair (core.models.pair.ModelPair).
+    Not thread-safe: one owner thread."""
+
+    def __init__(self, pair, drafting: tuple | None = None):
+        self.pair = pair
+        self.drafting = drafting or (None, None)  # (DrafterConfig, PolicyConfig) by default
+        self.engine: SpeculativeEngine | None = None
+
+    def start(
+        self,
+        prompt: str,
+        settings: Settings,
+        calibrate: bool = True,
+        trace: bool = True,
+        chat: bool = False,
+        drafting: tuple | None = None,
+    ) -> SessionHeader:
+        if chat:
+            from specviz.core.models.generation import chat_prompt
+
+            prompt = chat_prompt(self.pair.tokenizer, prompt)
+        drafter, policy = drafting or self.drafting
+        engine = SpeculativeEngine(self.pair, settings, trace=trace, drafter=drafter, policy=policy)
+        header = engine.prefill(prompt, calibrate=calibrate)
+        self.engine = engine
+        return header
+
+    def _session(self) -> SpeculativeEngine:
+        if self.engine is None:
+            raise ValueError("no session: start one first")
+        return self.engine
+
+    def step(self) -> Round:
+        return self._session().step()
+
+    def run(self, max_rounds: int | None = None) -> Iterator[Round]:
+        return self._session().run(max_rounds)
+
+    def pause(self) -> list[Round]:
+        return []  # rounds are made one at a time here: none is ahead
+
+    def update_settings(self, settings: Settings) -> None:
+        self._session().update_settings(settings)
+
+    def continue_session(self, settings: Settings) -> None:
+        engine = self._session()
+        if engine.finish_reason not in ("max_new_tokens", "eos"):
+            why = "it ended at the context length" if engine.finished else "it has not ended"
+            raise ValueError(f"cannot continue: {why}")
+        engine.update_settings(settings)
+        engine.finish_reason = None
+
+    def remeasure(self) -> None:
+        self._session().prober.request_full()
+
+    def position(self, context_ids: list[int], settings: Settings, top_n: int = 20):
+        from specviz.core.drafters.registry import DrafterConfig, make_drafter
+        from specviz.core.lab.position import position_distributions
+
+        if self.engine is not None:
+            drafter = self.engine.drafter
+        else:
+            drafter = make_drafter(self.drafting[0] or DrafterConfig(), self.pair)
+        return position_distributions(self.pair, context_ids, settings, top_n, drafter)
+
+    def close(self) -> None:
+        self.engine = None

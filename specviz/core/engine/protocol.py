@@ -1,0 +1,59 @@
+"""The Engine seam: what drives a session, wherever it runs.
+
+Two implementations: core.engine.local.LocalEngine (the pair in this process) and
+remote.client.RemoteEngine (a `specviz serve` elsewhere, or the window's child process).
+`specviz run` and `run --connect` drive either through one loop (cli.session_loop). Every
+method is called from one thread, the engine's owner; round records come back as the
+trace's own values (core.trace.records.Round), so every view works on each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
+from specviz.core.trace.records import Round, SessionHeader, Settings
+
+
+@runtime_checkable
+class Engine(Protocol):
+    def start(
+        self,
+        prompt: str,
+        settings: Settings,
+        calibrate: bool = True,
+        trace: bool = True,
+        chat: bool = False,
+        drafting: tuple | None = None,
+    ) -> SessionHeader:
+        """A new session (the previous one ends); ValueError for a prompt or settings the
+        engine cannot take."""
+        ...
+
+    def step(self) -> Round: ...
+
+    def run(self, max_rounds: int | None = None) -> Iterator[Round]:
+        """Rounds until the session finishes or max_rounds."""
+        ...
+
+    def pause(self) -> list[Round]:
+        """Stop a run; the rounds already made and not yet handed out (a served engine may
+        have computed ahead)."""
+        ...
+
+    def update_settings(self, settings: Settings) -> None: ...
+
+    def continue_session(self, settings: Settings) -> None:
+        """Go on after max new tokens or end-of-text; ValueError when the session cannot."""
+        ...
+
+    def remeasure(self) -> None:
+        """A full cost-model probe after the next round."""
+        ...
+
+    def position(self, context_ids: list[int], settings: Settings, top_n: int = 20):
+        """The full-vocabulary p and q after context_ids (core.lab.position), the session's
+        drafter's q."""
+        ...
+
+    def close(self) -> None: ...
