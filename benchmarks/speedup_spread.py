@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from specviz.core.decoding.forward import decode  # noqa: E402
 from specviz.core.decoding.warp import SamplingConfig  # noqa: E402
 from specviz.core.engine.speculative import SpeculativeEngine  # noqa: E402
+from specviz.core.engine.threads import set_threads  # noqa: E402
 from specviz.core.metrics.running import summary  # noqa: E402
 from specviz.core.models.pair import load_pair  # noqa: E402
 from specviz.core.resources import example_prompts  # noqa: E402
@@ -76,12 +77,13 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: as is)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: the engines' own)"
+    )
     parser.add_argument("--busy", type=int, default=0, help="processes spinning a core each")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)  # as `specviz run` does: one per core but one by default
     name = f"builtin:{args.pair}"
     pair = load_pair(name, name)
     settings = Settings(

@@ -221,9 +221,12 @@ def test_window_engine_options_reach_the_window(monkeypatch):
     monkeypatch.setattr("specviz.gui.app.main", lambda *a, **k: calls.append(k) or 0)
     monkeypatch.setenv("SPECVIZ_TOKEN", "from-env")
     assert cli_main(["--connect", "127.0.0.1:5555"]) == 0
-    assert calls[-1] == {"connect": "127.0.0.1:5555", "token": "from-env", "engine": "thread"}
-    assert cli_main(["--engine", "process"]) == 0
+    assert calls[-1] == {
+        "connect": "127.0.0.1:5555", "token": "from-env", "engine": "thread", "threads": None,
+    }  # fmt: skip
+    assert cli_main(["--engine", "process", "--threads", "1"]) == 0
     assert calls[-1]["engine"] == "process" and calls[-1]["connect"] is None
+    assert calls[-1]["threads"] == 1
 
 
 def test_drafting_and_load_options_reach_the_engine(qtbot, server):  # noqa: F811

@@ -113,3 +113,12 @@ def pair_specs(args: argparse.Namespace, drafter: DrafterConfig) -> tuple[str, s
             raise UsageError("give either --pair or --target, not both")
         return args.target, None
     return model_specs(args)[0], None
+
+
+def pair_spec(args: argparse.Namespace, drafter: DrafterConfig):
+    """What the options ask to load (core.models.spec.PairSpec), or UsageError."""
+    from specviz.cli.options import load_options
+    from specviz.core.models.spec import PairSpec
+
+    target, draft = pair_specs(args, drafter)
+    return PairSpec(target, draft, load_options(args))

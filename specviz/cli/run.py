@@ -8,14 +8,13 @@ import sys
 from pathlib import Path
 
 from specviz.cli import speedup_text
-from specviz.cli.drafting_options import add_drafter_options, drafting_from, pair_specs
+from specviz.cli.drafting_options import add_drafter_options, drafting_from, pair_spec
 from specviz.cli.options import (
     UsageError,
     add_model_args,
     add_sampling_args,
     adopt_generation_config,
     fail,
-    load_options,
     settings_from,
 )
 from specviz.cli.run_connected import add_connect_args, run_connected
@@ -123,15 +122,15 @@ def _describe_generation_config(config: dict, adopted: dict | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.core.models.pair import ModelLoadError, load_pair
+    from specviz.core.models.pair import ModelLoadError
     from specviz.core.trace.live_file import check_target
 
     try:
         settings = settings_from(args)
         prompt = _prompt(args)
         drafter, policy = drafting_from(args)
-        target, draft = pair_specs(args, drafter)
-        options = load_options(args)
+        spec = pair_spec(args, drafter)
+        target, draft = spec.target, spec.draft
         if args.trace:
             check_target(args.trace, force=args.force)
         if args.connect:
@@ -146,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         set_threads(args.threads)
-        pair = load_pair(target, draft, options, progress=progress)
+        pair = spec.load(progress)
     except ModelLoadError as e:
         return fail(str(e))
     if pair.generation_config:

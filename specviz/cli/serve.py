@@ -9,8 +9,8 @@ import os
 import signal
 import sys
 
-from specviz.cli.drafting_options import add_drafter_options, drafting_from, pair_specs
-from specviz.cli.options import UsageError, add_model_args, fail, load_options
+from specviz.cli.drafting_options import add_drafter_options, drafting_from, pair_spec
+from specviz.cli.options import UsageError, add_model_args, fail
 from specviz.cli.terminal import printable
 from specviz.core.engine.threads import set_threads
 
@@ -47,14 +47,13 @@ def _say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.core.models.pair import ModelLoadError, load_pair
+    from specviz.core.models.pair import ModelLoadError
     from specviz.remote.protocol import new_token
     from specviz.remote.server import ServeError, Server, endpoint_host
 
     try:
         drafting = drafting_from(args)
-        target, draft = pair_specs(args, drafting[0])
-        options = load_options(args)
+        spec = pair_spec(args, drafting[0])
         if args.chat:
             raise UsageError("--chat is the client's choice per session (run --connect --chat)")
         if not 0 <= args.port < 65536:
@@ -68,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             token,
             host=args.host,
             port=args.port,
-            specs=(target, draft),
+            specs=(spec.target, spec.draft),
             log=_say,
             stop_fd=sys.stdin.fileno() if args.stop_with_stdin else None,
             drafting=drafting,
@@ -77,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(e))
     set_threads(args.threads)
     try:
-        server.pair = load_pair(target, draft, options, progress=_say)
+        server.pair = spec.load(_say)
     except KeyboardInterrupt:
         server.close()
         return 130

@@ -18,8 +18,8 @@ import signal
 import sys
 import threading
 
-from specviz.cli.drafting_options import add_drafter_options, drafting_lists, pair_specs
-from specviz.cli.options import UsageError, add_model_args, fail, load_options
+from specviz.cli.drafting_options import add_drafter_options, drafting_lists, pair_spec
+from specviz.cli.options import UsageError, add_model_args, fail
 from specviz.core.engine.threads import set_threads
 
 
@@ -178,23 +178,22 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--limit must be >= 1")
         prompts = load_prompt_set(args.prompts)[: args.limit]
         trace_dir = traces_folder(args.traces)
-        target, draft = pair_specs(args, _pair_drafter(args, drafters))
-        options = load_options(args)
+        spec = pair_spec(args, _pair_drafter(args, drafters))
     except (UsageError, PromptSetError, ValueError) as e:
         return fail(str(e))
 
     def progress(message: str) -> None:
         print(f"[specviz] {plain(message)}", file=sys.stderr, flush=True)
 
-    from specviz.core.models.pair import ModelLoadError, load_pair
+    from specviz.core.models.pair import ModelLoadError
 
     try:
         set_threads(args.threads)
-        pair = load_pair(target, draft, options, progress=progress)
+        pair = spec.load(progress)
     except ModelLoadError as e:
         return fail(str(e))
     result = sweep(pair, prompts, config, progress, trace_dir)
-    print_result(args, result, target, draft)
+    print_result(args, result, spec.target, spec.draft)
     return 130 if result.cancelled else 0
 
 

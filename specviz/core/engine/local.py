@@ -28,8 +28,12 @@ class LocalEngine:
     ) -> SessionHeader:
         if chat:
             from specviz.core.models.generation import chat_prompt
+            from specviz.core.models.pair import ModelLoadError
 
-            prompt = chat_prompt(self.pair.tokenizer, prompt)
+            try:
+                prompt = chat_prompt(self.pair.tokenizer, prompt)
+            except ModelLoadError as e:  # no chat template: the prompt cannot be taken
+                raise ValueError(str(e)) from None
         drafter, policy = drafting or self.drafting
         engine = SpeculativeEngine(self.pair, settings, trace=trace, drafter=drafter, policy=policy)
         header = engine.prefill(prompt, calibrate=calibrate)

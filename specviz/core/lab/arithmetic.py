@@ -11,8 +11,6 @@ import torch
 
 from specviz.core.decoding.verify import acceptance_mass, residual_distribution
 from specviz.core.lab.distributions import BarLayout, tensor_pair
-from specviz.core.lab.rules import MAX_SAMPLES, MIN_SAMPLES, RULE_LABELS, RULES  # noqa: F401 (re-exported)
-from specviz.core.metrics.position_bars import REST_LABEL  # noqa: F401 (the last bar of a long distribution; re-exported)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from specviz.core.lab.rules import MAX_SAMPLES, MIN_SAMPLES, RULE_LABELS, RULES  # noqa: F401 (re-exported)
-from specviz.core.metrics.position_bars import REST_LABEL  # noqa: F401 (the last bar of a long distribution; re-exported)
+from specviz.core.metrics.position_bars import REST_LABEL  # the last bar: the rest
 
 # The seeds' worked example: four tokens, the draft q and the target p.
 SEED_TOKENS = ("A", "B", "C", "D")

@@ -11,8 +11,7 @@ import torch
 
 from specviz.core.decoding.warp import SamplingConfig, warp
 from specviz.core.lab.distributions import BarLayout
-from specviz.core.lab.rules import MAX_SAMPLES, MIN_SAMPLES, RULE_LABELS, RULES  # noqa: F401 (re-exported)
-from specviz.core.metrics.position_bars import REST_LABEL  # noqa: F401 (the last bar of a long distribution; re-exported)
+from specviz.core.metrics.position_bars import REST_LABEL  # the last bar: the rest
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specviz.core.models.pair import ModelLoadError, generation_defaults  # noqa: F401 (re-exported)
+from specviz.core.models.pair import ModelLoadError
 
 # transformers' GenerationConfig defaults, for the fields a generation_config.json leaves out.
 HF_DEFAULTS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0}

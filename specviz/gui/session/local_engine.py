@@ -17,7 +17,8 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
-from specviz.core.models.pair import LoadOptions, ModelLoadError, ModelPair, load_pair
+from specviz.core.models.pair import LoadOptions, ModelLoadError, ModelPair
+from specviz.core.models.spec import PairSpec
 from specviz.core.trace.records import ModelInfo, Settings
 
 
@@ -83,7 +84,7 @@ class Worker(QObject):
         self.busy.emit(f"loading {target} + {draft}" if draft else f"loading {target}")
         options = dataclasses.replace(self.load_options, device=device, dtype=dtype)
         try:
-            pair = load_pair(target, draft or None, options, progress=self._progress)
+            pair = PairSpec(target, draft or None, options).load(self._progress)
         except Cancelled:
             return
         except ModelLoadError as e:

@@ -5,9 +5,9 @@ sweep that pauses the session while it runs. GUI thread only."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 
-from specviz.core.models.pair import load_pair
+from specviz.core.models.pair import LoadOptions
+from specviz.core.models.spec import PairSpec
 from specviz.gui.session.controller import SessionController
 from specviz.gui.setup.controls import Controls
 
@@ -95,15 +95,12 @@ class TunePresenter:
             self.panel.set_pair_source(None, served_sweep_message(address, info))
         elif self.panel is not None and info is not None:
             dtype = info.target.dtype
-            self.panel.set_pair_source(
-                partial(
-                    load_pair,
-                    info.target_spec,
-                    info.draft_spec or None,
-                    device=info.device,
-                    dtype=dtype,
-                )  # fmt: skip
+            spec = PairSpec(
+                info.target_spec,
+                info.draft_spec or None,
+                LoadOptions(device=info.device, dtype=dtype),
             )
+            self.panel.set_pair_source(spec.load)
 
     def _on_sweep(self, running: bool) -> None:
         if running:  # the two would slow each other's timings
