@@ -187,11 +187,11 @@ def test_window_takes_the_drafter_policy_and_loading_options(capsys, monkeypatch
 
 
 def test_ctrl_c_while_loading_is_no_traceback(capsys, monkeypatch):
-    from specviz.core.models import pair as models
+    from specviz.core.models import spec
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(models, "load_pair", interrupted)
+    monkeypatch.setattr(spec, "load_pair", interrupted)  # what PairSpec.load calls
     code, _, err = run_cli(capsys, "run", "--prompt", "x")
     assert code == 130 and "interrupted" in err

@@ -224,9 +224,10 @@ def test_window_engine_options_reach_the_window(monkeypatch):
     assert calls[-1] == {
         "connect": "127.0.0.1:5555", "token": "from-env", "engine": "thread", "threads": None,
     }  # fmt: skip
-    assert cli_main(["--engine", "process", "--threads", "1"]) == 0
+    assert cli_main([]) == 0  # the window's default: its engine in a child process
     assert calls[-1]["engine"] == "process" and calls[-1]["connect"] is None
-    assert calls[-1]["threads"] == 1
+    assert cli_main(["--engine", "thread", "--threads", "1"]) == 0
+    assert calls[-1]["engine"] == "thread" and calls[-1]["threads"] == 1
 
 
 def test_drafting_and_load_options_reach_the_engine(qtbot, server):  # noqa: F811

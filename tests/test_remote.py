@@ -15,7 +15,7 @@ import zmq
 
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.lab.position import position_distributions
-from specviz.core.trace.records import Settings
+from specviz.core.trace.records import EMITTED, Settings
 from specviz.core.trace.serialize import round_to_json
 from specviz.remote import protocol as P
 from specviz.remote.client import RemoteEngine
@@ -323,3 +323,20 @@ def test_a_client_resumes_its_session_after_a_dropped_connection(server, pair):
         second.resume(other, 0)
     assert e.value.code == "no_session"
     second.close()
+
+
+def test_the_greedy_check_runs_where_the_models_are(server, pair):
+    """Tools > Check greedy on an engine elsewhere: the server's target decodes the prompt,
+    the same answer as the check in this process; a wrong token is named."""
+    from specviz.core.decoding.greedy_check import check_greedy
+
+    prompt = pair.tokenizer(PROMPT)["input_ids"]
+    with RemoteEngine(server.address, TOKEN) as remote:
+        header = remote.start(PROMPT, Settings(k=3, temperature=0.0, seed=1, max_new_tokens=10))
+        emitted = [t.id for r in remote.run() for t in r.tokens if t.status in EMITTED]
+        assert remote.greedy_check(header.prompt_ids, emitted) is None
+        wrong = [*emitted[:3], (emitted[3] + 1) % pair.vocab_size, *emitted[4:]]
+        diff = remote.greedy_check(prompt, wrong)
+        assert diff == check_greedy(pair, prompt, wrong) and diff.position == 3
+        with pytest.raises(P.RemoteError, match="outside the vocabulary"):
+            remote.greedy_check(prompt, [pair.vocab_size])

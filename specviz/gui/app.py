@@ -66,7 +66,7 @@ def main(
     load_options=None,
     connect: str | None = None,
     token: str | None = None,
-    engine: str = "thread",
+    engine: str = "process",
     threads: int | None = None,
 ) -> int:
     """Open the window on a model pair (None: this installation has no built-in pair) and,

@@ -307,6 +307,18 @@ class RemoteEngine:
         )
         return P.position_from(*self._await(re, self.reply_timeout))
 
+    def greedy_check(self, prompt_ids: list[int], emitted: list[int]):
+        """The server's target decodes the prompt greedily: the first difference from
+        `emitted` (core.decoding.greedy_check.GreedyDiff), or None. Minutes for a long one."""
+        from specviz.core.decoding.greedy_check import GreedyDiff
+
+        request = {"op": "greedy", "prompt_ids": list(prompt_ids), "emitted": list(emitted)}
+        reply = self._request(request, self.reply_timeout)
+        try:
+            return None if reply.get("diff") is None else GreedyDiff(**reply["diff"])
+        except TypeError as e:
+            raise P.RemoteError(f"the server sent a bad greedy check: {e}", "bad_reply") from None
+
     def check_connection(self) -> None:
         """Between requests (none in flight, no run): raise ConnectionLost if the server
         said bye or its connection closed since the last answer. Never waits."""

@@ -34,6 +34,7 @@ OPS = (
     "continue",
     "remeasure",
     "position",
+    "greedy",
     "resume",
     "close",
 )

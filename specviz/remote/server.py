@@ -13,7 +13,6 @@ import collections
 import dataclasses
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ import zmq
 
 from specviz import __version__
 from specviz.remote import protocol as P
+from specviz.remote.queries import ModelQueries
 
 HEARTBEAT_MS = 2000  # ZeroMQ pings each peer this often ...
 HEARTBEAT_TIMEOUT_MS = 10_000  # ... and drops one that has not answered for this long
@@ -58,7 +58,7 @@ def bind_address(socket: zmq.Socket, host: str, port: int) -> int:
     return int(socket.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
 
 
-class Server:
+class Server(ModelQueries):
     """Serves one loaded ModelPair. Construct (binds), then serve_forever() on one thread;
     stop() from any thread; close() on the serving thread after it returns."""
 
@@ -390,27 +390,6 @@ class Server:
             return [P.encode(P.error("no_session", "no session: send 'start' first", re))]
         self.engine.prober.request_full()
         return self._ok(re)
-
-    def _op_position(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
-        from specviz.core.drafters.registry import make_drafter
-        from specviz.core.lab.position import position_distributions
-
-        ids, top_n = request.get("context_ids"), request.get("top_n", 20)
-        if type(ids) is not list or not all(type(i) is int for i in ids):
-            raise P.BadMessage("'context_ids' must be a list of integers")
-        if type(top_n) is not int or not 1 <= top_n <= 1000:
-            raise P.BadMessage("'top_n' must be an integer in 1..1000")
-        if any(not 0 <= i < self.pair.vocab_size for i in ids):
-            raise ValueError(f"a context id is outside the vocabulary (0..{self.pair.vocab_size})")
-        settings = P.settings_from_json(request.get("settings", {}))
-        started = time.perf_counter()
-        drafter = self.engine.drafter if self.engine is not None else None  # the session's
-        if drafter is None and not self.drafting[0].needs_draft_model:
-            drafter = make_drafter(self.drafting[0], self.pair)
-        result = position_distributions(self.pair, ids, settings, top_n, drafter)
-        self.log(f"position at {len(ids)} tokens ({1000 * (time.perf_counter() - started):.0f} ms)")
-        self.owner = self.owner or ident  # the lab's requests hold the server too
-        return P.position_frames(result, re)
 
     def _op_resume(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
         """Take the session over again after a dropped connection (any client with the token

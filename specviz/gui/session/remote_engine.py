@@ -58,6 +58,7 @@ class RemoteWorker(QObject):
     round_ready = Signal(object)  # Round
     rounds_ready = Signal(object)  # list[Round], in order: a frame's worth while running
     position_ready = Signal(object)  # core.lab.position.PositionDistributions
+    greedy_checked = Signal(object)  # (n_tokens, core.decoding.greedy_check.GreedyDiff | None)
     error = Signal(str, str)  # title, message
     busy = Signal(str)
     disconnected = Signal(str)  # why; the rounds received stay in the window's session
@@ -101,12 +102,18 @@ class RemoteWorker(QObject):
 
     @Slot(object, object)
     def check_greedy(self, prompt_ids: list, emitted: list) -> None:
-        """The greedy check needs the models here: not on an engine elsewhere."""
-        self.error.emit(
-            "Not available on this engine",
-            "The greedy check runs the target in the window's process; this window's engine "
-            "is elsewhere (--connect or --engine process).",
-        )
+        """The engine's target decodes the prompt greedily, where the models are."""
+        if not self._ready():
+            return
+        self.busy.emit(f"decoding {len(emitted)} tokens greedily with the target alone")
+        try:
+            diff = self.remote.greedy_check(list(prompt_ids), list(emitted))
+        except RemoteError as e:
+            self._failed("Could not run the greedy check", e)
+            return
+        finally:
+            self.busy.emit("")
+        self.greedy_checked.emit((len(emitted), diff))
 
     def _failed(self, title: str, e: Exception) -> None:
         if isinstance(e, Cancelled):
@@ -331,7 +338,7 @@ class RemoteWorker(QObject):
 
 class RemoteEngineThread(EngineSignals):
     """gui/session/local_engine.py's EngineThread for a RemoteWorker: the same request_* signals and
-    relayed signals (greedy_checked is never emitted: the check needs local models), plus
+    relayed signals, plus
     request_running, request_resume, `rounds_ready`, `disconnected` and `resumed`. Lives on
     the GUI thread."""
 
