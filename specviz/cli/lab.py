@@ -41,6 +41,18 @@ def add_parser(sub) -> None:
         default="correct",
         help="correct (default), or one of two WRONG rules for contrast",
     )
+    seq = parser.add_argument_group(
+        "on sequences (K i.i.d. drafted positions a round; every rule on the same draws)"
+    )
+    seq.add_argument(
+        "--k", type=int, help="drafts a round: run the verification rules on rounds of K"
+    )
+    seq.add_argument(
+        "--rules",
+        default="all",
+        help="comma-separated among token, block, typical (lossy), token-block-residual, "
+        "block-token-residual (both WRONG); default all",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--gui", action="store_true", help="open the lab window instead")
     add_model_args(parser)
@@ -220,6 +232,8 @@ def run(args: argparse.Namespace) -> int | LabRequest:
     from specviz.core.lab.montecarlo import monte_carlo
     from specviz.core.lab.rules import MAX_SAMPLES, MIN_SAMPLES
 
+    if args.k is not None:
+        return run_sequences(args)
     try:
         if not MIN_SAMPLES <= args.samples <= MAX_SAMPLES:
             raise UsageError(
@@ -248,4 +262,46 @@ def run(args: argparse.Namespace) -> int | LabRequest:
         print(json.dumps(figures(result, labels, title, position), allow_nan=False))
     else:
         print(format_text(result, label, title))
+    return 0
+
+
+def run_sequences(args: argparse.Namespace) -> int:
+    """`lab --k K`: every asked rule on the same rounds of K i.i.d. drafts (core.lab.sequence)."""
+    from specviz.core.lab.montecarlo import LEVEL
+    from specviz.core.lab.sequence import SEQUENCE_LABELS, SEQUENCE_RULES, compare
+
+    try:
+        if _model_mode(args) or args.gui:
+            raise UsageError("--k runs on --p and --q (i.i.d. positions), not a model or window")
+        p, q, labels, _ = _teaching(args)
+        rules = (
+            SEQUENCE_RULES
+            if args.rules == "all"
+            else tuple(r.strip() for r in args.rules.split(","))
+        )
+        unknown = [r for r in rules if r not in SEQUENCE_RULES]
+        if unknown:
+            raise UsageError(
+                f"--rules: unknown {', '.join(unknown)} (of {', '.join(SEQUENCE_RULES)})"
+            )
+        results = compare(p, q, args.k, args.samples, args.seed, rules)
+    except (UsageError, ValueError) as e:
+        return fail(str(e))
+    except KeyboardInterrupt:
+        return 130
+    if args.json:
+        obj = {"p": p.tolist(), "q": q.tolist(), "k": args.k, "rounds": args.samples}
+        print(json.dumps({**obj, "rules": [r.to_json() for r in results]}, allow_nan=False))
+        return 0
+    print(f"lab on sequences: K = {args.k}, {args.samples:,} rounds of i.i.d. drafts, same draws")
+    print(f"{'rule':<22} {'kept a round [95%]':<26} {'p-value':>10} {'TV':>8}  verdict")
+    for r in results:
+        lo, hi = r.mean_accepted_ci
+        verdict = "follows p" if r.lossless else f"REJECTS 'follows p' at {LEVEL}"
+        print(
+            f"{r.rule:<22} {r.mean_accepted:.4f} [{lo:.4f}, {hi:.4f}]   {r.p_value:>10.3g} "
+            f"{r.tv:>8.4f}  {verdict}"
+        )
+    for r in results:
+        print(f"  {r.rule}: {SEQUENCE_LABELS[r.rule]}")
     return 0

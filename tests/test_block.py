@@ -1,0 +1,129 @@
+"""Block verification (core.decoding.block) and the lab on sequences (core.lab.sequence):
+the paper's example kept-token counts, losslessness by a chi-square test at the lab's level,
+the wrong variants and the lossy typical rule shown failing it, greedy equal to token-wise."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from specviz.cli.main import main
+from specviz.core.decoding.block import block_numbers, verify_block
+from specviz.core.decoding.verify import verify
+from specviz.core.lab.sequence import compare, run_rule, shared_draws
+from tests.test_sampling import LEVEL, chi2_pvalue
+
+PAPER_P, PAPER_Q = (1 / 3, 2 / 3), (2 / 3, 1 / 3)  # Sun et al.'s example, K = 2
+ROUNDS = 300_000
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return {r.rule: r for r in compare(PAPER_P, PAPER_Q, 2, ROUNDS, seed=0)}
+
+
+def test_the_papers_example_keeps_10_9_and_11_9(paper):
+    """Token-wise keeps alpha + alpha^2 = 10/9 drafts a round, block 11/9 (each within 0.015
+    at 300k rounds, the issue's figures)."""
+    assert paper["token"].mean_accepted == pytest.approx(10 / 9, abs=0.015)
+    assert paper["block"].mean_accepted == pytest.approx(11 / 9, abs=0.015)
+    lo, hi = paper["block"].mean_accepted_ci
+    assert lo > paper["token"].mean_accepted_ci[1]  # more, beyond both intervals
+
+
+def test_block_and_token_follow_p_and_the_lossy_and_wrong_rules_do_not(paper):
+    assert paper["token"].p_value > 1e-3 and paper["block"].p_value > 1e-3
+    assert paper["typical"].p_value < 1e-6 and paper["typical"].tv > 0.1
+    assert paper["token-block-residual"].p_value < 1e-6
+
+
+def test_block_with_the_token_residual_is_wrong_where_the_residuals_differ(paper):
+    """On the paper's example the block only ever stops early at p_i = 1 (then both residuals
+    are norm(max(0, P - Q))), so that wrong variant cannot show there; where a block stops
+    at p_i < 1 with mass left, it fails."""
+    assert paper["block-token-residual"].mean_accepted == paper["block"].mean_accepted
+    p, q = (0.4, 0.4, 0.2), (0.05, 0.25, 0.7)
+    results = {r.rule: r for r in compare(p, q, 2, ROUNDS, seed=2)}
+    assert results["block"].p_value > 1e-3 and results["token"].p_value > 1e-3
+    assert results["block-token-residual"].p_value < 1e-6
+    assert results["block"].mean_accepted > results["token"].mean_accepted
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_block_is_lossless_on_random_pairs(k):
+    rng = np.random.default_rng(k)
+    p, q = rng.dirichlet(np.ones(5)), rng.dirichlet(np.ones(5) * 0.5)
+    result = run_rule("block", p, q, k, 100_000, seed=k)
+    assert result.p_value > LEVEL
+
+
+def test_the_engines_block_rule_matches_the_lab_and_follows_p():
+    """core.decoding.block.verify_block, run round by round on i.i.d. positions, keeps what
+    the lab's vectorised rule keeps and emits a stream that follows p (chi-square at 0.001)."""
+    p = torch.tensor([0.4, 0.4, 0.2], dtype=torch.float64)
+    q = torch.tensor([0.05, 0.25, 0.7], dtype=torch.float64)
+    k, rounds = 3, 6000
+    gen = torch.Generator().manual_seed(7)
+    target, draft = p.repeat(k + 1, 1), q.repeat(k, 1)  # [K+1, V], [K, V]
+    kept, stream = [], []
+    for _ in range(rounds):
+        drafts = torch.multinomial(q, k, replacement=True, generator=gen)
+        v = verify_block(target, draft, drafts, gen)
+        kept.append(v.n_accepted)
+        stream += [*drafts[: v.n_accepted].tolist(), v.next_token]
+    lab = run_rule("block", p.numpy(), q.numpy(), k, ROUNDS, seed=1)
+    assert np.mean(kept) == pytest.approx(lab.mean_accepted, abs=0.05)
+    counts = np.bincount(stream, minlength=3)
+    assert chi2_pvalue(counts, p.numpy()) > LEVEL
+
+
+def test_the_block_numbers_by_hand():
+    """p_1 = min(1, P(X1)/Q(X1)), h_1 = Z_1 / (Z_1 + 1 - p_1), h_K = p_K: the paper's
+    example with X = (A, A): p_1 = p_2 = 1/2; Z_1 = sum max(0, P/2 - Q) = 0, so h_1 = 0."""
+    p = torch.tensor([PAPER_P] * 3, dtype=torch.float64)
+    q = torch.tensor([PAPER_Q] * 2, dtype=torch.float64)
+    weights, h = block_numbers(p, q, torch.tensor([0, 0]))
+    assert weights.tolist() == pytest.approx([0.5, 0.25]) and h.tolist() == pytest.approx([0, 0.25])
+    weights, h = block_numbers(p, q, torch.tensor([1, 0]))  # B then A
+    assert weights.tolist() == pytest.approx([1.0, 0.5])
+    assert h[0] == pytest.approx(1.0)  # Z_1 = 1/3 over 1/3 + 0
+
+
+def test_greedy_block_is_the_token_wise_result():
+    """One-hot p and q: the block keeps exactly the target's argmax prefix, then its token."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        k, v = int(rng.integers(1, 6)), 6
+        target_ids = rng.integers(0, v, k + 1)
+        drafts = np.where(rng.random(k) < 0.7, target_ids[:k], rng.integers(0, v, k))
+        p = torch.zeros(k + 1, v, dtype=torch.float64)
+        p[torch.arange(k + 1), torch.tensor(target_ids)] = 1.0
+        q = torch.zeros(k, v, dtype=torch.float64)
+        q[torch.arange(k), torch.tensor(drafts)] = 1.0
+        a = verify_block(p, q, torch.tensor(drafts))
+        b = verify(p, q, torch.tensor(drafts))
+        assert (a.n_accepted, a.next_token, a.next_status) == (
+            b.n_accepted,
+            b.next_token,
+            b.next_status,
+        )
+
+
+def test_every_rule_sees_the_same_draws():
+    drafts, u, u_next = shared_draws(PAPER_Q, 2, 1000, seed=3)
+    again = shared_draws(PAPER_Q, 2, 1000, seed=3)
+    assert all(np.array_equal(a, b) for a, b in zip((drafts, u, u_next), again, strict=True))
+
+
+def test_lab_on_sequences_from_the_command_line(capsys):
+    args = ["lab", "--p", "0.3333333,0.6666667", "--q", "0.6666667,0.3333333", "--k", "2"]
+    assert main([*args, "--samples", "100000", "--rules", "token,block,typical", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rules = {r["rule"]: r for r in out["rules"]}
+    assert set(rules) == {"token", "block", "typical"} and rules["typical"]["lossy"]
+    assert rules["block"]["mean_accepted"] > rules["token"]["mean_accepted"]
+    assert main([*args, "--rules", "oracle"]) == 2
+    assert "unknown oracle" in capsys.readouterr().err
