@@ -4,6 +4,7 @@ the wrong variants and the lossy typical rule shown failing it, greedy equal to 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -127,3 +128,76 @@ def test_lab_on_sequences_from_the_command_line(capsys):
     assert rules["block"]["mean_accepted"] > rules["token"]["mean_accepted"]
     assert main([*args, "--rules", "oracle"]) == 2
     assert "unknown oracle" in capsys.readouterr().err
+
+
+# --- block verification in the engine ------------------------------------------------------
+
+
+def test_block_sessions_follow_the_target(pair):
+    """The project's end-to-end test (whole emitted sequences against a fresh target
+    forward at every prefix) under --verifier block: the draft model, K 2."""
+    from specviz.core.decoding.k_policy import PolicyConfig
+    from specviz.core.drafters.registry import DrafterConfig
+    from tests.test_drafters import N_RUNS, looping_prompt, run_sequences, sequence_pvalue
+
+    prompt_ids = looping_prompt(pair)
+    sequences, statuses = run_sequences(
+        pair, DrafterConfig(), PolicyConfig(), 2, N_RUNS, 4, prompt_ids, seed=3, verifier="block"
+    )
+    assert {"accepted", "rejected", "resampled", "bonus"} <= {s for r in statuses for s in r}
+    assert sequence_pvalue(pair, prompt_ids, sequences) > LEVEL
+
+
+@pytest.mark.parametrize("k", [1, 4, 7])
+def test_greedy_block_equals_generate(pair, k):
+    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.trace.records import Settings
+    from tests.test_drafters import PROMPTS, greedy_reference
+
+    for prompt in PROMPTS:
+        settings = Settings(k=k, temperature=0, max_new_tokens=20, verifier="block")
+        engine = SpeculativeEngine(pair, settings)
+        header = engine.prefill(prompt, calibrate=False)
+        ours = [t.id for r in engine.run() for t in r.tokens if t.emitted]
+        assert ours == greedy_reference(pair.target, list(header.prompt_ids), 20, pair.eos_token_id)
+
+
+def test_block_rounds_keep_the_caches_exact_and_the_trace_valid(pair, tmp_path):
+    from specviz.core.decoding.forward import forward
+    from specviz.core.decoding.kv_cache import crop_to
+    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.trace.check_session import check_session
+    from specviz.core.trace.files import load, save
+    from specviz.core.trace.records import Settings
+    from specviz.core.trace.session import Session
+    from tests.test_engine import fresh_logits
+
+    settings = Settings(k=4, temperature=1.0, seed=5, max_new_tokens=60, verifier="block")
+    engine = SpeculativeEngine(pair, settings)
+    session = Session(engine.prefill("And the earth was", calibrate=False))
+    for rnd in engine.run(max_rounds=10):
+        session.append(rnd)
+        assert rnd.block is not None and len(rnd.block["h"]) == rnd.n_drafted
+        ids = list(engine.ids)
+        for model, cache in ((pair.target, engine.t_cache), (pair.draft, engine.d_cache)):
+            cached_len = cache.get_seq_length()
+            assert cached_len <= len(ids) - 1
+            with torch.inference_mode():
+                cached = forward(model, ids[cached_len:], cache, pair.vocab_size, 1)
+            crop_to(cache, cached_len)  # as found: the next round goes on from here
+            torch.testing.assert_close(
+                cached[0], fresh_logits(model, ids, pair.vocab_size), atol=1e-4, rtol=1e-4
+            )
+    assert check_session(session) == []
+    path = tmp_path / "block.jsonl"
+    save(session, path)
+    back = load(path)
+    assert [r.block for r in back.rounds] == [r.block for r in session.rounds]
+    assert check_session(back) == []
+    # A round whose kept prefix contradicts its block numbers is named.
+    bad = dataclasses.replace(
+        session.rounds[0],
+        block={**session.rounds[0].block, "u": [1.0] * session.rounds[0].n_drafted},
+    )
+    problems = check_session(Session(session.header, [bad, *session.rounds[1:]]))
+    assert any(p.field == "block.u" for p in problems) or session.rounds[0].n_accepted == 0

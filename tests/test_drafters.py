@@ -75,12 +75,14 @@ def test_greedy_equals_target_generate(pair, drafter, policy):
 TEMPERATURE = 1.5
 
 
-def run_sequences(pair, drafter, policy, k, n_runs, n_tokens, prompt_ids, seed):
+def run_sequences(
+    pair, drafter, policy, k, n_runs, n_tokens, prompt_ids, seed, verifier: str = "token"
+):
     """n_runs sessions of n_tokens from one prompt, sampled at TEMPERATURE with one
     running generator: the emitted sequences and every status seen."""
     engine = SpeculativeEngine(
         pair,
-        Settings(k=k, temperature=TEMPERATURE, max_new_tokens=n_tokens),
+        Settings(k=k, temperature=TEMPERATURE, max_new_tokens=n_tokens, verifier=verifier),
         trace=False,
         drafter=drafter,
         policy=policy,

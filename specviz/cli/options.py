@@ -14,7 +14,7 @@ import math
 import re
 import sys
 
-from specviz.core.trace.records import Settings
+from specviz.core.trace.records import VERIFIERS, Settings
 
 EXIT_BAD_INPUT = 2
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes 0 .. 2**64 - 1
@@ -262,6 +262,14 @@ def add_sampling_args(parser: argparse.ArgumentParser) -> None:
         help=f"tokens stored per position in the trace (default {d.top_n})",
     )
     group.add_argument(
+        "--verifier",
+        choices=VERIFIERS,
+        default=d.verifier,
+        help="how the drafts are judged: token (default; Leviathan et al., one at a time) or "
+        "block (Sun et al. 2024: the drafts as a block, keeps at least as many in "
+        "expectation); both keep the output exactly the target's",
+    )
+    group.add_argument(
         "--use-generation-config",
         action="store_true",
         help="take temperature, top-k, top-p and max new tokens from the target's "
@@ -278,6 +286,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         seed=args.seed,
         max_new_tokens=args.max_new_tokens,
         top_n=args.top_n,
+        verifier=getattr(args, "verifier", "token"),
     )
     try:
         settings.validate()

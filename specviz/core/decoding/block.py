@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.core.decoding.verify import RESIDUAL_EPS
+from specviz.core.decoding.verify import RESIDUAL_EPS, Verdict, judge
 from specviz.core.decoding.warp import sample
 
 
@@ -109,4 +109,29 @@ def verify_block(
         h=tuple(h.tolist()),
         u=tuple(u.tolist()),
         next_dist=next_dist.float(),
+    )
+
+
+def block_as_verdict(
+    block: BlockVerdict, target_probs: torch.Tensor, draft_probs: torch.Tensor, drafts
+) -> Verdict:
+    """The block's outcome in the token-wise vocabulary a round record uses: X_1..X_tau
+    accepted, X_{tau+1} rejected (when tau < K), later drafts discarded; each judged token
+    carries its token-wise min(1, p/q) (for comparison) and the block's draw. The block's
+    own numbers go into the round (Round.block)."""
+    k = len(block.u)
+    n_judged = min(block.n_accepted + 1, k)
+    positions = torch.arange(n_judged, device=target_probs.device)
+    chosen = drafts[:n_judged]
+    p_x = target_probs[positions, chosen]
+    q_x = draft_probs[positions, chosen]
+    u = torch.tensor(block.u[:n_judged], dtype=torch.float64)
+    accept, _ = judge(p_x.cpu(), q_x.cpu(), u)
+    return Verdict(
+        n_accepted=block.n_accepted,
+        next_token=block.next_token,
+        next_status=block.next_status,
+        accept_probs=tuple(accept.tolist()),
+        u=block.u[:n_judged],
+        next_dist=block.next_dist,
     )

@@ -20,6 +20,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz import __version__
+from specviz.core.decoding.block import block_as_verdict, verify_block
 from specviz.core.decoding.forward import forward, max_positions, measure_ms_per_token
 from specviz.core.decoding.k_policy import Policy, PolicyConfig
 from specviz.core.decoding.kv_cache import crop_to
@@ -58,6 +59,7 @@ class SpeculativeEngine:
         self.settings = settings
         self.trace = trace
         self.calibration_tokens = calibration_tokens
+        self._block: dict | None = None  # the last round's block numbers (verifier "block")
         self.drafter = make_drafter(drafter or DrafterConfig(), pair)
         self.policy = Policy(policy or PolicyConfig(), settings.k)
         self.header: SessionHeader | None = None
@@ -213,6 +215,7 @@ class SpeculativeEngine:
             events_ms=events_ms,
             copied_from=proposal.copied_from,
             probes=self.prober.after_round(self) if self.probing else None,  # untimed
+            block=self._block,
         )
         self.round_index += 1
         return rnd
@@ -241,6 +244,11 @@ class SpeculativeEngine:
         logits = forward(pair.target, tokens, self.t_cache, pair.vocab_size, keep=k + 1)
         p = warp(logits, config)  # [K+1, V]
         draft_tokens = torch.tensor(drafted, dtype=torch.long, device=pair.device)  # [K]
+        self._block = None
+        if self.settings.verifier == "block" and k:
+            block = verify_block(p, q, draft_tokens, self.generator)
+            self._block = {"weights": list(block.weights), "h": list(block.h), "u": list(block.u)}
+            return p, block_as_verdict(block, p, q, draft_tokens)
         return p, verify(p, q, draft_tokens, self.generator)
 
     def _advance(self, drafted: list[int], verdict: Verdict) -> tuple[list[int], str | None]:

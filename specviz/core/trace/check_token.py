@@ -56,13 +56,14 @@ def expected_accept_prob(p: float, q: float) -> float:
 
 
 def check_token(
-    event: TokenEvent, vocab: int, top_n: int, lists: bool = True
+    event: TokenEvent, vocab: int, top_n: int, lists: bool = True, rule: str = "token"
 ) -> list[tuple[str, str]]:
     """Every problem of one token: vocab bounds its ids, top_n its lists' lengths. A token
     that passes a step's quick test (a few set and C-level operations) skips the step: the
     checks on opening a trace run on half a million tokens. lists=False: the token's top-N
     lists were left unparsed (a loaded trace's, Session.lines), so it cannot tell whether
-    it has any."""
+    it has any. rule: the round's verifier; under "block" a token's fate is the block's (its
+    round's `block` numbers, checked by check_session), not u against its own min(1, p/q)."""
     found: list[tuple[str, str]] = []
     fields = vars(event)
     given = {name for name in EVENT_NUMBERS if fields[name] is not None}
@@ -94,7 +95,7 @@ def check_token(
         found += _unjudged(event, lists)
     if event.residual_top:
         found += _residual_top(event, top_n)
-    if event.status in JUDGED and (verdict := _verdict(event)) is not None:
+    if event.status in JUDGED and (verdict := _verdict(event, rule)) is not None:
         found.append(verdict)
     return found
 
@@ -261,8 +262,8 @@ def _residual_top(event: TokenEvent, top_n: int) -> Found:
         yield "residual_text", f"{len(event.residual_text)} texts for {len(entries)} entries"
 
 
-def _verdict(event: TokenEvent) -> tuple[str, str] | None:
-    """accept_prob = min(1, p/q), and the status the draw u gives (a judged token)."""
+def _verdict(event: TokenEvent, rule: str = "token") -> tuple[str, str] | None:
+    """accept_prob = min(1, p/q), and (token-wise) the status the draw u gives."""
     p, q, accept_prob, u = event.p, event.q, event.accept_prob, event.u
     if p is None or q is None or accept_prob is None or u is None:
         return None  # named by _fields_by_status
@@ -274,6 +275,8 @@ def _verdict(event: TokenEvent) -> tuple[str, str] | None:
             "accept_prob",
             f"{accept_prob!r}, but min(1, p/q) = min(1, {p!r}/{q!r}) = {expected!r}",
         )
+    if rule == "block":
+        return None
     if event.status == "accepted" and not u < accept_prob:
         return (
             "u",

@@ -91,6 +91,7 @@ def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
 
 
 MAX_K = 32  # drafted tokens per round, at most
+VERIFIERS = ("token", "block")  # the verification rules the engine runs (both lossless)
 MAX_TOP_N = 1000  # tokens kept per position in a trace, at most
 
 
@@ -106,6 +107,9 @@ class Settings:
     max_new_tokens: int = 64
     top_n: int = 20  # tokens kept per position in the trace, for the bars of a replay
     ignore_eos: bool = False  # end-of-text does not end the session (long explorations)
+    # Schema 1.3: how the drafts are judged, one of VERIFIERS: "token" (Leviathan et al.,
+    # one at a time) or "block" (Sun et al., the drafts as a block); both lossless.
+    verifier: str = "token"
 
     def validate(self) -> None:
         """Raise ValueError with a message a user can act on."""
@@ -116,6 +120,8 @@ class Settings:
             raise ValueError(f"max new tokens must be >= 1, got {self.max_new_tokens}")
         if not 1 <= self.top_n <= MAX_TOP_N:
             raise ValueError(f"top-N must be between 1 and {MAX_TOP_N}, got {self.top_n}")
+        if self.verifier not in VERIFIERS:
+            raise ValueError(f"unknown verifier {self.verifier!r} (one of {', '.join(VERIFIERS)})")
 
 
 @dataclass(frozen=True, init=False)
@@ -219,6 +225,10 @@ class Round:
     probes: dict[str, Any] | None = None
     # [start, end): the context positions a prompt-lookup proposal was copied from.
     copied_from: tuple[int, int] | None = None
+    # Schema 1.3, optional: a round verified as a block (settings.verifier "block"): the
+    # block's numbers at each drafted position 1..K, {"weights": [p_i], "h": [h_i],
+    # "u": [u_i]} (core.decoding.block); its tokens' statuses are the block's.
+    block: dict[str, Any] | None = None
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:
