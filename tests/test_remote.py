@@ -340,3 +340,19 @@ def test_the_greedy_check_runs_where_the_models_are(server, pair):
         assert diff == check_greedy(pair, prompt, wrong) and diff.position == 3
         with pytest.raises(P.RemoteError, match="outside the vocabulary"):
             remote.greedy_check(prompt, [pair.vocab_size])
+
+
+def test_a_block_session_is_served_as_run_locally(server, pair):
+    """The verifier travels in the settings: a served block session's rounds are the local
+    engine's, block numbers included; a bad verifier is refused with a message."""
+    settings = Settings(k=3, seed=4, max_new_tokens=20, verifier="block")
+    with RemoteEngine(server.address, TOKEN) as remote:
+        remote.start(PROMPT, settings, calibrate=False)
+        got = list(remote.run())
+    want = local_rounds(pair, settings, [None])
+    assert [r.block for r in got] == [r.block for r in want] and got[0].block is not None
+    assert [wire(r) for r in got] == [wire(r) for r in want]
+    with pytest.raises(ValueError, match="unknown verifier"):
+        P.settings_from_json({"verifier": "oracle"})
+    with pytest.raises(P.BadMessage, match="must be a str"):
+        P.settings_from_json({"verifier": 3})

@@ -145,8 +145,8 @@ def settings_from_json(obj: Any) -> Settings:
         if kind is None:
             raise BadMessage(f"unknown setting {name!r}")
         want = type(getattr(defaults, name))
-        if want is bool:
-            ok = type(value) is bool
+        if want in (bool, str):
+            ok = type(value) is want
         else:  # a number: an int is a float too, a bool is neither
             ok = type(value) is not bool and isinstance(
                 value, (int, float) if want is float else int
