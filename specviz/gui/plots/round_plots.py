@@ -265,8 +265,8 @@ class Plots(QWidget):
         if speed is not None:
             measured, refined, leviathan = speed.measured, speed.refined, speed.leviathan
             impossible, k = speed.impossible, speed.k
-            if speed.band is not None and measured is not None:
-                low, high = speed.band
+            if speed.band is not None and speed.speedup.status in ("ok", "noisy"):
+                low, high = speed.band  # a noisy figure's band says how noisy
         values = (
             stats.acceptance,
             stats.acceptance_running,
