@@ -201,3 +201,28 @@ def test_block_rounds_keep_the_caches_exact_and_the_trace_valid(pair, tmp_path):
     )
     problems = check_session(Session(session.header, [bad, *session.rounds[1:]]))
     assert any(p.field == "block.u" for p in problems) or session.rounds[0].n_accepted == 0
+
+
+def test_the_window_offers_block_and_explains_a_block_position(pair, qtbot):
+    """The Sampling box's Verifier gives settings.verifier; the distribution panel reads a
+    block round's numbers at the selected position out loud."""
+    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.metrics.position_bars import position_bars
+    from specviz.core.trace.records import Settings
+    from specviz.gui.distribution.text import summary_html
+    from specviz.gui.setup.controls import Controls
+
+    controls = Controls()
+    qtbot.addWidget(controls)
+    controls.verifier_combo.setCurrentIndex(controls.verifier_combo.findData("block"))
+    assert controls.settings().verifier == "block"
+    controls.set_settings(Settings())
+    assert controls.settings().verifier == "token"
+    engine = SpeculativeEngine(pair, Settings(k=4, seed=2, max_new_tokens=30, verifier="block"))
+    engine.prefill("And the earth was", calibrate=False)
+    rnd = engine.step()
+    bars = position_bars(rnd, 0)
+    weight, h, u = bars.block
+    assert (weight, h, u) == (rnd.block["weights"][0], rnd.block["h"][0], rnd.block["u"][0])
+    text = summary_html(bars)
+    assert "judged as a block" in text and f"{rnd.n_accepted} of them" in text

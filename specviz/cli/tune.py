@@ -39,6 +39,12 @@ def add_parser(sub) -> None:
     group.add_argument("--top-k", type=int, default=0, help="0 = off (default)")
     group.add_argument("--top-p", type=float, default=1.0, help="1.0 = off (default)")
     group.add_argument("--max-new-tokens", type=int, default=64, help="per run (default 64)")
+    group.add_argument(
+        "--verifier",
+        choices=("token", "block"),
+        default="token",
+        help="how each run judges its drafts (default token; block: Sun et al. 2024)",
+    )
     group.add_argument("--seed", type=int, default=0, help="sampling seed and K order")
     group.add_argument("--limit", type=int, help="use only the first N prompts")
     group.add_argument(
@@ -170,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
             check_greedy=args.check_greedy,
+            verifier=args.verifier,
         )
         config.settings(ks[0])  # sampling settings a user can fix
         if args.check_greedy and args.temperature != 0:

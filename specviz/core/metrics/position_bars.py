@@ -54,6 +54,10 @@ class PositionBars:
     # p is the target's at a position it never judged (a discarded draft; schema 1.2's
     # unjudged_* numbers): computed by the round's target pass, but no accept test used it
     p_never_judged: bool = False
+    # A block round (settings.verifier "block"): the block's numbers at this drafted
+    # position, (p_i, h_i, u_i), and the drafts it kept; None in a token-wise round.
+    block: tuple[float, float, float] | None = None
+    block_kept: int | None = None
 
     @property
     def n_bars(self) -> int:
@@ -262,4 +266,14 @@ def position_bars(
         residual=res_vals,
         residual_bar=res_bar,
         p_never_judged=never_judged and any(v is not None for v in bars.p),
+        block=_block_at(rnd, position),
+        block_kept=rnd.n_accepted if rnd.block is not None else None,
     )
+
+
+def _block_at(rnd: Round, position: int) -> tuple[float, float, float] | None:
+    """(p_i, h_i, u_i) of a block round's drafted position, from its record."""
+    block = rnd.block
+    if block is None or not 0 <= position < len(block["u"]):
+        return None
+    return block["weights"][position], block["h"][position], block["u"][position]

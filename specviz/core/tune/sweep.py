@@ -42,6 +42,7 @@ class SweepConfig:
     seed: int = 0  # each run's sampling seed, and the shuffling of the K orders
     probe_every: int = 4  # at least this many rounds between cost-model probes in a run
     check_greedy: bool = False  # greedy only: compare each run with the target alone
+    verifier: str = "token"  # how each run judges its drafts (trace Settings.verifier)
     # Who drafts and how K is chosen (core.drafters / core.decoding.k_policy); None: the draft
     # model and a constant K. With a policy that varies K, each swept K is its --k.
     drafter: DrafterConfig | None = None
@@ -60,6 +61,7 @@ class SweepConfig:
             top_p=self.top_p,
             seed=self.seed,
             max_new_tokens=self.max_new_tokens,
+            verifier=self.verifier,
         )
         s.validate()
         return s

@@ -78,7 +78,17 @@ def summary_html(bars: PositionBars | None) -> str:
             f"The draft proposed <b style='color:{colour}'>{_quote(drafted.text)}</b> "
             f"with q = {fmt(drafted.q)}"
         )
-        if bars.accepted is not None:
+        if bars.block is not None:
+            weight, h, u = bars.block
+            kept = bars.block_kept
+            parts.append(
+                f"the target gives it p = {fmt(drafted.p)}; judged as a block (Sun et al.): "
+                f"the running weight here is p_i = {fmt(weight)} and the chance of keeping the "
+                f"block up to here h_i = {fmt(h)}, against the draw u = {fmt(u)}; the block "
+                f"keeps the drafts up to the last position whose u &lt; h: {kept} of them "
+                f"(token-wise, min(1, p/q) = {fmt(bars.accept_prob)} would decide alone)"
+            )
+        elif bars.accepted is not None:
             relation = "&lt;" if bars.accepted else "&ge;"
             verdict = "accepted" if bars.accepted else "rejected"
             parts.append(
@@ -98,7 +108,12 @@ def summary_html(bars: PositionBars | None) -> str:
         colour = palette.fate("resampled").foreground
         parts.append(
             f"in its place <b style='color:{colour}'>{_quote(emitted.text)}</b> was drawn "
-            f"from norm(max(0, p \u2212 q)) (probability {fmt(emitted.residual)})"
+            + (
+                "from the block's residual norm(max(0, p_i P \u2212 Q))"
+                if bars.block_kept is not None
+                else "from norm(max(0, p \u2212 q))"
+            )
+            + f" (probability {fmt(emitted.residual)})"
         )
     if emitted is not None and emitted.status == "bonus":
         colour = palette.fate("bonus").foreground

@@ -247,6 +247,13 @@ class Controls(QWidget):
             "Go on past the end-of-text token (as min_new_tokens / a suppressed EOS in "
             "generate): the session ends only at max new tokens or the context length"
         )
+        self.verifier_combo = QComboBox()
+        self.verifier_combo.addItem("token-wise", "token")
+        self.verifier_combo.addItem("block", "block")
+        self.verifier_combo.setToolTip(
+            "How the drafts are judged: one at a time (Leviathan et al.) or as a block (Sun et "
+            "al. 2024: keeps at least as many in expectation); both keep the target's output"
+        )
         form = QFormLayout(box)
         form.addRow("K (drafts / round)", self.k_spin)
         form.addRow("Temperature", self.temperature_spin)
@@ -255,6 +262,7 @@ class Controls(QWidget):
         form.addRow("Seed", self.seed_spin)
         form.addRow("Max new tokens", self.max_tokens_spin)
         form.addRow("Top-N stored", self.top_n_spin)
+        form.addRow("Verifier", self.verifier_combo)
         form.addRow(self.ignore_eos_check)
         note = QLabel(
             "Changes apply from the next round; the seed and the prompt start a new session."
@@ -265,6 +273,7 @@ class Controls(QWidget):
         for spin in self._spins():
             spin.valueChanged.connect(self._emit_settings)
         self.ignore_eos_check.toggled.connect(self._emit_settings)
+        self.verifier_combo.currentIndexChanged.connect(self._emit_settings)
         return box
 
     def _spins(self):
@@ -288,6 +297,7 @@ class Controls(QWidget):
             max_new_tokens=self.max_tokens_spin.value(),
             top_n=self.top_n_spin.value(),
             ignore_eos=self.ignore_eos_check.isChecked(),
+            verifier=self.verifier_combo.currentData() or "token",
         )
 
     def set_settings(self, s: Settings) -> None:
@@ -300,6 +310,9 @@ class Controls(QWidget):
         self.ignore_eos_check.blockSignals(True)
         self.ignore_eos_check.setChecked(s.ignore_eos)
         self.ignore_eos_check.blockSignals(False)
+        self.verifier_combo.blockSignals(True)
+        self.verifier_combo.setCurrentIndex(max(self.verifier_combo.findData(s.verifier), 0))
+        self.verifier_combo.blockSignals(False)
 
     def show_session(self, header) -> None:
         """Show the prompt and settings a session (live or replayed) started with, without

@@ -299,6 +299,7 @@ class TunePanel(QWidget):
                 seed=s.seed,
                 drafter=self.drafting[0],
                 policy=self.drafting[1],
+                verifier=s.verifier,
             )
         except (PromptSetError, ValueError) as e:
             self.status.setText(str(e))
