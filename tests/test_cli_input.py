@@ -195,3 +195,31 @@ def test_ctrl_c_while_loading_is_no_traceback(capsys, monkeypatch):
     monkeypatch.setattr(spec, "load_pair", interrupted)  # what PairSpec.load calls
     code, _, err = run_cli(capsys, "run", "--prompt", "x")
     assert code == 130 and "interrupted" in err
+
+
+def test_a_prompt_file_that_never_ends_or_never_opens_is_refused(capsys, tmp_path):
+    """/dev/zero read until memory ran out and a FIFO with no writer blocked forever: only a
+    regular file of at most 16 MiB is read, for run, tune and inspect."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for args in (
+        ["run", "--prompt-file", "/dev/zero"],
+        ["run", "--prompt-file", str(fifo)],
+        ["tune", "--prompts", "/dev/zero"],
+        ["inspect", str(fifo)],
+    ):
+        code, _, err = run_cli(capsys, *args)
+        assert code == 2 and "not a regular file" in err and "Traceback" not in err, args
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as f:
+        f.truncate((16 << 20) + 1)
+    code, _, err = run_cli(capsys, "run", "--prompt-file", str(big))
+    assert code == 2 and "too large" in err
+
+
+def test_a_temperature_that_would_overflow_is_refused(capsys):
+    """1e-38 passed validation, then logits / T overflowed to inf and the run crashed."""
+    code, _, err = run_cli(capsys, "run", "--temperature", "1e-38")
+    assert code == 2 and "0 (greedy) or at least" in err

@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 import torch
+from transformers import AutoConfig
 
 from specviz.cli.main import main
 from specviz.core.engine.speculative import SpeculativeEngine
@@ -147,3 +148,55 @@ def test_deprecated_device_auto_still_works(pair_dirs):
     pair = load_pair(str(pair_dirs[0]), str(pair_dirs[1]), device="auto", progress=notes.append)
     assert pair.device.type in ("cpu", "cuda")
     assert any("deprecated" in n and "--device-map" in n for n in notes)
+
+
+def _refused(capsys, target, draft) -> str:
+    code = main(["run", "--target", str(target), "--draft", str(draft), "--max-new-tokens", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    return err
+
+
+def test_a_model_with_nan_weights_is_refused_before_it_runs(capsys, own_target, pair_dirs):
+    """NaN or inf weights ended in an IndexError deep in sampling: now one line, exit 2."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(own_target)
+    with torch.no_grad():
+        next(model.parameters()).view(-1)[0] = float("nan")
+    model.save_pretrained(own_target)
+    err = _refused(capsys, own_target, pair_dirs[1])
+    assert "NaN or infinite" in err and "target" in err
+
+
+def test_a_masked_lm_is_refused_by_name(capsys, own_target, pair_dirs):
+    """A BERT saved with save_pretrained loads through AutoModelForCausalLM as an LM head and
+    ran with meaningless figures: refused, naming its architecture."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    vocab = AutoConfig.from_pretrained(own_target).vocab_size
+    config = BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64)  # fmt: skip
+    BertForMaskedLM(config).save_pretrained(own_target)  # the tokenizer files stay
+    err = _refused(capsys, pair_dirs[0], own_target)
+    assert "BertForMaskedLM is not a causal language model" in err and "draft" in err
+
+
+def test_a_draft_that_reads_8_positions_runs_within_them(capsys, pair_dirs, tmp_path):
+    """The calibration decoded 16 tokens past a short draft's limit (IndexError even for a
+    1-token prompt): it now stays within the context the models read."""
+    from transformers import AutoModelForCausalLM
+
+    folder = tmp_path / "short"
+    shutil.copytree(pair_dirs[1], folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    model.config.n_positions = 8
+    model.transformer.wpe.weight.data = model.transformer.wpe.weight.data[:8].clone()
+    model.transformer.wpe.num_embeddings = 8
+    model.save_pretrained(folder)
+    args = ["run", "--target", str(pair_dirs[0]), "--draft", str(folder), "--prompt", "a"]
+    code = main([*args, "--max-new-tokens", "20", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "Traceback" not in err, err
+    result = json.loads(out)
+    assert result["tokens"] >= 1 and result["rounds"] >= 1

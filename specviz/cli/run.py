@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from specviz.cli import speedup_text
 from specviz.cli.drafting_options import add_drafter_options, drafting_from, pair_spec
@@ -21,6 +20,7 @@ from specviz.cli.run_connected import add_connect_args, run_connected
 from specviz.cli.session_loop import Formats, drive
 from specviz.cli.terminal import printable
 from specviz.core.engine.threads import set_threads
+from specviz.core.resources import read_text_bounded
 
 MARKS = {"accepted": "+", "rejected": "x", "discarded": "-", "resampled": "~", "bonus": "*"}
 COLOURS = {
@@ -52,7 +52,7 @@ def _prompt(args: argparse.Namespace) -> str:
         raise UsageError("give either --prompt or --prompt-file, not both")
     if args.prompt_file:
         try:
-            text = Path(args.prompt_file).read_text(encoding="utf-8")
+            text = read_text_bounded(args.prompt_file)
         except UnicodeDecodeError as e:
             raise UsageError(
                 f"the prompt file is not UTF-8 text (byte {e.object[e.start]:#04x} at "

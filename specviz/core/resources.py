@@ -8,7 +8,10 @@ every module that reads a resource or writes to the cache agrees on the folder.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+MAX_TEXT_FILE = 16 << 20  # a prompt or a prompt set: 16 MiB at most
 
 
 def resources_dir() -> Path:
@@ -34,3 +37,24 @@ def prompts_file() -> Path:
 def example_prompts() -> list[str]:
     lines = prompts_file().read_text(encoding="utf-8").splitlines()
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def check_regular_file(path: str | os.PathLike[str]) -> None:
+    """OSError unless path is a regular file: a FIFO with no writer would block a reader
+    forever, and a device such as /dev/zero never ends. Never opens the file."""
+    mode = os.stat(path).st_mode  # FileNotFoundError, PermissionError as they are
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(21, "is a folder, not a file", str(path))
+    if not stat.S_ISREG(mode):
+        raise OSError("not a regular file (a FIFO, a socket or a device)")
+
+
+def read_text_bounded(path: str | os.PathLike[str], limit: int = MAX_TEXT_FILE) -> str:
+    """A regular file's UTF-8 text, at most `limit` bytes (OSError beyond, or for anything
+    that is not a regular file); UnicodeDecodeError as read_text raises it."""
+    check_regular_file(path)
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(f"larger than {limit >> 20} MiB, too large for a prompt file")
+    return data.decode("utf-8")

@@ -100,8 +100,10 @@ class SpeculativeEngine:
                 f"the prompt is {len(ids)} tokens long; these models read at most {self.max_len}"
             )
         baseline_ms = draft_ms = None
-        if calibrate:
-            n = self.calibration_tokens
+        n = self.calibration_tokens
+        if self.max_len is not None:  # 2 warm-up steps and n timed ones past the prompt
+            n = min(n, self.max_len - len(ids) - 3)
+        if calibrate and n >= 1:
             baseline_ms = measure_ms_per_token(self.pair.target, ids, n, self.pair.vocab_size)
             draft_ms = self.drafter.measure_ms(ids, n)
         self.ids = ids

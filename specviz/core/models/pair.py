@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from specviz.core.models.sanity import check_model
 from specviz.core.models.smollm2 import Progress
 from specviz.core.trace.records import ModelInfo
 
@@ -274,6 +275,7 @@ def load_model(
     if device is not None:
         model.to(device)
     model.eval()
+    check_model(model, role, spec, ModelLoadError)  # a causal LM with finite weights
     if device is not None:
         speed_up_head(model)  # not under accelerate's hooks, which move tensors per module
     info = ModelInfo(

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from specviz.core.resources import check_regular_file
 from specviz.core.trace.parse import (
     line_json,
     line_text,
@@ -255,6 +256,7 @@ def load(path: str | os.PathLike[str], progress: Callable[[float], None] | None 
     which are parsed when a view or a check asks for them.
     """
     path = Path(path)
+    check_regular_file(path)  # a FIFO would block, a device never end
     reader = _Reader()
     collecting = gc.isenabled()
     # Loading makes millions of small records and no reference cycles: the cyclic collector,

@@ -80,10 +80,18 @@ def cost_ratio(target_ms: float | None, draft_ms: float | None) -> float | None:
     return draft_ms / target_ms
 
 
+MIN_TEMPERATURE = 1e-4  # below it, 0 (greedy) is what is meant: logits / T would overflow
+
+
 def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
     """Raise ValueError for sampling settings no warp can use."""
     if not 0 <= temperature < float("inf"):
         raise ValueError(f"temperature must be >= 0 and finite (0 = greedy), got {temperature}")
+    if 0 < temperature < MIN_TEMPERATURE:
+        # logits / T overflows float32 far above this (1e-38 gave inf, then NaN)
+        raise ValueError(
+            f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, got {temperature}"
+        )
     if top_k < 0:
         raise ValueError(f"top-k must be >= 0 (0 = off), got {top_k}")
     if not 0 < top_p <= 1:

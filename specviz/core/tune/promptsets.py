@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specviz.core.models.builtin import resources_dir
+from specviz.core.resources import read_text_bounded
 
 DEFAULT_CATEGORY = "default"
 MAX_PROMPTS = 10_000
@@ -36,7 +37,7 @@ def load_prompt_set(path: str | Path | None = None) -> list[Prompt]:
     """The prompts of a JSONL or plain-text file (the shipped set when path is None)."""
     path = Path(path) if path is not None else shipped_set()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_bounded(path)
     except FileNotFoundError:
         raise PromptSetError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -44,7 +45,7 @@ def load_prompt_set(path: str | Path | None = None) -> list[Prompt]:
     except UnicodeDecodeError as e:
         raise PromptSetError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except OSError as e:
-        raise PromptSetError(f"{path}: cannot read it ({e.strerror})") from None
+        raise PromptSetError(f"{path}: cannot read it ({e.strerror or e})") from None
     lines = text.splitlines()
     first = next((line.strip() for line in lines if line.strip()), "")
     is_jsonl = path.suffix.lower() in (".jsonl", ".json") or first.startswith("{")
