@@ -200,3 +200,20 @@ def test_restore_offers_each_autosave_left(tmp_path):
     assert Autosaver.find_all_restorable(tmp_path) == [found[1]]  # the other still offered
     window.discard(found[1])
     assert Autosaver.find_all_restorable(tmp_path) == []
+
+
+def test_autosaves_are_readable_by_their_user_only(tmp_path):
+    """Prompts and outputs were 0644 in a 0755 folder: other local users could read them."""
+    import stat
+
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    saver = Autosaver(folder)
+    session = synthetic_session(2)
+    saver.start(session.header)
+    for rnd in session.rounds:
+        saver.add(rnd)
+    assert stat.S_IMODE(saver.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    saver.finish()

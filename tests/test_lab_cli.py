@@ -81,3 +81,12 @@ def test_model_mode(capsys, pair_dirs):
     assert obj["p_value"] > 0.001 and len(obj["top"]) >= 20
     assert main(["lab", *args, "--p", "1,1"]) == 2  # numbers or a pair, not both
     assert "not both" in capsys.readouterr().err
+
+
+def test_token_texts_are_escaped_on_the_terminal(capsys):
+    """A tokenizer's (or --labels') control characters never reach the terminal raw."""
+    from specviz.cli.main import main
+
+    assert main(["lab", "--labels", "a\x1b[31m,b,c,d", "--samples", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "a\\x1b[31m" in out

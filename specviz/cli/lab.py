@@ -187,15 +187,18 @@ def format_text(result, label, title: str) -> str:
     a = arithmetic(result.p, result.q)
     layout = bar_layout(np.maximum(a.p, a.q), label)
     cols = [layout.apply(v) for v in (a.p, a.q, a.overlap, a.excess, a.residual, result.empirical)]
-    width = max(8, *(len(s) for s in layout.labels))
+    from specviz.cli.terminal import printable
+
+    names = [printable(s, keep_lines=False) for s in layout.labels]  # a tokenizer's texts
+    width = max(8, *(len(s) for s in names))
     head = ["p", "q", "min(p,q)", "max(0,p-q)", "residual", "empirical"]
     lines = [
-        f"lab: {title}",
+        f"lab: {printable(title, keep_lines=False)}",
         f"rule: {RULE_LABELS[result.rule]}",
         "",
         f"{'token':<{width}}" + "".join(f"{h:>12}" for h in head),
     ]
-    for i, name in enumerate(layout.labels):
+    for i, name in enumerate(names):
         lines.append(f"{name:<{width}}" + "".join(f"{c[i]:>12.4f}" for c in cols))
     verdict = (
         "REJECTS 'the emitted tokens follow p'"

@@ -316,5 +316,5 @@ def resolve(progress: Progress | None = None) -> tuple[Path, Path]:
     try:
         target = ensure_target(progress)
         return target, ensure_draft(target, progress)
-    except OSError as e:
+    except (OSError, ValueError) as e:  # ValueError: a damaged (truncated) GGUF file
         raise SmolLM2Error(f"could not prepare builtin:smollm2 in {cache_dir()}: {e}") from None

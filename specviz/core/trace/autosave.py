@@ -90,6 +90,13 @@ def _writer_alive(path: Path) -> bool:
     return False
 
 
+def private_folder(folder: Path) -> None:
+    """The autosave folder, made (or narrowed) to this user only: 0700."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.stat().st_mode & 0o077:
+        folder.chmod(0o700)
+
+
 class Autosaver:
     """Appends the running session to its own file in folder, a flushed line a round."""
 
@@ -106,8 +113,10 @@ class Autosaver:
 
     def _open(self):
         if self._file is None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            private_folder(self.folder)
+            # Prompts and outputs: readable by this user only (0600 in a 0700 folder).
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            os.fchmod(fd, 0o600)  # a file left by an older specviz at 0644 too
             self._file = os.fdopen(fd, "r+", encoding="utf-8", newline="\n")
             _lock(self._file)  # a fresh name of this process: nobody else holds it
             # A saver dropped without finish() (a crash in a test, a window torn down)
@@ -166,7 +175,7 @@ class Autosaver:
         Raises TraceError or OSError (the file then stays where it was)."""
         session = load(path)
         self.finish()
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_folder(self.folder)
         os.replace(path, self.path)
         self._open()
         return session
