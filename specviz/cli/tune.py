@@ -19,6 +19,7 @@ import sys
 import threading
 
 from specviz.cli.drafting_options import add_drafter_options, drafting_lists, pair_spec
+from specviz.cli.export_config import ENGINES
 from specviz.cli.options import UsageError, add_model_args, fail
 from specviz.core.engine.threads import set_threads
 
@@ -39,6 +40,12 @@ def add_parser(sub) -> None:
     group.add_argument("--top-k", type=int, default=0, help="0 = off (default)")
     group.add_argument("--top-p", type=float, default=1.0, help="1.0 = off (default)")
     group.add_argument("--max-new-tokens", type=int, default=64, help="per run (default 64)")
+    parser.add_argument(
+        "--export",
+        choices=ENGINES,
+        help="end with the best configuration in that engine's own form (and what does not "
+        "carry over)",
+    )
     group.add_argument(
         "--verifier",
         choices=("token", "block"),
@@ -200,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
     except ModelLoadError as e:
         return fail(str(e))
     result = sweep(pair, prompts, config, progress, trace_dir)
+    args.exported = _export(args, result, drafters, policies, spec.draft)
     print_result(args, result, spec.target, spec.draft)
     return 130 if result.cancelled else 0
 
@@ -264,6 +272,25 @@ def sweep(pair, prompts, config, progress, trace_dir=None):
             signal.signal(signal.SIGINT, previous)
 
 
+def _export(args, result, drafters, policies, draft) -> dict | None:
+    """The best configuration in --export's engine form, or None."""
+    from specviz.cli.export_config import Best, export
+    from specviz.core.tune.table import tables_by_category
+
+    if not args.export or not result.runs:
+        return None
+    table = tables_by_category(result.runs)["overall"]
+    if table.best is None:
+        return {"engine": args.export, "command": None, "notes": ["no K could be measured"]}
+    d_kind, p_kind, k = table.best
+    drafter = next(d for d in drafters if d.kind == d_kind)
+    policy = next(p for p in policies if p.kind == p_kind)
+    best = Best(d_kind, drafter.values(), p_kind, policy.threshold, k, args.verifier,
+                draft if drafter.needs_draft_model else None)  # fmt: skip
+    command, notes = export(args.export, best)
+    return {"engine": args.export, "command": command, "notes": notes}
+
+
 def print_result(args, result, target: str, draft: str) -> None:
     from specviz.core.tune.table import prompt_rows, tables_by_category
 
@@ -301,6 +328,8 @@ def print_result(args, result, target: str, draft: str) -> None:
             obj["prompt_runs"] = [r.to_json() for r in prompt_rows(result.runs, overall.costs)]
         if args.check_greedy:
             obj["greedy_mismatches"] = mismatches
+        if getattr(args, "exported", None):
+            obj["export"] = args.exported
         print(json.dumps(obj))
         return
     if result.cancelled:
@@ -321,6 +350,11 @@ def print_result(args, result, target: str, draft: str) -> None:
         "measured = T_t(1) x tokens / rounds' time; refined = E T_t(1) / (K T_d(1) + T_t(K+1) + o)"
         ", E = 1 + sum_i prod_{j<=i} a_j; Leviathan = (1 - a^(K+1)) / ((1 - a)(K c + 1))"
     )
+    exported = getattr(args, "exported", None)
+    if exported:
+        print(f"\nfor {exported['engine']}: {plain(exported['command'] or 'n/a')}")
+        for note in exported["notes"]:
+            print(f"  note: {plain(note)}")
     if args.check_greedy:
         if not mismatches:
             print("greedy check: every run equals the target's own greedy decoding")
