@@ -356,3 +356,58 @@ def test_a_block_session_is_served_as_run_locally(server, pair):
         P.settings_from_json({"verifier": "oracle"})
     with pytest.raises(P.BadMessage, match="must be a str"):
         P.settings_from_json({"verifier": 3})
+
+
+FLOOD = """
+import sys, time, zmq
+ctx = zmq.Context()
+socks = []
+for _ in range(3):
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.SNDHWM, 100000)
+    s.connect(sys.argv[1])
+    socks.append(s)
+payload = b'{"op": "hello", "token": "wrong", "pad": "' + b"x" * 900_000 + b'"}'
+for _ in range(1000):
+    for s in socks:
+        try:
+            s.send(payload, zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+time.sleep(2)
+"""
+
+
+def _rss_mb() -> float:
+    import os
+
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def test_a_flood_of_wrong_token_requests_stays_bounded_and_the_owner_is_served(server):
+    """Three peers sending 900 KB requests with a wrong token as fast as they can: before the
+    token is read nothing queues much (a receive high-water mark, a frame limit), so the
+    server grows by far less than 300 MB (470 MB before), and its owner gets its rounds."""
+    import subprocess
+    import sys
+
+    before = peak = _rss_mb()
+    flood = subprocess.Popen([sys.executable, "-c", FLOOD, f"tcp://{server.address}"])
+    try:
+        with RemoteEngine(server.address, TOKEN) as remote:
+            remote.start(PROMPT, Settings(k=2, seed=1, max_new_tokens=12), calibrate=False)
+            rounds = []
+            for rnd in remote.run():
+                rounds.append(rnd)
+                peak = max(peak, _rss_mb())
+        while flood.poll() is None:
+            peak = max(peak, _rss_mb())
+            time.sleep(0.05)
+    finally:
+        flood.kill()
+        flood.wait()
+    assert rounds and sum(r.n_emitted for r in rounds) >= 12
+    assert peak - before < 300

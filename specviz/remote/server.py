@@ -58,6 +58,9 @@ def bind_address(socket: zmq.Socket, host: str, port: int) -> int:
     return int(socket.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
 
 
+RECEIVE_QUEUE = 8  # messages a peer may have waiting for the server, at most
+
+
 class Server(ModelQueries):
     """Serves one loaded ModelPair. Construct (binds), then serve_forever() on one thread;
     stop() from any thread; close() on the serving thread after it returns."""
@@ -84,7 +87,12 @@ class Server(ModelQueries):
         self.socket = self.context.socket(zmq.ROUTER)
         for option, value in (
             (zmq.ROUTER_MANDATORY, 1),  # a send to a client that went away raises
-            (zmq.MAXMSGSIZE, P.HARD_MAX_BYTES),
+            # Inbound, before any token is checked: a frame over twice the request limit
+            # drops its peer unread, and each peer queues at most RECEIVE_QUEUE messages
+            # (three peers flooding 900 KB requests grew the server by 470 MB without).
+            (zmq.MAXMSGSIZE, 2 * P.MAX_REQUEST_BYTES),
+            (zmq.RCVHWM, RECEIVE_QUEUE),
+            (zmq.RCVBUF, SOCKET_BUFFER),
             (zmq.SNDHWM, QUEUED_ROUNDS),
             (zmq.SNDBUF, SOCKET_BUFFER),
             (zmq.LINGER, 0),
