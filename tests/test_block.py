@@ -226,3 +226,27 @@ def test_the_window_offers_block_and_explains_a_block_position(pair, qtbot):
     assert (weight, h, u) == (rnd.block["weights"][0], rnd.block["h"][0], rnd.block["u"][0])
     text = summary_html(bars)
     assert "judged as a block" in text and f"{rnd.n_accepted} of them" in text
+
+
+def test_the_verifier_seam_names_the_rules_the_trace_knows(pair, monkeypatch):
+    """The engine judges through core.decoding.verifier: one entry per rule, the same names
+    the trace format accepts; a rule registered there is the one the engine runs."""
+    from specviz.core.decoding import verifier as verifier_module
+    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.trace.records import VERIFIERS, Settings
+
+    assert tuple(verifier_module.VERIFIERS) == VERIFIERS
+    calls = []
+
+    class Counting(verifier_module.TokenVerifier):
+        def judge(self, p, q, drafts, generator):
+            calls.append(int(drafts.shape[0]))
+            return super().judge(p, q, drafts, generator)
+
+    monkeypatch.setitem(verifier_module.VERIFIERS, "token", Counting())
+    engine = SpeculativeEngine(pair, Settings(k=3, seed=1, max_new_tokens=12))
+    engine.prefill("And the earth was", calibrate=False)
+    rounds = list(engine.run())
+    assert calls == [r.n_drafted for r in rounds]
+    with pytest.raises(ValueError, match="unknown verifier"):
+        verifier_module.verifier_for("typical")

@@ -72,10 +72,12 @@ def test_caches_are_cropped_not_recomputed(pair, monkeypatch):
         fed.append(("target" if model is pair.target else "draft", len(tokens)))
         return real(model, tokens, cache, vocab, keep)
 
+    import specviz.core.decoding.verifier as verifier_module
     import specviz.core.drafters.base as drafters_module
     import specviz.core.engine.speculative as engine_module
 
-    monkeypatch.setattr(engine_module, "forward", spy)
+    monkeypatch.setattr(engine_module, "forward", spy)  # the prefill
+    monkeypatch.setattr(verifier_module, "forward", spy)  # the round's target pass
     monkeypatch.setattr(drafters_module, "forward", spy)
     engine = SpeculativeEngine(pair, Settings(k=3, seed=1, max_new_tokens=40))
     engine.prefill("A fool and his money", calibrate=False)

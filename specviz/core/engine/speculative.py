@@ -20,13 +20,12 @@ import torch
 from transformers import DynamicCache
 
 from specviz import __version__
-from specviz.core.decoding.block import block_as_verdict, verify_block
 from specviz.core.decoding.forward import forward, max_positions, measure_ms_per_token
 from specviz.core.decoding.k_policy import Policy, PolicyConfig
-from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.decoding.token_events import round_events
-from specviz.core.decoding.verify import Verdict, verify
-from specviz.core.decoding.warp import SamplingConfig, warp
+from specviz.core.decoding.verifier import verifier_for
+from specviz.core.decoding.verify import Verdict
+from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.drafters.base import Proposal
 from specviz.core.drafters.registry import DrafterConfig, make_drafter
 from specviz.core.engine.clock import PhaseClock, on_cuda
@@ -239,19 +238,16 @@ class SpeculativeEngine:
     def _verify(
         self, drafted: list[int], q: torch.Tensor, config: SamplingConfig
     ) -> tuple[torch.Tensor, Verdict]:
-        """The target scores the last emitted token and every draft in one pass; the rule
-        judges them: (p [k+1, V], verdict)."""
-        pair, k = self.pair, len(drafted)
-        tokens = [self.ids[-1], *drafted]
-        logits = forward(pair.target, tokens, self.t_cache, pair.vocab_size, keep=k + 1)
-        p = warp(logits, config)  # [K+1, V]
+        """The settings' verifier (core.decoding.verifier) scores the last emitted token and
+        every draft in one target pass and judges them: (p [k+1, V], verdict)."""
+        pair = self.pair
+        verifier = verifier_for(self.settings.verifier)
+        p = verifier.score(
+            pair.target, self.ids[-1], drafted, self.t_cache, pair.vocab_size, config
+        )  # [K+1, V]
         draft_tokens = torch.tensor(drafted, dtype=torch.long, device=pair.device)  # [K]
-        self._block = None
-        if self.settings.verifier == "block" and k:
-            block = verify_block(p, q, draft_tokens, self.generator)
-            self._block = {"weights": list(block.weights), "h": list(block.h), "u": list(block.u)}
-            return p, block_as_verdict(block, p, q, draft_tokens)
-        return p, verify(p, q, draft_tokens, self.generator)
+        verdict, self._block = verifier.judge(p, q, draft_tokens, self.generator)
+        return p, verdict
 
     def _advance(self, drafted: list[int], verdict: Verdict) -> tuple[list[int], str | None]:
         """Append the emitted tokens, roll both caches back to them, and say whether the
@@ -264,7 +260,7 @@ class SpeculativeEngine:
             finish = "eos"
         # The target keeps ids[:-1] of the new sequence; the drafter at most that.
         self.ids.extend(emitted)
-        crop_to(self.t_cache, len(self.ids) - 1)
+        verifier_for(self.settings.verifier).commit(self.t_cache, len(self.ids) - 1)
         self.drafter.observe(verdict.n_accepted, len(drafted))
         self.drafter.rollback(len(self.ids) - 1)
         if finish is None and self.n_generated >= self.settings.max_new_tokens:

@@ -1,0 +1,83 @@
+"""The Verifier seam: one verification rule, as the engine runs it.
+
+A verifier scores a proposal (the target's one pass over the last emitted token and the
+drafts), judges it (which drafts to keep, which token ends the round) and commits the
+target's cache to what was kept. The engine calls the three in order on its own thread, for
+the verifier its settings name (trace Settings.verifier). Today's rules are chains:
+`token` (Leviathan et al., core.decoding.verify) and `block` (Sun et al.,
+core.decoding.block); a token tree's verifier would score with a 4-D mask and commit by
+gathering the accepted path's rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from specviz.core.decoding.block import block_as_verdict, verify_block
+from specviz.core.decoding.forward import forward
+from specviz.core.decoding.kv_cache import crop_to
+from specviz.core.decoding.verify import Verdict, verify
+from specviz.core.decoding.warp import SamplingConfig, warp
+
+
+class Verifier:
+    """A chain verifier: one target pass over [last token, drafts], then a rule."""
+
+    kind = "?"
+    lossless = True  # the emitted tokens follow the target's p exactly
+
+    def score(
+        self,
+        target: torch.nn.Module,
+        last_token: int,
+        drafted: list[int],
+        cache: DynamicCache,
+        vocab: int,
+        config: SamplingConfig,
+    ) -> torch.Tensor:
+        """p [K+1, V]: the target's warped distributions at each draft and one more; the
+        cache grows by K + 1 positions."""
+        logits = forward(target, [last_token, *drafted], cache, vocab, keep=len(drafted) + 1)
+        return warp(logits, config)
+
+    def judge(
+        self, p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator
+    ) -> tuple[Verdict, dict[str, Any] | None]:
+        """(the verdict in the round records' vocabulary, the rule's own numbers for the
+        round record, or None)."""
+        raise NotImplementedError
+
+    def commit(self, cache: DynamicCache, length: int) -> None:
+        """Keep the cache's first `length` positions: the context after the round."""
+        crop_to(cache, length)
+
+
+class TokenVerifier(Verifier):
+    kind = "token"
+
+    def judge(self, p, q, drafts, generator):
+        return verify(p, q, drafts, generator), None
+
+
+class BlockVerifier(Verifier):
+    kind = "block"
+
+    def judge(self, p, q, drafts, generator):
+        if drafts.shape[0] == 0:  # nothing drafted: the bonus token, as token-wise
+            return verify(p, q, drafts, generator), None
+        block = verify_block(p, q, drafts, generator)
+        numbers = {"weights": list(block.weights), "h": list(block.h), "u": list(block.u)}
+        return block_as_verdict(block, p, q, drafts), numbers
+
+
+VERIFIERS: dict[str, Verifier] = {v.kind: v for v in (TokenVerifier(), BlockVerifier())}
+
+
+def verifier_for(kind: str) -> Verifier:
+    try:
+        return VERIFIERS[kind]
+    except KeyError:
+        raise ValueError(f"unknown verifier {kind!r} (one of {', '.join(VERIFIERS)})") from None
