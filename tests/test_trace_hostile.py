@@ -51,6 +51,7 @@ def test_a_huge_n_accepted_stays_bounded_by_the_file(tmp_path, capsys):
     objs[1]["n_accepted"] = 100_000_000
     path = write(tmp_path, objs)
     size = Path(path).stat().st_size
+    inspect(capsys, write(tmp_path, trace_objects(3), "warm.jsonl"))  # imports first
     tracemalloc.start()
     try:
         code, err = inspect(capsys, path)
@@ -208,3 +209,36 @@ def test_a_lone_surrogate_is_not_text(tmp_path, line):
     with pytest.raises(TraceError, match="lone UTF-16 surrogate") as info:
         load(path)
     assert info.value.line == line + 1
+
+
+def test_a_summary_line_before_the_last_round_is_refused(tmp_path):
+    from specviz.core.trace.files import load, session_lines
+    from specviz.core.trace.records import TraceError
+    from tests.fixtures import synthetic_session
+
+    lines = list(session_lines(synthetic_session(3)))
+    lines.insert(2, json.dumps({"type": "summary", "rounds": 1}))
+    path = tmp_path / "early.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TraceError, match="a round after the summary line"):
+        load(path)
+
+
+def test_a_round_k_off_the_constant_policy_is_named(pair):
+    """Under the constant policy every round's K is the settings' K: a larger one is a
+    contradiction the checks name (it was accepted)."""
+    import dataclasses
+
+    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.trace.check_session import check_session
+    from specviz.core.trace.records import Settings
+    from specviz.core.trace.session import Session
+
+    engine = SpeculativeEngine(pair, Settings(k=3, seed=1, max_new_tokens=20))
+    session = Session(engine.prefill("And the earth was", calibrate=False))
+    for rnd in engine.run():
+        session.append(rnd)
+    assert check_session(session) == [] and {r.k for r in session.rounds} == {3}
+    bad = dataclasses.replace(session.rounds[1], k=5)
+    problems = check_session(Session(session.header, [session.rounds[0], bad, *session.rounds[2:]]))
+    assert [p.field for p in problems] == ["k"] and "constant policy" in problems[0].message

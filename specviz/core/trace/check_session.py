@@ -157,6 +157,11 @@ def check_round(
     if header.eos_token_id is not None:
         yield from _eos_exact(rnd, header.eos_token_id, settings, line)
     vocab = vocabulary(header)
+    constant = header.policy is None or header.policy.get("kind") == "constant"
+    if constant and rnd.k is not None and rnd.k != settings.k:
+        yield Problem(
+            line, "k", f"{rnd.k}, but the constant policy drafts K = {settings.k} every round"
+        )
     rule = settings.verifier
     if rule == "block" or rnd.block is not None:
         yield from _block_round(rnd, line)

@@ -150,6 +150,7 @@ class _Reader:
         self.settings_cache: dict = {}
         self.ignored: dict[str, int] = {}
         self.lines = RoundLines()
+        self.summary_line: int | None = None  # the summary's line: only the last may be one
 
     def feed(self, number: int, raw: str | bytes) -> None:
         if self.pending is not None:
@@ -194,6 +195,13 @@ class _Reader:
             return
         kind = obj.get("type")
         if kind == "round":
+            if self.summary_line is not None:
+                raise TraceError(
+                    f"a round after the summary line (line {self.summary_line}): the summary "
+                    "is the last line",
+                    number,
+                    "type",
+                )
             session = self.session
             rnd = parse_round(obj, session.session_id, number, self.settings_cache)
             if rnd.index != len(session.rounds):
@@ -203,7 +211,8 @@ class _Reader:
             session.rounds.append(rnd)
             self.lines.add(number, raw)
         elif kind == "summary":
-            return  # derived: recomputed from the rounds
+            self.summary_line = number  # derived: recomputed from the rounds
+            return
         elif kind == "session":
             raise TraceError("a second session header: a trace holds one session", number, "type")
         elif isinstance(kind, str):
