@@ -233,13 +233,12 @@ class Figures:
 
     @property
     def impossible(self) -> bool:
-        return self.speedup.status == "impossible"
+        return self.speedup.impossible
 
     @property
     def refined_ratio(self) -> float | None:
         """measured / refined: how well the probes' costs and the acceptance predict."""
-        m, r = self.speedup.shown, self.speedup_refined
-        return m / r if m is not None and r else None
+        return self.speedup.over(self.speedup_refined)
 
     @property
     def tokens_per_round(self) -> float | None:

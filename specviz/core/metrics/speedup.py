@@ -68,6 +68,14 @@ class Speedup:
         return self.value if self.status in (OK, CALIBRATION) else None
 
     @property
+    def impossible(self) -> bool:
+        return self.status == IMPOSSIBLE
+
+    def over(self, predicted: float | None) -> float | None:
+        """The shown figure / a prediction (measured / refined), None where either is."""
+        return self.shown / predicted if self.shown is not None and predicted else None
+
+    @property
     def bound(self) -> float | None:
         tpp = self.tokens_per_pass
         return None if tpp is None else tpp * (1 + TOLERANCE)
@@ -112,7 +120,7 @@ class Speedup:
             "speedup_measured_raw": self.value,
             "speedup_ci": None if self.interval is None else [self.low, self.high],
             "speedup_status": self.status,
-            "speedup_impossible": self.status == IMPOSSIBLE,
+            "speedup_impossible": self.impossible,
             "speedup_bound": self.bound,
             "baseline_ms_per_token": self.baseline_ms,
             "baseline_steps": self.steps,

@@ -40,7 +40,7 @@ class KRow:
 
     @property
     def impossible(self) -> bool:
-        return self.speedup.status == "impossible"
+        return self.speedup.impossible
 
     @property
     def comparable(self) -> float | None:
@@ -51,9 +51,7 @@ class KRow:
     @property
     def ratio(self) -> float | None:
         """measured / refined: 1.0 when the cost model explains the measurement."""
-        if self.speedup_measured is None or not self.speedup_refined:
-            return None
-        return self.speedup_measured / self.speedup_refined
+        return self.speedup.over(self.speedup_refined)
 
     def to_json(self) -> dict:
         return {
