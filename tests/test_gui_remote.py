@@ -48,6 +48,14 @@ def test_a_served_session_through_the_worker_signals(qtbot, server, pair, remote
     with qtbot.waitSignal(engine.position_ready, timeout=TIMEOUT) as blocker:
         engine.request_position.emit(ids, settings)
     assert np.array_equal(blocker.args[0].p, position_distributions(pair, ids, settings).p)
+    # The greedy check runs where the models are: a token not the target's is named.
+    from specviz.core.decoding.greedy_check import check_greedy
+
+    wrong = [pair.vocab_size - 1] * 3
+    with qtbot.waitSignal(engine.greedy_checked, timeout=TIMEOUT) as blocker:
+        engine.request_greedy_check.emit(ids, wrong)
+    n, diff = blocker.args[0]
+    assert n == 3 and diff is not None and diff == check_greedy(pair, ids, wrong)
     server.stop()
     server.thread.join(timeout=10)  # it has said "bye"
     errors = []

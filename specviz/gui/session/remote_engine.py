@@ -103,17 +103,28 @@ class RemoteWorker(QObject):
     @Slot(object, object)
     def check_greedy(self, prompt_ids: list, emitted: list) -> None:
         """The engine's target decodes the prompt greedily, where the models are."""
+        answered, diff = self._ask(
+            f"decoding {len(emitted)} tokens greedily with the target alone",
+            "Could not run the greedy check",
+            lambda: self.remote.greedy_check(list(prompt_ids), list(emitted)),
+        )
+        if answered:
+            self.greedy_checked.emit((len(emitted), diff))
+
+    def _ask(self, doing: str, failed: str, request) -> tuple[bool, object]:
+        """One question to the engine between rounds (the lab's position, the greedy check),
+        saying what is being done meanwhile: (True, its answer), or (False, None) once the
+        failure is reported."""
         if not self._ready():
-            return
-        self.busy.emit(f"decoding {len(emitted)} tokens greedily with the target alone")
+            return False, None
+        self.busy.emit(doing)
         try:
-            diff = self.remote.greedy_check(list(prompt_ids), list(emitted))
+            return True, request()
         except RemoteError as e:
-            self._failed("Could not run the greedy check", e)
-            return
+            self._failed(failed, e)
+            return False, None
         finally:
             self.busy.emit("")
-        self.greedy_checked.emit((len(emitted), diff))
 
     def _failed(self, title: str, e: Exception) -> None:
         if isinstance(e, Cancelled):
@@ -316,17 +327,13 @@ class RemoteWorker(QObject):
 
     @Slot(object, object)
     def compute_position(self, context_ids: list, settings: Settings) -> None:
-        if not self._ready():
-            return
-        self.busy.emit("computing p and q at the position")
-        try:
-            result = self.remote.position(list(context_ids), settings)
-        except RemoteError as e:
-            self._failed("Could not compute the position", e)
-            return
-        finally:
-            self.busy.emit("")
-        self.position_ready.emit(result)
+        answered, result = self._ask(
+            "computing p and q at the position",
+            "Could not compute the position",
+            lambda: self.remote.position(list(context_ids), settings),
+        )
+        if answered:
+            self.position_ready.emit(result)
 
     def close(self) -> None:
         """Close the connection and stop the child engine (on the worker's thread)."""
