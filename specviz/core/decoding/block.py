@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.core.decoding.verify import RESIDUAL_EPS, Verdict, judge
+from specviz.core.decoding.verify import Verdict, judge, residual_distribution
 from specviz.core.decoding.warp import sample
 
 
@@ -40,12 +40,9 @@ class BlockVerdict:
 
 
 def block_residual(weight: float, p_next: torch.Tensor, q_next: torch.Tensor) -> torch.Tensor:
-    """norm(max(0, weight P - Q)) [V] float64; P itself when that has no mass."""
-    residual = (weight * p_next.double() - q_next.double()).clamp_min(0.0)  # [V]
-    mass = residual.sum()
-    if mass <= RESIDUAL_EPS:
-        return p_next.double() / p_next.double().sum()
-    return residual / mass
+    """norm(max(0, weight P - Q)) [V] float64: the token-wise residual of weight x P (P
+    itself when that has no mass)."""
+    return residual_distribution(weight * p_next.double(), q_next)
 
 
 def block_numbers(
