@@ -191,21 +191,20 @@ class PhaseProbe:
             undo()
 
 
-def window_tokens_per_s(
-    app, specs, settings: Settings, prompt: str, prefetch: bool = True, engine=None,
-    at_views: bool = False,
-) -> float:  # fmt: skip
-    """Run in the window until the session finishes, inside a real event loop (as the app's
-    exec() runs it: a polling loop here would take the GIL from the worker thousands of
-    times a second); timed from the first round's arrival to the last one's (at_views: from
-    the first round handed to the views to the last, as gui_engine_process.py times it, where
-    rounds may come a frame's worth at a time). engine: the window's engine thread
-    (benchmarks/gui_engine_process.py), else the in-thread worker."""
+def run_window(
+    app, specs, settings: Settings, prompt: str, engine=None, prefetch: bool = True,
+    before_run=None,
+):  # fmt: skip
+    """A window (as a user runs it: autosave on) on these settings, Run until the session
+    finishes, inside a real event loop (as the app's exec() runs it: a polling loop here
+    would take the GIL from the worker thousands of times a second). before_run(window) may
+    connect to its signals first. Returns the finished window: the caller closes it
+    (close_window). engine: the window's engine thread, else the in-thread worker."""
     from PySide6.QtCore import QEventLoop, QTimer
 
     from specviz.gui.main_window import MainWindow
 
-    window = MainWindow(specs, engine=engine)  # as a user runs it: autosave on
+    window = MainWindow(specs, engine=engine)
     window.controller.prefetch = prefetch
     loop = QEventLoop()
     window.controller.engine.loaded.connect(lambda *_: loop.quit())
@@ -217,15 +216,8 @@ def window_tokens_per_s(
     window.controls.k_spin.setValue(settings.k)
     window.controls.max_tokens_spin.setValue(settings.max_new_tokens)
     window.controls.seed_spin.setValue(settings.seed)
-    arrivals: list[tuple[float, int]] = []  # (time, tokens) per arrival
-    if at_views:
-        window.controller.rounds_added.connect(
-            lambda added: arrivals.append((time.perf_counter(), sum(r.n_emitted for r, _ in added)))
-        )
-    else:
-        window.controller.engine.round_ready.connect(
-            lambda rnd: arrivals.append((time.perf_counter(), rnd.n_emitted))
-        )
+    if before_run is not None:
+        before_run(window)
     done = QTimer()
     done.timeout.connect(lambda: loop.quit() if window.state == "finished" else None)
     done.start(50)
@@ -233,10 +225,39 @@ def window_tokens_per_s(
     window.toggle_run()
     loop.exec()
     done.stop()
-    (start, _), (end, _) = arrivals[0], arrivals[-1]
-    tokens = sum(n for _, n in arrivals[1:])
+    return window
+
+
+def close_window(app, window) -> None:
     window.close_now()
     app.processEvents()
+
+
+def window_tokens_per_s(
+    app, specs, settings: Settings, prompt: str, prefetch: bool = True, engine=None,
+    at_views: bool = False,
+) -> float:  # fmt: skip
+    """run_window's tokens/s, timed from the first round's arrival to the last one's
+    (at_views: from the first round handed to the views to the last, as
+    gui_engine_process.py times it, where rounds may come a frame's worth at a time)."""
+    arrivals: list[tuple[float, int]] = []  # (time, tokens) per arrival
+
+    def record(window) -> None:
+        if at_views:
+            window.controller.rounds_added.connect(
+                lambda added: arrivals.append(
+                    (time.perf_counter(), sum(r.n_emitted for r, _ in added))
+                )
+            )
+        else:
+            window.controller.engine.round_ready.connect(
+                lambda rnd: arrivals.append((time.perf_counter(), rnd.n_emitted))
+            )
+
+    window = run_window(app, specs, settings, prompt, engine, prefetch, before_run=record)
+    (start, _), (end, _) = arrivals[0], arrivals[-1]
+    tokens = sum(n for _, n in arrivals[1:])
+    close_window(app, window)
     return tokens / (end - start)
 
 

@@ -21,6 +21,9 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("SPECVIZ_NO_DIALOGS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gui_redraw
+
+import gui_redraw  # noqa: E402
 
 from specviz.core.engine.speculative import SpeculativeEngine  # noqa: E402
 from specviz.core.engine.threads import set_threads  # noqa: E402
@@ -40,30 +43,11 @@ def headless(pair, settings: Settings, prompt: str):
 
 
 def window(app, spec: str, settings: Settings, prompt: str, engine=None):
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    from specviz.gui.main_window import MainWindow
-
-    w = MainWindow((spec, spec), engine=engine)
-    loop = QEventLoop()
-    w.controller.engine.loaded.connect(lambda *_: loop.quit())
-    w.controller.engine.error.connect(lambda title, message: (print(title, message), loop.quit()))
-    loop.exec()
-    w.controls.prompt_edit.setPlainText(prompt)
-    w.controls.k_spin.setValue(settings.k)
-    w.controls.max_tokens_spin.setValue(settings.max_new_tokens)
-    w.controls.seed_spin.setValue(settings.seed)
-    done = QTimer()
-    done.timeout.connect(lambda: loop.quit() if w.state == "finished" else None)
-    done.start(50)
-    w.show()
-    w.toggle_run()
-    loop.exec()
-    done.stop()
+    """What the window's status bar shows at the end of a Run (gui_redraw.run_window)."""
+    w = gui_redraw.run_window(app, (spec, spec), settings, prompt, engine)
     sp = w.speed.latest.speedup
     n = len(w.session.rounds)
-    w.close_now()
-    app.processEvents()
+    gui_redraw.close_window(app, w)
     return sp.value, None if sp.interval is None else list(sp.interval), sp.status, n
 
 
