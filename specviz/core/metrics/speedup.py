@@ -186,7 +186,11 @@ def _bootstrap(
     ms = np.array([m for m, _ in rounds], dtype=np.float64)  # [R]
     emitted = np.array([e for _, e in rounds], dtype=np.float64)  # [R]
     pick_p = rng.integers(0, len(probes), size=(BOOTSTRAP, len(probes)))  # [B, P]
-    t1 = np.nanmedian(steps[pick_p].reshape(BOOTSTRAP, -1), axis=1)  # [B]
+    drawn = steps[pick_p].reshape(BOOTSTRAP, -1)  # [B, P * S]
+    # nanmedian skips the padding of probes with fewer steps; without padding (every probe
+    # timed as many steps, the usual case) median gives the same values at half the cost.
+    padded = any(len(s) != width for s in probes)
+    t1 = np.nanmedian(drawn, axis=1) if padded else np.median(drawn, axis=1)  # [B]
     pick_r = rng.integers(0, len(rounds), size=(BOOTSTRAP, len(rounds)))  # [B, R]
     total_ms, total_emitted = ms[pick_r].sum(axis=1), emitted[pick_r].sum(axis=1)  # [B]
     ok = (total_ms > 0) & (total_emitted > 0)
