@@ -239,9 +239,9 @@ def test_the_verifier_seam_names_the_rules_the_trace_knows(pair, monkeypatch):
     calls = []
 
     class Counting(verifier_module.TokenVerifier):
-        def judge(self, p, q, drafts, generator):
+        def judge(self, p, q, drafts, generator, settings=None):
             calls.append(int(drafts.shape[0]))
-            return super().judge(p, q, drafts, generator)
+            return super().judge(p, q, drafts, generator, settings)
 
     monkeypatch.setitem(verifier_module.VERIFIERS, "token", Counting())
     engine = SpeculativeEngine(pair, Settings(k=3, seed=1, max_new_tokens=12))
@@ -249,4 +249,4 @@ def test_the_verifier_seam_names_the_rules_the_trace_knows(pair, monkeypatch):
     rounds = list(engine.run())
     assert calls == [r.n_drafted for r in rounds]
     with pytest.raises(ValueError, match="unknown verifier"):
-        verifier_module.verifier_for("typical")
+        verifier_module.verifier_for("nucleus")

@@ -168,7 +168,7 @@ def test_not_a_specviz_trace(tmp_path):
 def test_newer_minor_version_fields_are_kept_or_ignored(tmp_path):
     session = synthetic_session(4)
     lines = [json.loads(line) for line in lines_of(session)]
-    lines[0]["schema"] = "specviz.trace/1.4"
+    lines[0]["schema"] = "specviz.trace/1.5"
     lines[0]["gpu"] = {"name": "H200"}  # unknown header field: kept
     lines[0]["settings"]["draft_temperature"] = 0.5  # unknown setting: ignored
     lines[1]["energy_j"] = 1.5  # unknown round field: ignored
@@ -180,7 +180,7 @@ def test_newer_minor_version_fields_are_kept_or_ignored(tmp_path):
     assert all_details(back) == session.rounds
     assert back.header.extra == {"gpu": {"name": "H200"}}
     assert back.header.settings == session.header.settings
-    assert any("specviz.trace/1.4" in w for w in back.warnings)
+    assert any("specviz.trace/1.5" in w for w in back.warnings)
     assert any("'annotation'" in w for w in back.warnings)
     resaved = tmp_path / "resaved.jsonl"
     save(back, resaved)

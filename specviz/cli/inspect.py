@@ -17,6 +17,7 @@ from typing import Any
 
 from specviz.cli import speedup_text
 from specviz.cli.options import fail
+from specviz.core.trace.records import LOSSY_WARNING
 
 MAX_PROBLEMS = 200  # enough to see a pattern; a broken 100k-round trace could list millions
 SHOWN_PROBLEMS = 20
@@ -50,6 +51,7 @@ def describe(session, problems: list) -> dict[str, Any]:
         "target": dataclasses.asdict(header.target),
         "draft": dataclasses.asdict(header.draft),
         "settings": dataclasses.asdict(header.settings),
+        "lossy": header.settings.lossy,
         "rounds": len(session.rounds),
     }
     if problems:
@@ -107,7 +109,14 @@ def _settings(s: dict[str, Any]) -> str:
         f"K {s['k']}  temperature {s['temperature']:g}{greedy}"
         f"  top-k {s['top_k'] or 'off'}  top-p {s['top_p'] if s['top_p'] < 1 else 'off'}"
         f"  seed {s['seed']}  max new tokens {s['max_new_tokens']}  top-N {s['top_n']}"
+        f"  verifier {s['verifier']}{_typical(s)}"
     )
+
+
+def _typical(s: dict[str, Any]) -> str:
+    if s["verifier"] != "typical":
+        return ""
+    return f" (epsilon {s['typical_epsilon']:g}, delta {s['typical_delta']:g})"
 
 
 def _figures(d: dict[str, Any]) -> list[str]:
@@ -173,6 +182,8 @@ def format_report(path: str, d: dict[str, Any]) -> str:
         f"draft       {_model(d['draft'])}",
         f"settings    {_settings(d['settings'])}",
     ]
+    if d["lossy"]:
+        lines.append(f"LOSSY       {LOSSY_WARNING.format(rule=d['settings']['verifier'])}")
     if not d["valid"]:
         lines.append(f"rounds      {d['rounds']}  (no figures: the trace is not valid)")
     else:

@@ -267,7 +267,22 @@ def add_sampling_args(parser: argparse.ArgumentParser) -> None:
         default=d.verifier,
         help="how the drafts are judged: token (default; Leviathan et al., one at a time) or "
         "block (Sun et al. 2024: the drafts as a block, keeps at least as many in "
-        "expectation); both keep the output exactly the target's",
+        "expectation), both keeping the output exactly the target's; or typical (Medusa's "
+        "typical acceptance: LOSSY, the output no longer follows the target)",
+    )
+    group.add_argument(
+        "--typical-epsilon",
+        type=finite_float,
+        default=d.typical_epsilon,
+        help="--verifier typical: keep x while p(x) > min(EPSILON, DELTA exp(-H(p))) "
+        f"(default {d.typical_epsilon})",
+    )
+    group.add_argument(
+        "--typical-delta",
+        type=finite_float,
+        default=d.typical_delta,
+        help="--verifier typical: the entropy-scaled threshold's factor "
+        f"(default {d.typical_delta})",
     )
     group.add_argument(
         "--use-generation-config",
@@ -278,6 +293,7 @@ def add_sampling_args(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    d = Settings()
     settings = Settings(
         k=args.k,
         temperature=args.temperature,
@@ -287,6 +303,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         max_new_tokens=args.max_new_tokens,
         top_n=args.top_n,
         verifier=getattr(args, "verifier", "token"),
+        typical_epsilon=getattr(args, "typical_epsilon", d.typical_epsilon),
+        typical_delta=getattr(args, "typical_delta", d.typical_delta),
     )
     try:
         settings.validate()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from specviz.cli.options import fail, finish_trace
 from specviz.cli.terminal import printable
+from specviz.core.trace.records import LOSSY_WARNING
 
 EXIT_LOST = 1
 
@@ -64,6 +65,9 @@ def drive(
             where = "the server could not start the session: " if lost_errors else ""
             return fail(f"{where}{e}")
         session = Session(header)
+        if header.settings.lossy:
+            rule = header.settings.verifier
+            print(f"[specviz] warning: {LOSSY_WARNING.format(rule=rule)}", file=sys.stderr)
         if args.trace:
             live = LiveTrace(args.trace, force=args.force)
             try:

@@ -4,9 +4,9 @@ A verifier scores a proposal (the target's one pass over the last emitted token 
 drafts), judges it (which drafts to keep, which token ends the round) and commits the
 target's cache to what was kept. The engine calls the three in order on its own thread, for
 the verifier its settings name (trace Settings.verifier). Today's rules are chains:
-`token` (Leviathan et al., core.decoding.verify) and `block` (Sun et al.,
-core.decoding.block); a token tree's verifier would score with a 4-D mask and commit by
-gathering the accepted path's rows.
+`token` (Leviathan et al., core.decoding.verify), `block` (Sun et al., core.decoding.block)
+and the lossy `typical` (Medusa, core.decoding.typical); a token tree's verifier would score
+with a 4-D mask and commit by gathering the accepted path's rows.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from transformers import DynamicCache
 from specviz.core.decoding.block import block_as_verdict, verify_block
 from specviz.core.decoding.forward import forward
 from specviz.core.decoding.kv_cache import crop_to
+from specviz.core.decoding.typical import TYPICAL_DELTA, TYPICAL_EPSILON, verify_typical
 from specviz.core.decoding.verify import Verdict, verify
 from specviz.core.decoding.warp import SamplingConfig, warp
 
@@ -44,10 +45,11 @@ class Verifier:
         return warp(logits, config)
 
     def judge(
-        self, p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator
-    ) -> tuple[Verdict, dict[str, Any] | None]:
-        """(the verdict in the round records' vocabulary, the rule's own numbers for the
-        round record, or None)."""
+        self, p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator, settings=None
+    ) -> tuple[Verdict, dict[str, Any]]:
+        """(the verdict in the round records' vocabulary, the rule's own numbers as Round
+        fields: {"block": ...}, {"typical": ...} or {}). settings: the round's trace
+        Settings, for a rule with parameters of its own."""
         raise NotImplementedError
 
     def commit(self, cache: DynamicCache, length: int) -> None:
@@ -58,22 +60,35 @@ class Verifier:
 class TokenVerifier(Verifier):
     kind = "token"
 
-    def judge(self, p, q, drafts, generator):
-        return verify(p, q, drafts, generator), None
+    def judge(self, p, q, drafts, generator, settings=None):
+        return verify(p, q, drafts, generator), {}
 
 
 class BlockVerifier(Verifier):
     kind = "block"
 
-    def judge(self, p, q, drafts, generator):
+    def judge(self, p, q, drafts, generator, settings=None):
         if drafts.shape[0] == 0:  # nothing drafted: the bonus token, as token-wise
-            return verify(p, q, drafts, generator), None
+            return verify(p, q, drafts, generator), {}
         block = verify_block(p, q, drafts, generator)
         numbers = {"weights": list(block.weights), "h": list(block.h), "u": list(block.u)}
-        return block_as_verdict(block, p, q, drafts), numbers
+        return block_as_verdict(block, p, q, drafts), {"block": numbers}
 
 
-VERIFIERS: dict[str, Verifier] = {v.kind: v for v in (TokenVerifier(), BlockVerifier())}
+class TypicalVerifier(Verifier):
+    kind = "typical"
+    lossless = False
+
+    def judge(self, p, q, drafts, generator, settings=None):
+        epsilon = settings.typical_epsilon if settings is not None else TYPICAL_EPSILON
+        delta = settings.typical_delta if settings is not None else TYPICAL_DELTA
+        verdict, threshold = verify_typical(p, q, drafts, generator, epsilon, delta)
+        return verdict, {"typical": {"threshold": threshold}}
+
+
+VERIFIERS: dict[str, Verifier] = {
+    v.kind: v for v in (TokenVerifier(), BlockVerifier(), TypicalVerifier())
+}
 
 
 def verifier_for(kind: str) -> Verifier:

@@ -58,7 +58,7 @@ class SpeculativeEngine:
         self.settings = settings
         self.trace = trace
         self.calibration_tokens = calibration_tokens
-        self._block: dict | None = None  # the last round's block numbers (verifier "block")
+        self._rule_numbers: dict = {}  # the last round's rule numbers: Round's block / typical
         self.drafter = make_drafter(drafter or DrafterConfig(), pair)
         self.policy = Policy(policy or PolicyConfig(), settings.k)
         self.header: SessionHeader | None = None
@@ -216,7 +216,7 @@ class SpeculativeEngine:
             events_ms=events_ms,
             copied_from=proposal.copied_from,
             probes=self.prober.after_round(self) if self.probing else None,  # untimed
-            block=self._block,
+            **self._rule_numbers,
         )
         self.round_index += 1
         return rnd
@@ -246,7 +246,9 @@ class SpeculativeEngine:
             pair.target, self.ids[-1], drafted, self.t_cache, pair.vocab_size, config
         )  # [K+1, V]
         draft_tokens = torch.tensor(drafted, dtype=torch.long, device=pair.device)  # [K]
-        verdict, self._block = verifier.judge(p, q, draft_tokens, self.generator)
+        verdict, self._rule_numbers = verifier.judge(
+            p, q, draft_tokens, self.generator, self.settings
+        )
         return p, verdict
 
     def _advance(self, drafted: list[int], verdict: Verdict) -> tuple[list[int], str | None]:

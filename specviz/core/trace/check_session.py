@@ -26,6 +26,7 @@ from specviz.core.trace.records import (
     Settings,
     TraceError,
 )
+from specviz.core.trace.rule_numbers import check_block, check_typical
 from specviz.core.trace.session import Session
 
 __all__ = ["Problem", "check_session", "expected_accept_prob", "iter_problems"]
@@ -163,8 +164,8 @@ def check_round(
             line, "k", f"{rnd.k}, but the constant policy drafts K = {settings.k} every round"
         )
     rule = settings.verifier
-    if rule == "block" or rnd.block is not None:
-        yield from _block_round(rnd, line)
+    for name, message in _rule_numbers(rnd, rule):
+        yield Problem(line, name, message)
     for j, event in enumerate(rnd.tokens):
         for name, message in check_token(event, vocab, settings.top_n, lists, rule):
             yield Problem(line, f"tokens[{j}].{name}", message)
@@ -174,37 +175,12 @@ def check_round(
         so_far.emitted_ids.update(emitted)
 
 
-def _block_round(rnd: Round, line: int) -> Iterator[Problem]:
-    """A block round (core.decoding.block): its numbers cover the drafted tokens, the kept
-    prefix is the largest i with u_i < h_i, the judged tokens' draws are the block's, and
-    the weights follow p_i = min(1, p_{i-1} p(x_i) / q(x_i)) over them."""
-    block = rnd.block
-    if rnd.settings is not None and rnd.settings.verifier != "block":
-        yield Problem(line, "block", "block numbers in a round verified token by token")
-        return
-    if block is None:
-        if rnd.n_drafted:
-            yield Problem(line, "block", "a block round without its block numbers")
-        return
-    weights, h, u = block["weights"], block["h"], block["u"]
-    if len(u) != rnd.n_drafted:
-        yield Problem(line, "block", f"{len(u)} positions for {rnd.n_drafted} drafted tokens")
-        return
-    tau = max((i + 1 for i in range(len(u)) if u[i] < h[i]), default=0)
-    if tau != rnd.n_accepted:
-        yield Problem(
-            line,
-            "block.u",
-            f"the block keeps {tau} drafts (the last u_i < h_i), not {rnd.n_accepted}",
-        )
-    running = 1.0
-    for i, t in enumerate(t for t in rnd.tokens if t.status in ("accepted", "rejected")):
-        if t.u is not None and t.u != u[i]:
-            yield Problem(line, f"block.u[{i}]", f"{u[i]!r}, but the token's draw is {t.u!r}")
-        if t.p is not None and t.q is not None and t.q > 0:
-            running = min(1.0, running * t.p / t.q)
-            if abs(running - weights[i]) > 1e-6 * max(running, 1e-12) + 1e-12:
-                yield Problem(line, f"block.weights[{i}]", f"{weights[i]!r}, but p_i = {running!r}")
+def _rule_numbers(rnd: Round, rule: str) -> Iterator[tuple[str, str]]:
+    """The round's block or typical numbers agree with its tokens (core.trace.rule_numbers)."""
+    if rule == "block" or rnd.block is not None:
+        yield from check_block(rnd)
+    if rule == "typical" or rnd.typical is not None:
+        yield from check_typical(rnd)
 
 
 def _round_settings(

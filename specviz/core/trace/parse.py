@@ -30,6 +30,7 @@ from specviz.core.trace.records import (
     TokenEvent,
     TraceError,
 )
+from specviz.core.trace.rule_numbers import parse_block, parse_typical
 
 _STATUSES = frozenset(STATUSES)
 _NUMBER_TYPES = {float, int, type(None)}
@@ -208,7 +209,10 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
     if "probes" in obj:
         extras["probes"] = _probes(_get(obj, "probes", dict, line, optional=True), line)
     if "block" in obj:
-        extras["block"] = _block(_get(obj, "block", dict, line, optional=True), line)
+        extras["block"] = parse_block(_get(obj, "block", dict, line, optional=True), line)
+    if "typical" in obj:
+        typical = _get(obj, "typical", dict, line, optional=True)
+        extras["typical"] = parse_typical(typical, line)
     if "copied_from" in obj:
         span = _get(obj, "copied_from", list, line, optional=True)
         if span is not None:
@@ -219,26 +223,6 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
 
 
 MAX_PROBE_STEPS = 64  # timed T_t(1) steps in one probe record, at most
-
-
-def _block(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
-    """A block round's numbers: {"weights", "h", "u"}, lists of one number in [0, 1] per
-    drafted position (at most MAX_K), of one length."""
-    if value is None:
-        return None
-    out = {}
-    for key in ("weights", "h", "u"):
-        numbers = value.get(key)
-        name = f"block.{key}"
-        if type(numbers) is not list or len(numbers) > MAX_K:
-            raise TraceError(f"expected a list of at most {MAX_K} numbers", line, name)
-        for i, v in enumerate(numbers):
-            if type(v) not in (int, float) or not 0 <= v <= 1:
-                raise TraceError(f"{v!r}: not a number in [0, 1]", line, f"{name}[{i}]")
-        out[key] = [float(v) for v in numbers]
-    if len({len(v) for v in out.values()}) != 1:
-        raise TraceError("weights, h and u must have one entry per drafted token", line, "block")
-    return out
 
 
 def _probes(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:

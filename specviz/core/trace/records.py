@@ -1,6 +1,6 @@
 """The trace records (SessionHeader, Round, TokenEvent, Settings, ModelInfo), the format's
 vocabulary (statuses, which numbers each status carries, field lists), schema
-"specviz.trace/1.3". Their JSON form is specviz.core.trace.serialize.
+"specviz.trace/1.4". Their JSON form is specviz.core.trace.serialize.
 
 A trace is one JSON object per line: the session header, one line per round, and an
 optional summary. Records are plain frozen values: they cross from the worker thread to the
@@ -13,12 +13,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA = "specviz.trace/1.3"
+SCHEMA = "specviz.trace/1.4"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 3  # each minor version added optional fields only, so an older file reads
+SCHEMA_MINOR = 4  # each minor version added optional fields only, so an older file reads
 # as a newer one without them: 1.1 k, stop, events_ms, probes, copied_from, drafter, policy,
 # eos_token_id; 1.2 the UNJUDGED numbers below; 1.3 a probe's t1_ms and rule_ms, and the
-# summary's speedup interval and status (core.metrics.speedup)
+# summary's speedup interval and status (core.metrics.speedup), settings.verifier and a
+# round's block numbers; 1.4 the lossy verifier "typical", its settings and a round's
+# typical numbers
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
@@ -99,7 +101,16 @@ def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
 
 
 MAX_K = 32  # drafted tokens per round, at most
-VERIFIERS = ("token", "block")  # the verification rules the engine runs (both lossless)
+# The verification rules the engine runs: token and block are lossless (the output follows
+# the target exactly), typical is not (core.decoding.typical).
+VERIFIERS = ("token", "block", "typical")
+LOSSY_VERIFIERS = frozenset({"typical"})
+# What the run, inspect and the window's banner say about a lossy verifier.
+LOSSY_WARNING = (
+    "the {rule} rule is LOSSY: it does not reproduce the target's distribution (the output "
+    "is not what the target alone would sample)"
+)
+TYPICAL_SETTINGS = ("typical_epsilon", "typical_delta")  # written under "typical" only
 MAX_TOP_N = 1000  # tokens kept per position in a trace, at most
 
 
@@ -117,7 +128,16 @@ class Settings:
     ignore_eos: bool = False  # end-of-text does not end the session (long explorations)
     # Schema 1.3: how the drafts are judged, one of VERIFIERS: "token" (Leviathan et al.,
     # one at a time) or "block" (Sun et al., the drafts as a block); both lossless.
+    # Schema 1.4: or "typical" (Medusa's typical acceptance, LOSSY), keeping x while
+    # p(x) > min(typical_epsilon, typical_delta * exp(-H(p))) (core.decoding.typical).
     verifier: str = "token"
+    typical_epsilon: float = 0.3
+    typical_delta: float = 0.09
+
+    @property
+    def lossy(self) -> bool:
+        """The verifier does not reproduce the target's distribution."""
+        return self.verifier in LOSSY_VERIFIERS
 
     def validate(self) -> None:
         """Raise ValueError with a message a user can act on."""
@@ -130,6 +150,10 @@ class Settings:
             raise ValueError(f"top-N must be between 1 and {MAX_TOP_N}, got {self.top_n}")
         if self.verifier not in VERIFIERS:
             raise ValueError(f"unknown verifier {self.verifier!r} (one of {', '.join(VERIFIERS)})")
+        for name in TYPICAL_SETTINGS:
+            value = getattr(self, name)
+            if not 0 < value <= 1:  # NaN fails too
+                raise ValueError(f"{name.replace('_', ' ')} must be in (0, 1], got {value}")
 
 
 @dataclass(frozen=True, init=False)
@@ -237,6 +261,10 @@ class Round:
     # block's numbers at each drafted position 1..K, {"weights": [p_i], "h": [h_i],
     # "u": [u_i]} (core.decoding.block); its tokens' statuses are the block's.
     block: dict[str, Any] | None = None
+    # Schema 1.4, optional: a round verified by the typical rule (settings.verifier
+    # "typical"): {"threshold": [min(epsilon, delta exp(-H))]} at each judged position; a
+    # drafted token is kept while its p exceeds its position's threshold.
+    typical: dict[str, Any] | None = None
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:

@@ -18,6 +18,7 @@ from specviz.core.trace.records import (
     ROUND_FIELDS,
     ROUND_OPTIONAL,
     SCHEMA,
+    TYPICAL_SETTINGS,
     ModelInfo,
     Round,
     SessionHeader,
@@ -33,7 +34,11 @@ def header_to_json(header: SessionHeader) -> dict[str, Any]:
         value = getattr(header, name)
         if value is None and name in HEADER_OPTIONAL:
             continue
-        obj[name] = dataclasses.asdict(value) if isinstance(value, ModelInfo | Settings) else value
+        if isinstance(value, Settings):
+            value = settings_to_json(value)
+        elif isinstance(value, ModelInfo):
+            value = dataclasses.asdict(value)
+        obj[name] = value
     return obj
 
 
@@ -67,11 +72,13 @@ def round_to_json(rnd: Round) -> dict[str, Any]:
 def settings_to_json(settings: Settings) -> dict[str, Any]:
     """dataclasses.asdict for a record of plain numbers, without its recursive copy: every
     round line carries its settings, and a round's line is made about 1.5x faster without
-    it (benchmarks/trace_write.py)."""
-    return {name: getattr(settings, name) for name in _SETTINGS_FIELDS}
+    it (benchmarks/trace_write.py). The typical rule's parameters go with that rule only."""
+    names = _SETTINGS_FIELDS if settings.verifier == "typical" else _PLAIN_SETTINGS
+    return {name: getattr(settings, name) for name in names}
 
 
 _SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(Settings))
+_PLAIN_SETTINGS = tuple(name for name in _SETTINGS_FIELDS if name not in TYPICAL_SETTINGS)
 
 
 def _plain_number(value: Any) -> float | int:

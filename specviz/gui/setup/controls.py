@@ -250,9 +250,12 @@ class Controls(QWidget):
         self.verifier_combo = QComboBox()
         self.verifier_combo.addItem("token-wise", "token")
         self.verifier_combo.addItem("block", "block")
+        self.verifier_combo.addItem("typical (LOSSY)", "typical")
         self.verifier_combo.setToolTip(
             "How the drafts are judged: one at a time (Leviathan et al.) or as a block (Sun et "
-            "al. 2024: keeps at least as many in expectation); both keep the target's output"
+            "al. 2024: keeps at least as many in expectation), both keeping the target's "
+            "output; or Medusa's typical acceptance, which keeps a draft while p(x) > "
+            "min(0.3, 0.09 exp(-H(p))) and does NOT reproduce the target's distribution"
         )
         form = QFormLayout(box)
         form.addRow("K (drafts / round)", self.k_spin)

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.trace.records import Round
+from specviz.core.trace.records import LOSSY_WARNING, Round, Settings
 from specviz.gui import keys, palette
 from specviz.gui.stream.rich_line import RichLine
 from specviz.gui.stream.token_view import TokenView, k_text
@@ -44,6 +44,36 @@ ENDS = {
     "eos": "the target emitted end-of-text",
     "context_length": "the models' context length is full",
 }
+
+
+class LossyBanner(QLabel):
+    """A standing banner while the session has a round verified by a lossy rule (trace
+    Settings.lossy): its output is not the target's distribution."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("lossy-banner")
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setWordWrap(True)
+        border = palette.fate("rejected").foreground
+        self.setStyleSheet(
+            f"#lossy-banner {{ background: {palette.PROMPT_BACKGROUND}; padding: 4px; "
+            f"border: 2px solid {border}; border-radius: 4px; }}"
+        )
+        self.hide()
+
+    def note(self, settings: Settings | None) -> None:
+        """Show the banner for a lossy session (kept until clear())."""
+        if settings is not None and settings.lossy:
+            warning = LOSSY_WARNING.format(rule=settings.verifier)
+            self.setText(
+                f"{warning[0].upper()}{warning[1:]}: this rule does not reproduce "
+                "the target's distribution, whatever the acceptance figures say."
+            )
+            self.show()
+
+    def clear(self) -> None:
+        self.hide()
 
 
 class EndBanner(QFrame):
@@ -118,6 +148,7 @@ class StreamPanel(QWidget):
         )
         self.view = TokenView()
         self.banner = EndBanner()
+        self.lossy = LossyBanner()
         self._total = 0  # rounds in the session (a replay: in the trace)
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setRange(0, 0)
@@ -143,6 +174,7 @@ class StreamPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.legend)
+        layout.addWidget(self.lossy)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.banner)
         layout.addLayout(row)
@@ -150,6 +182,8 @@ class StreamPanel(QWidget):
 
     def clear(self, header=None) -> None:
         self._total = 0
+        self.lossy.clear()
+        self.lossy.note(None if header is None else header.settings)
         self.view.clear_session(header)
         self.slider.blockSignals(True)
         self.slider.setRange(0, 0)
@@ -159,6 +193,8 @@ class StreamPanel(QWidget):
 
     def append_rounds(self, rounds: Sequence[Round]) -> None:
         self.view.append_rounds(rounds)
+        if rounds:
+            self.lossy.note(rounds[-1].settings)
         self.slider.blockSignals(True)
         self.slider.setRange(0, self.view.round_count - 1)
         self.slider.blockSignals(False)

@@ -1,0 +1,99 @@
+"""A round's rule numbers: what a block round (schema 1.3) and a typical round (schema 1.4)
+record beside their tokens, read from a line (structure) and checked against the tokens
+(meaning). The rules themselves are core.decoding.block and core.decoding.typical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from specviz.core.trace.records import MAX_K, Round, TraceError
+
+Found = Iterator[tuple[str, str]]  # (field, message)
+_JUDGED = ("accepted", "rejected")
+
+
+def _numbers(value: dict[str, Any], keys: tuple[str, ...], line: int, rule: str) -> dict:
+    """{key: [floats in [0, 1]]}, each list at most MAX_K long, all of one length."""
+    out = {}
+    for key in keys:
+        numbers = value.get(key)
+        name = f"{rule}.{key}"
+        if type(numbers) is not list or len(numbers) > MAX_K:
+            raise TraceError(f"expected a list of at most {MAX_K} numbers", line, name)
+        for i, v in enumerate(numbers):
+            if type(v) not in (int, float) or not 0 <= v <= 1:
+                raise TraceError(f"{v!r}: not a number in [0, 1]", line, f"{name}[{i}]")
+        out[key] = [float(v) for v in numbers]
+    if len({len(v) for v in out.values()}) != 1:
+        raise TraceError(f"{', '.join(keys)} must have one entry per position", line, rule)
+    return out
+
+
+def parse_block(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
+    """A block round's numbers: {"weights", "h", "u"}, one number in [0, 1] per drafted
+    position."""
+    return None if value is None else _numbers(value, ("weights", "h", "u"), line, "block")
+
+
+def parse_typical(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
+    """A typical round's numbers: {"threshold"}, one number in [0, 1] per judged position."""
+    return None if value is None else _numbers(value, ("threshold",), line, "typical")
+
+
+def check_block(rnd: Round) -> Found:
+    """A block round (core.decoding.block): its numbers cover the drafted tokens, the kept
+    prefix is the largest i with u_i < h_i, the judged tokens' draws are the block's, and
+    the weights follow p_i = min(1, p_{i-1} p(x_i) / q(x_i)) over them."""
+    block = rnd.block
+    if rnd.settings is not None and rnd.settings.verifier != "block":
+        yield "block", "block numbers in a round not verified as a block"
+        return
+    if block is None:
+        if rnd.n_drafted:
+            yield "block", "a block round without its block numbers"
+        return
+    weights, h, u = block["weights"], block["h"], block["u"]
+    if len(u) != rnd.n_drafted:
+        yield "block", f"{len(u)} positions for {rnd.n_drafted} drafted tokens"
+        return
+    tau = max((i + 1 for i in range(len(u)) if u[i] < h[i]), default=0)
+    if tau != rnd.n_accepted:
+        yield "block.u", f"the block keeps {tau} drafts (the last u_i < h_i), not {rnd.n_accepted}"
+    running = 1.0
+    for i, t in enumerate(t for t in rnd.tokens if t.status in _JUDGED):
+        if t.u is not None and t.u != u[i]:
+            yield f"block.u[{i}]", f"{u[i]!r}, but the token's draw is {t.u!r}"
+        if t.p is not None and t.q is not None and t.q > 0:
+            running = min(1.0, running * t.p / t.q)
+            if abs(running - weights[i]) > 1e-6 * max(running, 1e-12) + 1e-12:
+                yield f"block.weights[{i}]", f"{weights[i]!r}, but p_i = {running!r}"
+
+
+def check_typical(rnd: Round) -> Found:
+    """A typical round (core.decoding.typical): one threshold per judged token, an
+    accepted token's p above its threshold and a rejected one's not."""
+    typical = rnd.typical
+    if rnd.settings is not None and rnd.settings.verifier != "typical":
+        yield "typical", "typical numbers in a round not verified by the typical rule"
+        return
+    judged = [t for t in rnd.tokens if t.status in _JUDGED]
+    if typical is None:
+        if judged:
+            yield "typical", "a typical round without its thresholds"
+        return
+    threshold = typical["threshold"]
+    if len(threshold) != len(judged):
+        yield "typical", f"{len(threshold)} thresholds for {len(judged)} judged tokens"
+        return
+    for i, t in enumerate(judged):
+        if t.p is None:
+            continue  # named by the token's own checks
+        kept = t.p > threshold[i]
+        if kept != (t.status == "accepted"):
+            relation = ">" if t.p > threshold[i] else "<="
+            yield (
+                f"typical.threshold[{i}]",
+                f"p {t.p!r} {relation} threshold {threshold[i]!r}, but the token is '{t.status}'",
+            )
