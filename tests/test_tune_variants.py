@@ -50,10 +50,44 @@ def test_tune_sweeps_every_drafter_policy_and_k(pair_dirs, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "drafter" in text and "best measured: drafter" in text
     lines = [line.split() for line in text.splitlines()]
-    assert {tuple(w[:3]) for w in lines if w[:1] in (["lookup"], ["model"])} == {
-        ("lookup", "constant", "1"), ("lookup", "constant", "2"),
-        ("model", "constant", "1"), ("model", "constant", "2"),
+    assert {tuple(w[:4]) for w in lines if w[:1] in (["lookup"], ["model"])} == {
+        ("lookup", "constant", "token", "1"), ("lookup", "constant", "token", "2"),
+        ("model", "constant", "token", "1"), ("model", "constant", "token", "2"),
     }  # fmt: skip
+
+
+def test_tune_sweeps_verifiers_like_drafters(pair_dirs, tmp_path, capsys):
+    """--verifier token,block: each rule at every K, its runs judged by that rule (block
+    rounds carry their block numbers), the best named with its verifier and exported with
+    it; a lossy rule is refused, since its speed is no speedup of the target."""
+    target, draft = pair_dirs
+    args = ["tune", "--target", str(target), "--draft", str(draft), "--prompts"]
+    args += [write_prompts(tmp_path), "--k", "1,3", "--max-new-tokens", "8", "--json"]
+    traces = tmp_path / "traces"
+    assert (
+        main([*args, "--verifier", "token,block", "--traces", str(traces), "--export", "vllm"]) == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    want = set(product(("token", "block"), (1, 3)))
+    assert {(r["verifier"], r["k"]) for r in out["runs"]} == want
+    assert {(r["verifier"], r["k"]) for r in out["prompt_runs"]} == want
+    assert out["best"]["verifier"] in ("token", "block")
+    config = json.loads(out["export"]["command"].split("--speculative-config ", 1)[1].strip("'"))
+    assert (config.get("rejection_sample_method") == "block") == (
+        out["best"]["verifier"] == "block"
+    )
+    from specviz.core.trace.files import load
+
+    for run in out["prompt_runs"]:
+        session = load(run["trace"])
+        assert session.header.settings.verifier == run["verifier"]
+        blocks = [r.block is not None for r in session.rounds if r.n_drafted]
+        assert blocks and all(b == (run["verifier"] == "block") for b in blocks)
+    assert main([*args, "--verifier", "token,typical"]) == 2
+    err = capsys.readouterr().err
+    assert "typical is lossy" in err and "Traceback" not in err
+    assert main([*args, "--verifier", "token,bogus"]) == 2
+    assert "--verifier: unknown name 'bogus'" in capsys.readouterr().err
 
 
 def test_drafters_without_a_draft_model_need_no_draft(pair_dirs, tmp_path, capsys):

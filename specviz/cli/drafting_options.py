@@ -7,6 +7,7 @@ import argparse
 from specviz.cli.options import UsageError, model_specs
 from specviz.core.decoding.k_policy import POLICIES, PolicyConfig
 from specviz.core.drafters.registry import SPECS, DrafterConfig, all_params, spec
+from specviz.core.trace.records import LOSSY_VERIFIERS, VERIFIERS
 
 _DEFAULT_DRAFTER, _DEFAULT_POLICY = DrafterConfig(), PolicyConfig()
 
@@ -82,6 +83,19 @@ def _names(option: str, text: str, known: tuple[str, ...]) -> list[str]:
             raise UsageError(f"{option}: unknown name {name!r} (one of {', '.join(known)})")
     if len(set(names)) != len(names):
         raise UsageError(f"{option}: {text!r} names one twice")
+    return names
+
+
+def verifier_list(text: str) -> tuple[str, ...]:
+    """Comma-separated --verifier of `tune`: lossless rules only (a lossy one changes the
+    output, so its speed is no speedup of the target), or UsageError."""
+    names = tuple(_names("--verifier", text, VERIFIERS))
+    lossy = [n for n in names if n in LOSSY_VERIFIERS]
+    if lossy:
+        raise UsageError(
+            f"--verifier {lossy[0]}: tune compares rules that keep the target's output; "
+            f"{lossy[0]} is lossy (try it with `specviz run` or the lab)"
+        )
     return names
 
 

@@ -18,7 +18,12 @@ import signal
 import sys
 import threading
 
-from specviz.cli.drafting_options import add_drafter_options, drafting_lists, pair_spec
+from specviz.cli.drafting_options import (
+    add_drafter_options,
+    drafting_lists,
+    pair_spec,
+    verifier_list,
+)
 from specviz.cli.export_config import ENGINES
 from specviz.cli.options import UsageError, add_model_args, fail
 from specviz.core.engine.threads import set_threads
@@ -48,9 +53,9 @@ def add_parser(sub) -> None:
     )
     group.add_argument(
         "--verifier",
-        choices=("token", "block"),
         default="token",
-        help="how each run judges its drafts (default token; block: Sun et al. 2024)",
+        help="how each run judges its drafts: token (default), block (Sun et al. 2024), or "
+        "both as token,block, each swept like the drafters",
     )
     group.add_argument("--seed", type=int, default=0, help="sampling seed and K order")
     group.add_argument("--limit", type=int, help="use only the first N prompts")
@@ -100,17 +105,18 @@ def plain(text: str) -> str:
 def format_table(name: str, table) -> str:
     lines = [
         f"== {plain(name)}",
-        f"  {'drafter':<10s}  {'policy':<9s}   K   alpha  tok/pass  {'measured [95%]':<20s}"
-        "   refined  Leviathan  meas/ref",
+        f"  {'drafter':<10s}  {'policy':<9s}  {'verifier':<8s}   K   alpha  tok/pass  "
+        f"{'measured [95%]':<20s}   refined  Leviathan  meas/ref",
     ]
     for r in table.rows:
         lines.append(
-            f"  {r.drafter:<10s}  {r.policy:<9s}  {r.k:2d}  {_f(r.alpha, '{:6.3f}')}"
+            f"  {r.drafter:<10s}  {r.policy:<9s}  {r.verifier:<8s}  {r.k:2d}  "
+            f"{_f(r.alpha, '{:6.3f}')}"
             f"  {_f(r.tokens_per_pass, '{:8.2f}')}  {r.speedup.short():<20s}"
             f"  {_f(r.speedup_refined, '{:7.2f}x')}"
             f"  {_f(r.speedup_leviathan, '{:8.2f}x')}  {_f(r.ratio, '{:8.2f}')}"
         )
-    best = [r for r in table.rows if table.best and (r.drafter, r.policy, r.k) == table.best]
+    best = [r for r in table.rows if table.best and (*r.combo, r.k) == table.best]
     noisy = (
         " (too noisy to tell alone on this machine: compare the intervals)"
         if any(r.speedup.status == "noisy" for r in best)
@@ -118,8 +124,10 @@ def format_table(name: str, table) -> str:
     )
     lines.append(f"  best measured K: {_f(table.best_k, '{}')}{noisy}")
     if table.best is not None:
-        drafter, policy, k = table.best
-        lines.append(f"  best measured: drafter {drafter}, policy {policy}, K {k}")
+        drafter, policy, verifier, k = table.best
+        lines.append(
+            f"  best measured: drafter {drafter}, policy {policy}, verifier {verifier}, K {k}"
+        )
     return "\n".join(lines)
 
 
@@ -142,7 +150,7 @@ def _table_json(table) -> dict:
         "runs": [r.to_json() for r in table.rows],
         "best_k": table.best_k,
         "best": (
-            dict(zip(("drafter", "policy", "k"), table.best, strict=True))
+            dict(zip(("drafter", "policy", "verifier", "k"), table.best, strict=True))
             if table.best is not None
             else None
         ),
@@ -171,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         ks = parse_ks(args.k)
         drafters, policies = drafting_lists(args)
+        verifiers = verifier_list(args.verifier)
         variants = tuple((d, p) for d in drafters for p in policies)
         config = SweepConfig(
             drafter=drafters[0],
@@ -183,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
             check_greedy=args.check_greedy,
-            verifier=args.verifier,
+            verifier=verifiers[0],
+            verifiers=verifiers if len(verifiers) > 1 else (),
         )
         config.settings(ks[0])  # sampling settings a user can fix
         if args.check_greedy and args.temperature != 0:
@@ -251,7 +261,7 @@ def sweep(pair, prompts, config, progress, trace_dir=None):
         runs.append(run)
         progress(
             f"run {done}/{total}: prompt {run.prompt_index + 1} ({run.category}), "
-            f"{run.drafter}/{run.policy} K={run.k}"
+            f"{run.drafter}/{run.policy}/{run.verifier} K={run.k}"
         )
 
     def on_sigint(signum, frame):
@@ -282,10 +292,10 @@ def _export(args, result, drafters, policies, draft) -> dict | None:
     table = tables_by_category(result.runs)["overall"]
     if table.best is None:
         return {"engine": args.export, "command": None, "notes": ["no K could be measured"]}
-    d_kind, p_kind, k = table.best
+    d_kind, p_kind, verifier, k = table.best
     drafter = next(d for d in drafters if d.kind == d_kind)
     policy = next(p for p in policies if p.kind == p_kind)
-    best = Best(d_kind, drafter.values(), p_kind, policy.threshold, k, args.verifier,
+    best = Best(d_kind, drafter.values(), p_kind, policy.threshold, k, verifier,
                 draft if drafter.needs_draft_model else None)  # fmt: skip
     command, notes = export(args.export, best)
     return {"engine": args.export, "command": command, "notes": notes}
@@ -303,6 +313,7 @@ def print_result(args, result, target: str, draft: str) -> None:
             "prompt": r.prompt_index,
             "drafter": r.drafter,
             "policy": r.policy,
+            "verifier": r.verifier,
             "k": r.k,
             **vars(r.greedy_diff),
         }
@@ -360,7 +371,8 @@ def print_result(args, result, target: str, draft: str) -> None:
             print("greedy check: every run equals the target's own greedy decoding")
         for m in mismatches:
             print(
-                f"greedy check: prompt {m['prompt'] + 1} {m['drafter']}/{m['policy']} "
+                f"greedy check: prompt {m['prompt'] + 1} "
+                f"{m['drafter']}/{m['policy']}/{m['verifier']} "
                 f"K={m['k']} differs at token "
                 f"{m['position']}: ours {json.dumps(m['text_ours'])} (logit "
                 f"{m['logit_ours']:.4f}), target {json.dumps(m['text_theirs'])} "

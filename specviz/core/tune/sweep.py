@@ -43,6 +43,8 @@ class SweepConfig:
     probe_every: int = 4  # at least this many rounds between cost-model probes in a run
     check_greedy: bool = False  # greedy only: compare each run with the target alone
     verifier: str = "token"  # how each run judges its drafts (trace Settings.verifier)
+    # Several verifiers, each with every combination at every K (empty: just the one above).
+    verifiers: tuple[str, ...] = ()
     # Who drafts and how K is chosen (core.drafters / core.decoding.k_policy); None: the draft
     # model and a constant K. With a policy that varies K, each swept K is its --k.
     drafter: DrafterConfig | None = None
@@ -50,8 +52,10 @@ class SweepConfig:
     # Several (drafter, policy) combinations, each at every K (empty: just the one above).
     variants: tuple[tuple[DrafterConfig | None, PolicyConfig | None], ...] = ()
 
-    def combos(self) -> tuple[tuple[DrafterConfig | None, PolicyConfig | None], ...]:
-        return self.variants or ((self.drafter, self.policy),)
+    def combos(self) -> tuple[tuple[DrafterConfig | None, PolicyConfig | None, str], ...]:
+        """Every (drafter, policy, verifier) the sweep runs at each K."""
+        pairs = self.variants or ((self.drafter, self.policy),)
+        return tuple((d, p, v) for v in self.verifiers or (self.verifier,) for d, p in pairs)
 
     def settings(self, k: int) -> Settings:
         s = Settings(
@@ -79,6 +83,7 @@ class SweepRun:
     trace_path: str | None = None  # with a trace folder: this run's trace
     drafter: str = "model"  # the drafter's and the policy's kinds
     policy: str = "constant"
+    verifier: str = "token"
 
 
 @dataclass
@@ -178,9 +183,9 @@ def run_sweep(
         if cancel is not None and cancel.is_set():
             break
         prompt = prompts[i]
-        drafter, policy = combos[c]
+        drafter, policy, verifier = combos[c]
         d_kind, p_kind = kinds(drafter, policy)
-        run_config = replace(config, drafter=drafter, policy=policy)
+        run_config = replace(config, drafter=drafter, policy=policy, verifier=verifier)
         # T_t(n) for every n once per prompt (the costs are pooled over the sweep).
         header, rounds = run_session(
             pair, prompt.text, k, run_config, cancel, i not in probed, trace=trace_dir is not None
@@ -191,6 +196,8 @@ def run_sweep(
         path = None
         if trace_dir is not None:
             variant = f"{d_kind}-{p_kind}" if len(combos) > 1 else ""
+            if len(combos) > 1 and len(config.verifiers) > 1:
+                variant += f"-{verifier}"
             path = str(Path(trace_dir) / trace_name(i, prompt.category, k, variant))
             swept = Session(header, list(rounds))
             save(swept, path, summary(swept))
@@ -200,7 +207,7 @@ def run_sweep(
             emitted = [t.id for r in rounds for t in r.tokens if t.emitted]
             prompt_ids = pair.tokenizer(prompt.text)["input_ids"]
             diff = check_greedy(pair, prompt_ids, emitted)
-        run = SweepRun(i, prompt.category, k, rounds, diff, path, d_kind, p_kind)
+        run = SweepRun(i, prompt.category, k, rounds, diff, path, d_kind, p_kind, verifier)
         result.runs.append(run)
         if on_run is not None:
             on_run(len(result.runs), result.total, run)

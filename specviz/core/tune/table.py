@@ -1,4 +1,5 @@
-"""A K sweep's table: a row per (drafter, policy, K), from the runs and one pooled cost model.
+"""A K sweep's table: a row per (drafter, policy, verifier, K), from the runs and one pooled
+cost model.
 
 Per K: alpha (accepted / judged) and tokens per target pass (emitted / rounds), measured; the
 measured speedup with its 95% interval (metrics.speedup: the sweep's pooled T_t(1) steps
@@ -33,10 +34,15 @@ class KRow:
     speedup_leviathan: float | None
     drafter: str = "model"
     policy: str = "constant"
+    verifier: str = "token"
 
     @property
     def speedup_measured(self) -> float | None:
         return self.speedup.shown
+
+    @property
+    def combo(self) -> tuple[str, str, str]:
+        return self.drafter, self.policy, self.verifier
 
     @property
     def impossible(self) -> bool:
@@ -57,6 +63,7 @@ class KRow:
         return {
             "drafter": self.drafter,
             "policy": self.policy,
+            "verifier": self.verifier,
             "k": self.k,
             "runs": self.runs,
             "rounds": self.rounds,
@@ -80,9 +87,9 @@ class SweepTable:
     best_k: int | None  # the K of the best measured speedup (ok or too noisy alone: a figure)
     curve: tuple[tuple[int, float], ...]  # the advisor: refined prediction for K = 1..16
     advisor_best_k: int | None
-    # (drafter, policy, K) of the best measured speedup; best_k is its K. With several
-    # combinations the advisor's curve is that combination's (else the first's).
-    best: tuple[str, str, int] | None = None
+    # (drafter, policy, verifier, K) of the best measured speedup; best_k is its K. With
+    # several combinations the advisor's curve is that combination's (else the first's).
+    best: tuple[str, str, str, int] | None = None
 
 
 def _alpha_and_speedup(rounds: Sequence[Round], costs: Costs) -> tuple[float | None, Speedup]:
@@ -111,6 +118,7 @@ class PromptRow:
     trace_path: str | None
     drafter: str = "model"
     policy: str = "constant"
+    verifier: str = "token"
 
     @property
     def speedup_measured(self) -> float | None:
@@ -120,6 +128,7 @@ class PromptRow:
         return {
             "drafter": self.drafter,
             "policy": self.policy,
+            "verifier": self.verifier,
             "prompt": self.prompt_index,
             "category": self.category,
             "k": self.k,
@@ -136,7 +145,7 @@ class PromptRow:
 def prompt_rows(runs: Sequence[SweepRun], costs: Costs) -> list[PromptRow]:
     """One row per run, by prompt then K (costs: the whole sweep's, for T_t(1))."""
     rows = []
-    for run in sorted(runs, key=lambda r: (r.prompt_index, r.drafter, r.policy, r.k)):
+    for run in sorted(runs, key=lambda r: (r.prompt_index, *_combo(r), r.k)):
         alpha, measured = _alpha_and_speedup(run.rounds, costs)
         emitted = sum(r.n_emitted for r in run.rounds)
         per_pass = emitted / len(run.rounds) if run.rounds else None
@@ -152,9 +161,14 @@ def prompt_rows(runs: Sequence[SweepRun], costs: Costs) -> list[PromptRow]:
                 run.trace_path,
                 run.drafter,
                 run.policy,
+                run.verifier,
             )
         )
     return rows
+
+
+def _combo(run: SweepRun) -> tuple[str, str, str]:
+    return run.drafter, run.policy, run.verifier
 
 
 def pooled_model(runs: Sequence[SweepRun]) -> CostModel:
@@ -165,16 +179,16 @@ def pooled_model(runs: Sequence[SweepRun]) -> CostModel:
 
 
 def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTable:
-    """The table of these runs, a row per (drafter, policy, K); costs default to those
+    """The table of these runs, a row per (drafter, policy, verifier, K); costs default to those
     pooled over the same runs (pass the whole sweep's costs for a per-category table). The
     measured speedups share the table's T_t(1) (the target alone); with several
     combinations, each one's predictions use its own pooled acceptance and costs."""
     model = pooled_model(runs)
     costs = costs or model.costs()
-    combos = sorted({(run.drafter, run.policy) for run in runs})
+    combos = sorted({_combo(run) for run in runs})
     rows, predictors = [], {}
     for combo in combos:
-        combo_runs = [run for run in runs if (run.drafter, run.policy) == combo]
+        combo_runs = [run for run in runs if _combo(run) == combo]
         if len(combos) == 1:
             c_model, c_costs = model, costs
         else:
@@ -206,12 +220,13 @@ def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTa
                     ),
                     drafter=combo[0],
                     policy=combo[1],
+                    verifier=combo[2],
                 )
             )
     possible = [r for r in rows if r.comparable is not None]
     best_row = max(possible, key=lambda r: r.comparable) if possible else None
-    best = (best_row.drafter, best_row.policy, best_row.k) if best_row else None
-    curve_combo = best[:2] if best else (combos[0] if combos else None)
+    best = (*best_row.combo, best_row.k) if best_row else None
+    curve_combo = best[:3] if best else (combos[0] if combos else None)
     curve: tuple[tuple[int, float], ...] = ()
     if curve_combo is not None:
         c_costs, by_pos, alpha_all = predictors[curve_combo]
@@ -221,7 +236,7 @@ def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTa
             if (v := c_costs.refined(acceptance_for(by_pos, k, alpha_all))) is not None
         )
     advisor = max(curve, key=lambda kv: kv[1])[0] if curve else None
-    return SweepTable(tuple(rows), costs, best[2] if best else None, curve, advisor, best)
+    return SweepTable(tuple(rows), costs, best[3] if best else None, curve, advisor, best)
 
 
 def tables_by_category(runs: Sequence[SweepRun]) -> dict[str, SweepTable]:
