@@ -250,3 +250,37 @@ def test_the_verifier_seam_names_the_rules_the_trace_knows(pair, monkeypatch):
     assert calls == [r.n_drafted for r in rounds]
     with pytest.raises(ValueError, match="unknown verifier"):
         verifier_module.verifier_for("nucleus")
+
+
+def test_the_stream_marks_what_the_block_kept_beyond_the_token_wise_stop(pair, qtbot):
+    """A block round's accepted drafts from the first u >= min(1, p/q) on (where the token
+    rule with the same draws stops) are dotted in the stream and say so on hover; a token
+    round has none."""
+    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.trace.records import Settings
+    from specviz.core.trace.rule_numbers import kept_beyond_token_stop
+    from specviz.gui.stream.token_view import TokenView
+
+    rounds = []
+    for seed in range(8):
+        settings = Settings(k=6, seed=seed, max_new_tokens=40, verifier="block")
+        engine = SpeculativeEngine(pair, settings)
+        engine.prefill("And the earth was", calibrate=False)
+        rounds += list(engine.run())
+    gained = [r for r in rounds if kept_beyond_token_stop(r)]
+    assert gained, "no block round kept more than the token rule would have"
+    rnd = gained[0]
+    beyond = sorted(kept_beyond_token_stop(rnd))
+    judged = [t for t in rnd.tokens if t.status in ("accepted", "rejected")]
+    stop = next(i for i, t in enumerate(judged) if t.u >= t.accept_prob)
+    assert all(rnd.tokens[j].status == "accepted" for j in beyond) and stop < rnd.n_accepted
+    view = TokenView()
+    qtbot.addWidget(view)
+    view.clear_session(None)
+    view.append_rounds([dataclasses.replace(rnd, index=0)])
+    dotted = view.char_format(0, beyond[0]).underlineStyle()
+    assert dotted == view.char_format(0, beyond[0]).UnderlineStyle.DotLine
+    assert view.char_format(0, 0).underlineStyle() != dotted or 0 in beyond
+    assert "beyond the token-wise stop" in view.tooltip_at((0, beyond[0]))
+    token_round = dataclasses.replace(rnd, settings=Settings(k=6), block=None)
+    assert kept_beyond_token_stop(token_round) == set()

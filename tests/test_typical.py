@@ -172,3 +172,23 @@ def test_the_window_shows_a_standing_lossy_banner(pair, qtbot):
     assert panel.lossy.isHidden()
     panel.append_rounds(list(token.run()))
     assert panel.lossy.isHidden()
+
+
+def test_the_distribution_panel_reads_a_typical_position_out_loud(pair):
+    from specviz.core.metrics.position_bars import position_bars
+    from specviz.gui.distribution.text import summary_html
+    from tests.test_drafters import LOOKUP, looping_prompt, target_only
+
+    engine = SpeculativeEngine(
+        target_only(pair), Settings(k=3, seed=2, max_new_tokens=30, verifier="typical"),
+        drafter=LOOKUP,
+    )  # fmt: skip
+    engine.prefill("", prompt_ids=looping_prompt(pair), calibrate=False)
+    rounds = list(engine.run())
+    rnd = next(r for r in rounds if r.n_judged)
+    bars = position_bars(rnd, 0)
+    assert bars.typical_threshold == rnd.typical["threshold"][0]
+    text = summary_html(bars)
+    assert "typical acceptance" in text and "LOSSY" in text
+    resampled = next(r for r in rounds if r.n_accepted < r.n_drafted)
+    assert "from p itself" in summary_html(position_bars(resampled, resampled.n_accepted))

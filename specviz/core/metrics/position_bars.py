@@ -58,6 +58,10 @@ class PositionBars:
     # position, (p_i, h_i, u_i), and the drafts it kept; None in a token-wise round.
     block: tuple[float, float, float] | None = None
     block_kept: int | None = None
+    # A typical round (settings.verifier "typical", lossy): the threshold the drafted
+    # token's p was held against at this judged position; None elsewhere.
+    typical_threshold: float | None = None
+    typical: bool = False  # the round was verified by the typical rule
 
     @property
     def n_bars(self) -> int:
@@ -268,7 +272,16 @@ def position_bars(
         p_never_judged=never_judged and any(v is not None for v in bars.p),
         block=_block_at(rnd, position),
         block_kept=rnd.n_accepted if rnd.block is not None else None,
+        typical_threshold=_typical_at(rnd, position),
+        typical=rnd.typical is not None,
     )
+
+
+def _typical_at(rnd: Round, position: int) -> float | None:
+    typical = rnd.typical
+    if typical is None or not 0 <= position < len(typical["threshold"]):
+        return None
+    return typical["threshold"][position]
 
 
 def _block_at(rnd: Round, position: int) -> tuple[float, float, float] | None:

@@ -88,6 +88,15 @@ def summary_html(bars: PositionBars | None) -> str:
                 f"keeps the drafts up to the last position whose u &lt; h: {kept} of them "
                 f"(token-wise, min(1, p/q) = {fmt(bars.accept_prob)} would decide alone)"
             )
+        elif bars.typical_threshold is not None:
+            t = bars.typical_threshold
+            relation, verdict = ("&gt;", "kept") if bars.accepted else ("&le;", "refused")
+            parts.append(
+                f"the target gives it p = {fmt(drafted.p)}; judged by typical acceptance "
+                f"(Medusa, LOSSY): kept while p &gt; min(ε, δ e<sup>−H(p)</sup>) "
+                f"= {fmt(t)}, whatever q is: p {relation} {fmt(t)}, "
+                f"<b style='color:{colour}'>{verdict}</b>"
+            )
         elif bars.accepted is not None:
             relation = "&lt;" if bars.accepted else "&ge;"
             verdict = "accepted" if bars.accepted else "rejected"
@@ -111,6 +120,8 @@ def summary_html(bars: PositionBars | None) -> str:
             + (
                 "from the block's residual norm(max(0, p_i P \u2212 Q))"
                 if bars.block_kept is not None
+                else "from p itself (no residual: why the rule is lossy)"
+                if bars.typical
                 else "from norm(max(0, p \u2212 q))"
             )
             + f" (probability {fmt(emitted.residual)})"

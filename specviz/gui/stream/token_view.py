@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
 from specviz.core.metrics.position_bars import position_of, tokens_at
 from specviz.core.trace.records import Round, SessionHeader
+from specviz.core.trace.rule_numbers import kept_beyond_token_stop, token_wise_stop
 from specviz.gui import palette
 
 BOUNDARY_MARK = palette.BOUNDARY_MARK
@@ -60,11 +61,22 @@ def token_tooltip(rnd: Round, index: int) -> str:
         f"(round {rnd.index + 1}, position {position + 1})",
         f"{p_label} = {fmt(p)} &nbsp; q (draft) = {fmt(event.q)}",
     ]
-    if event.accept_prob is not None:
+    rule = rnd.settings.verifier if rnd.settings is not None else "token"
+    if event.accept_prob is not None and rule == "token":
         kept = event.status == "accepted"
         lines.append(f"accept prob min(1, p/q) = {fmt(event.accept_prob)}")
         relation, verdict = ("&lt;", "kept") if kept else ("&ge;", "refused")
         lines.append(f"u = {fmt(event.u)} {relation} {fmt(event.accept_prob)}: {verdict}")
+    elif event.accept_prob is not None:
+        lines.append(
+            f"{event.status} by the {rule} rule (the distribution panel says why); "
+            f"token-wise min(1, p/q) = {fmt(event.accept_prob)}, u = {fmt(event.u)}"
+        )
+        if index in kept_beyond_token_stop(rnd):
+            lines.append(
+                f"kept beyond the token-wise stop (dotted): with the same draws the "
+                f"token-wise rule would have stopped at position {token_wise_stop(rnd) + 1}"
+            )
     if rnd.copied_from is not None and event.status in ("accepted", "rejected", "discarded"):
         start, end = rnd.copied_from
         lines.append(
@@ -135,6 +147,11 @@ class TokenView(QTextEdit):
         self.document().setDefaultFont(font)
         self.document().setDocumentMargin(10)
         self._formats = {status: _format_for(f) for status, f in palette.FATES.items()}
+        # An accepted draft the token-wise rule would have refused (a block round's gain):
+        # accepted, dotted beneath in the rejected colour.
+        self._beyond = QTextCharFormat(self._formats["accepted"])
+        self._beyond.setUnderlineStyle(QTextCharFormat.UnderlineStyle.DotLine)
+        self._beyond.setUnderlineColor(QColor(palette.fate("rejected").foreground))
         self._boundary = QTextCharFormat()
         self._boundary.setForeground(QColor(palette.BOUNDARY))
         self._boundary.setFontWeight(QFont.Weight.Bold)
@@ -189,8 +206,13 @@ class TokenView(QTextEdit):
         rounds_by_index = {rnd.index: rnd for rnd in rounds}
         for rnd in rounds:
             pieces.append(((rnd.index, ROUND_TOKEN), BOUNDARY_MARK, self._boundary))
+            beyond = kept_beyond_token_stop(rnd)
             pieces.extend(
-                ((rnd.index, i), display_text(t.text), self._formats[t.status])
+                (
+                    (rnd.index, i),
+                    display_text(t.text),
+                    self._beyond if i in beyond else self._formats[t.status],
+                )
                 for i, t in enumerate(rnd.tokens)
             )
         for key, text, text_format in pieces:
