@@ -177,13 +177,10 @@ def test_the_window_shows_a_standing_lossy_banner(pair, qtbot):
 def test_the_distribution_panel_reads_a_typical_position_out_loud(pair):
     from specviz.core.metrics.position_bars import position_bars
     from specviz.gui.distribution.text import summary_html
-    from tests.test_drafters import LOOKUP, looping_prompt, target_only
 
-    engine = SpeculativeEngine(
-        target_only(pair), Settings(k=3, seed=2, max_new_tokens=30, verifier="typical"),
-        drafter=LOOKUP,
-    )  # fmt: skip
-    engine.prefill("", prompt_ids=looping_prompt(pair), calibrate=False)
+    settings = Settings(k=3, seed=2, max_new_tokens=30, verifier="typical")
+    engine = SpeculativeEngine(pair, settings)
+    engine.prefill("And the earth was", calibrate=False)
     rounds = list(engine.run())
     rnd = next(r for r in rounds if r.n_judged)
     bars = position_bars(rnd, 0)
