@@ -317,3 +317,32 @@ def test_bars_tell_their_values_on_hover(window):
     text = bars.describe(0)
     assert text.startswith("'A'") and "p (target): 0.5" in text and "q (draft): 0.2" in text
     assert bars.describe(99) == ""
+
+
+def test_the_sequence_tab_runs_every_rule_on_the_papers_example(window, qtbot):
+    """The window's lab on sequences: Sun et al.'s example (p = (1/3, 2/3), q = (2/3, 1/3),
+    K = 2) gives token-wise 10/9 and block 11/9 drafts kept a round, both lossless, the
+    typical and wrong rules refused by the pairs test; one round shown position by position
+    with every rule's stop."""
+    from specviz.core.lab.sequence import SEQUENCE_RULES, example_round
+
+    window.set_distributions(np.array([1 / 3, 2 / 3]), np.array([2 / 3, 1 / 3]), ["A", "B"])
+    panel = window.sequences
+    panel.k.setValue(2)
+    panel.rounds.setValue(200_000)
+    with qtbot.waitSignal(panel.compared, timeout=60_000) as blocker:
+        panel.run()
+    results = {r.rule: r for r in blocker.args[0]}
+    assert results["token"].mean_accepted == pytest.approx(10 / 9, abs=0.015)
+    assert results["block"].mean_accepted == pytest.approx(11 / 9, abs=0.015)
+    assert results["token"].lossless and results["block"].lossless
+    assert not results["token-block-residual"].lossless
+    verdicts = [panel.table.item(row, 4).text() for row in range(panel.table.rowCount())]
+    assert verdicts[SEQUENCE_RULES.index("block")] == "lossless (follows p)"
+    assert verdicts[SEQUENCE_RULES.index("token-block-residual")] == "misses p (wrong)"
+    example = example_round([1 / 3, 2 / 3], [2 / 3, 1 / 3], 2, 200_000)
+    names = [panel.example.verticalHeaderItem(r).text() for r in range(panel.example.rowCount())]
+    h_row = panel.example.item(names.index("h_i"), 1).text()
+    assert h_row == f"{example.h[1]:.4f}"
+    kept_block = [panel.example.item(names.index("kept by block"), i).text() for i in range(2)]
+    assert kept_block.count("kept") == example.kept["block"]

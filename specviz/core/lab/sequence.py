@@ -113,6 +113,21 @@ def _token_stop(p, q, drafts, u) -> np.ndarray:
     return np.where(rejected.any(axis=1), rejected.argmax(axis=1), drafts.shape[1])
 
 
+def _stops(rule: str, p, q, drafts, u) -> tuple[np.ndarray, np.ndarray | None]:
+    """(drafts `rule` keeps in each round [n], the block's p_i [n, K] or None)."""
+    k = drafts.shape[1]
+    if rule == "typical":
+        entropy = -float(np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)))
+        cut = min(TYPICAL_EPSILON, TYPICAL_DELTA * math.exp(-entropy))
+        failed = p[drafts] <= cut
+        return np.where(failed.any(axis=1), failed.argmax(axis=1), k), None
+    weights, h = _block(p, q, drafts)
+    if rule in ("block", "block-token-residual"):
+        stop = u < h
+        return np.where(stop.any(axis=1), k - np.argmax(stop[:, ::-1], axis=1), 0), weights
+    return _token_stop(p, q, drafts, u), weights
+
+
 def run_rule(
     rule: str, p, q, k: int, rounds: int, seed: int = 0, draws: tuple | None = None
 ) -> SequenceResult:
@@ -128,20 +143,10 @@ def run_rule(
         raise ValueError(f"rounds 100..{MAX_ROUNDS:,} and at most {MAX_VOCAB} tokens")
     drafts, u, u_next = draws if draws is not None else shared_draws(q, k, rounds, seed)
     n, vocab = rounds, len(p)
+    tau, weights = _stops(rule, p, q, drafts, u)
     if rule == "typical":
-        entropy = -float(np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)))
-        cut = min(TYPICAL_EPSILON, TYPICAL_DELTA * math.exp(-entropy))
-        failed = p[drafts] <= cut
-        tau = np.where(failed.any(axis=1), failed.argmax(axis=1), k)
         nxt = _draw(p, u_next)  # from p itself: no residual
     else:
-        if rule in ("block", "block-token-residual"):
-            weights, h = _block(p, q, drafts)
-            stop = u < h
-            tau = np.where(stop.any(axis=1), k - np.argmax(stop[:, ::-1], axis=1), 0)
-        else:
-            tau = _token_stop(p, q, drafts, u)
-            weights, _ = _block(p, q, drafts)
         if rule in ("block", "token-block-residual"):
             w = np.where(tau > 0, weights[np.arange(n), np.maximum(tau - 1, 0)], 1.0)
         else:
@@ -186,3 +191,39 @@ def compare(p, q, k: int, rounds: int, seed: int = 0, rules=SEQUENCE_RULES) -> l
     """Every rule on the same drafts and uniforms."""
     draws = shared_draws(q, k, rounds, seed)
     return [run_rule(rule, p, q, k, rounds, seed, draws) for rule in rules]
+
+
+@dataclass(frozen=True)
+class ExampleRound:
+    """One round of a comparison, position by position: what the window's lab lays out."""
+
+    drafts: tuple[int, ...]  # X_1..X_K
+    p_x: tuple[float, ...]  # P(X_i)
+    q_x: tuple[float, ...]  # Q(X_i)
+    weights: tuple[float, ...]  # the block's p_i
+    z: tuple[float | None, ...]  # Z_i = sum_x max(0, p_i P(x) - Q(x)), i < K (None at K)
+    h: tuple[float, ...]  # h_i
+    u: tuple[float, ...]  # the shared uniforms
+    kept: dict[str, int]  # drafts each rule kept in this round
+
+
+def example_round(p, q, k: int, rounds: int, seed: int = 0, index: int = 0) -> ExampleRound:
+    """Round `index` of compare(p, q, k, rounds, seed)'s shared draws, with every rule's
+    stop there."""
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    p, q = p / p.sum(), q / q.sum()
+    drafts, u, _ = shared_draws(q, k, rounds, seed)
+    row, u_row = drafts[index : index + 1], u[index : index + 1]
+    weights, h = _block(p, q, row)
+    z = [float(np.maximum(weights[0, i] * p - q, 0.0).sum()) for i in range(k - 1)]
+    kept = {rule: int(_stops(rule, p, q, row, u_row)[0][0]) for rule in SEQUENCE_RULES}
+    return ExampleRound(
+        drafts=tuple(int(x) for x in row[0]),
+        p_x=tuple(float(p[x]) for x in row[0]),
+        q_x=tuple(float(q[x]) for x in row[0]),
+        weights=tuple(map(float, weights[0])),
+        z=(*z, None),
+        h=tuple(map(float, h[0])),
+        u=tuple(map(float, u_row[0])),
+        kept=kept,
+    )

@@ -30,6 +30,7 @@ from specviz.gui.lab.arithmetic_table import ArithmeticTable
 from specviz.gui.lab.bar_plots import POSITION_SERIES, WARPED_SERIES, GroupedBars, show_token
 from specviz.gui.lab.editor import MAX_TOKENS, MIN_TOKENS, DistributionEditor
 from specviz.gui.lab.montecarlo_panel import MonteCarloPanel
+from specviz.gui.lab.sequence_panel import SequencePanel
 
 INTRO = (
     "The draft proposes x ~ q; the target keeps it when u &lt; min(1, p(x)/q(x)); after a "
@@ -134,9 +135,13 @@ class LabWindow(QMainWindow):
         column.addWidget(edit_box)
         column.addWidget(table_box)  # as tall as its rows, up to a cap (ArithmeticTable)
         column.addWidget(guide_box, 1)
+        self.sequences = SequencePanel()
+        self.runs = QTabWidget()
+        self.runs.addTab(self.monte_carlo, "One position: N draws")
+        self.runs.addTab(self.sequences, "Sequences: K drafts, every rule")
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(bars_box)
-        right.addWidget(self.monte_carlo)
+        right.addWidget(self.runs)
         right.setSizes([400, 540])
         body = QSplitter(Qt.Orientation.Horizontal)
         body.addWidget(left)
@@ -159,6 +164,7 @@ class LabWindow(QMainWindow):
         app = QApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.monte_carlo.shutdown)
+            app.aboutToQuit.connect(self.sequences.shutdown)
         self._from_editor()
 
     # ------------------------------------------------------------------------------ API
@@ -235,6 +241,7 @@ class LabWindow(QMainWindow):
         self.table.show_arithmetic(a, lay)
         self.heading.setText(f"<b>Losslessness lab</b> — {html.escape(self.title)}.<br>{INTRO}")
         self.monte_carlo.set_distributions(a.p, a.q, lay)
+        self.sequences.set_distributions(a.p, a.q, labels)
 
     def set_stored_position(self, p, q, labels: Sequence[str], title: str) -> None:
         """A replayed position: its stored (warped) top-N; there are no raw distributions."""
@@ -267,6 +274,7 @@ class LabWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
         self.monte_carlo.shutdown()
+        self.sequences.shutdown()
         super().closeEvent(event)
 
 
