@@ -4,6 +4,7 @@ rule's tokens per pass and their ratio with a 95% bootstrap interval over the se
 (paired by prompt and seed). Not a test: never part of the test run.
 
     python benchmarks/verifiers.py --pair tiny --k 2-8 --prompts 8 --repeats 3
+    python benchmarks/verifiers.py --pair tiny --drafter lookup   # a one-hot q
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from specviz.core.drafters.registry import DrafterConfig  # noqa: E402
 from specviz.core.engine.speculative import SpeculativeEngine  # noqa: E402
 from specviz.core.engine.threads import set_threads  # noqa: E402
 from specviz.core.models.pair import load_pair  # noqa: E402
@@ -24,9 +26,9 @@ from specviz.core.resources import example_prompts  # noqa: E402
 from specviz.core.trace.records import Settings  # noqa: E402
 
 
-def passes(pair, prompt: str, settings: Settings) -> tuple[int, int]:
+def passes(pair, prompt: str, settings: Settings, drafter=None) -> tuple[int, int]:
     """(emitted tokens, target passes) of one session."""
-    engine = SpeculativeEngine(pair, settings, trace=False)
+    engine = SpeculativeEngine(pair, settings, trace=False, drafter=drafter)
     engine.prefill(prompt, calibrate=False)
     rounds = list(engine.run())
     return sum(r.n_emitted for r in rounds), len(rounds)
@@ -40,6 +42,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="seeds per prompt")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--drafter", default="model", choices=("model", "lookup"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     lo, hi = (int(v) for v in args.k.split("-"))
@@ -47,6 +50,7 @@ def main() -> int:
     name = f"builtin:{args.pair}"
     pair = load_pair(name, name)
     prompts = example_prompts()[: args.prompts]
+    drafter = DrafterConfig(args.drafter)
     rng = np.random.default_rng(0)
     rows = []
     for k in range(lo, hi + 1):
@@ -56,7 +60,7 @@ def main() -> int:
                 for rule in ("token", "block"):  # interleaved
                     s = Settings(k=k, temperature=args.temperature, seed=seed,
                                  max_new_tokens=args.tokens, verifier=rule)  # fmt: skip
-                    per[rule].append(passes(pair, prompt, s))
+                    per[rule].append(passes(pair, prompt, s, drafter))
         t, b = (np.array(per[r], dtype=float) for r in ("token", "block"))
         ratio = (b[:, 0].sum() / b[:, 1].sum()) / (t[:, 0].sum() / t[:, 1].sum())
         boot = []
@@ -74,9 +78,11 @@ def main() -> int:
             }
         )
     if args.json:
-        print(json.dumps({"pair": name, "temperature": args.temperature, "rows": rows}, indent=1))
+        meta = {"pair": name, "drafter": args.drafter, "temperature": args.temperature}
+        print(json.dumps({**meta, "rows": rows}, indent=1))
         return 0
-    print(f"{name}, T {args.temperature}, {args.tokens} tokens, sessions paired by prompt and seed")
+    print(f"{name}, drafter {args.drafter}, T {args.temperature}, {args.tokens} tokens, "
+          "sessions paired by prompt and seed")  # fmt: skip
     print("  K  token tok/pass  block tok/pass  block/token [95%]")
     for r in rows:
         print(

@@ -547,3 +547,50 @@ def test_tune_panel_opens_a_runs_trace_in_the_window(qtbot, tmp_path):
     assert window.state == "replay"
     assert window.session.header == session.header and len(window.session.rounds) == 6
     window.close_now()
+
+
+def test_a_replay_names_its_file_ends_with_a_banner_and_says_why_step_does_nothing(
+    qtbot, window, tmp_path
+):
+    """Opening a trace: the title names the file; once every round is shown the end banner
+    says so (with the session's own end), Step and Run at the end point at it instead of
+    doing nothing, and its Replay from the start rewinds."""
+    step(qtbot, window, 3)
+    path = tmp_path / "named.jsonl"
+    assert window.files.export_trace(path)
+    replay = make_window(qtbot)
+    assert replay.files.open_trace(path)
+    qtbot.waitUntil(lambda: not replay.controller.drawing, timeout=TIMEOUT)
+    assert "named.jsonl (replay)" in replay.windowTitle()
+    banner = replay.stream.banner
+    assert (
+        not banner.isHidden() and "End of the trace named.jsonl: all 3 rounds" in banner.text.text()
+    )
+    assert banner.rewind_button.isVisibleTo(banner) and not banner.continue_button.isVisibleTo(
+        banner
+    )
+    replay.step()
+    assert len(replay.session.rounds) == 3
+    assert "last round" in replay.status.currentMessage()
+    banner.rewind_requested.emit()
+    assert replay.stream.view.round_count == 0 and banner.isHidden()
+    replay.step()
+    assert len(replay.session.rounds) == 1 and banner.isHidden()
+    replay.new_session()
+    assert replay.windowTitle() == "specviz \u2014 speculative decoding, round by round"
+    replay.close_now()
+
+
+def test_a_trace_opened_alone_loads_no_models(tmp_path, monkeypatch, qtbot):
+    """`specviz trace.jsonl` replays without loading the default pair; naming a pair loads
+    it (the window's loader is not reached here: the flag it gets is checked)."""
+    from specviz.cli import main as cli_main
+    from specviz.gui import app
+
+    path = tmp_path / "t.jsonl"
+    save(sample_session(2), path)
+    seen = {}
+    monkeypatch.setattr(app, "main", lambda *a, **kw: seen.update(kw) or 0)
+    assert cli_main.main([str(path)]) == 0 and seen["load"] is False
+    assert cli_main.main([str(path), "--pair", "tiny"]) == 0 and seen["load"] is True
+    assert cli_main.main([]) == 0 and seen["load"] is True

@@ -117,9 +117,11 @@ def _open_window(args: argparse.Namespace) -> int:
 
     specs = (target, draft or "")
     drafting, options = (drafter, policy), load_options(args)
+    # A trace opened alone is replayed without models; naming models loads them too.
+    named = args.target or args.draft or args.pair or args.connect
     return gui_main(
         specs, args.device, args.dtype, args.trace, drafting, options, **_engine_choice(args),
-        threads=args.threads,
+        threads=args.threads, load=not (args.trace and not named),
     )  # fmt: skip
 
 

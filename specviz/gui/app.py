@@ -68,12 +68,14 @@ def main(
     token: str | None = None,
     engine: str = "process",
     threads: int | None = None,
+    load: bool = True,
 ) -> int:
     """Open the window on a model pair (None: this installation has no built-in pair) and,
     if given, a trace to replay; return when it closes. drafting: (DrafterConfig,
     PolicyConfig); load_options: core.models.pair.LoadOptions; connect: HOST:PORT of a `specviz
     serve` (its models, with `token`); engine "process": the pair in a child process;
-    threads: the engine's torch threads (default: one per core but one)."""
+    threads: the engine's torch threads (default: one per core but one); load=False: the
+    Models box shows specs without loading them (a trace opened alone needs no models)."""
     if os.environ.get("SPECVIZ_NO_DIALOGS"):
         dialogs.AUTO_ANSWER = False
         dialogs.ECHO = True
@@ -96,7 +98,7 @@ def main(
         leave_a_core_for_the_window()  # the engine runs in this process
     window = MainWindow(
         specs, device=device, dtype=dtype, engine=worker, drafting=drafting,
-        load_options=load_options,
+        load_options=load_options, load=load,
     )  # fmt: skip
     screen = app.primaryScreen()
     if screen is not None:  # as large as the screen allows, up to 1920 x 1200
@@ -106,7 +108,11 @@ def main(
     previous_hook = sys.excepthook
     sys.excepthook = _excepthook([window])
     window.show()
-    if specs is None:
+    if not load and specs is not None:
+        window.status.showMessage(
+            "The models are not loaded: a replay needs none (Load starts a live session)", 15000
+        )
+    if specs is None and not trace:
         dialogs.error(
             window,
             "No built-in model pair",

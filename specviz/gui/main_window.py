@@ -36,18 +36,22 @@ REFRESH_MS = 250  # while running, plots and bars are redrawn at most this often
 FRAME_MS = 50  # while running, the stream, slider and status bar follow at most this often
 
 
+TITLE = "specviz \u2014 speculative decoding, round by round"
+
+
 class MainWindow(QMainWindow):
     """The specviz window. Public methods are what the actions (and tests) call."""
 
     def __init__(self, specs: tuple[str, str] | None = None, device: str = "cpu",
                  dtype: str = "float32", autosave: bool = True, engine=None, drafting=None,
-                 load_options=None):  # fmt: skip
+                 load_options=None, load: bool = True):  # fmt: skip
         """specs: (target, draft) to load (draft "": the target alone); engine: the worker's
         thread (gui/session/remote_engine.py for an engine elsewhere), else an in-thread worker;
         drafting: the (DrafterConfig, PolicyConfig) to start with; load_options:
-        core.models.pair.LoadOptions for every load (the command line's --device-map, ...)."""
+        core.models.pair.LoadOptions for every load (the command line's --device-map, ...);
+        load=False: show specs in the Models box without loading them (a replay needs none)."""
         super().__init__()
-        self.setWindowTitle("specviz \u2014 speculative decoding, round by round")
+        self.setWindowTitle(TITLE)
         self.resize(1500, 950)
         self.setAcceptDrops(True)
         if hasattr(engine, "disconnected"):  # an engine elsewhere: its connection can drop
@@ -110,11 +114,13 @@ class MainWindow(QMainWindow):
         self.stream.round_chosen.connect(self.select_round)
         self.stream.banner.continue_requested.connect(self.continue_session)
         self.stream.banner.new_requested.connect(self.new_session)
+        self.stream.banner.rewind_requested.connect(self.reset)
         self._on_state(c.state)
         if specs is not None:
             self.controls.set_specs(*specs)
             self.controls.set_device(device, dtype)
-            self.load_models(*specs, device, dtype)
+            if load:
+                self.load_models(*specs, device, dtype)
 
     def _compose(self) -> None:
         scroll = QScrollArea()
@@ -170,14 +176,22 @@ class MainWindow(QMainWindow):
         can_go_on = state is State.FINISHED and c.finish_reason in ("max_new_tokens", "eos")
         self.actions_.continue_.setEnabled(can_go_on)
         self.controls.load_button.setEnabled(state is not State.LOADING)
-        if state is State.FINISHED:
-            self.stream.banner.show_end(c.finish_reason)
-        else:
-            self.stream.banner.hide()
+        self._show_banner()
         if not running and self._unshown:
             self._show_rounds()  # paused or finished: the stream shows every round
         if not running and self._refresh_timer.isActive():
             self._refresh()  # paused or finished: draw what the throttle held back
+
+    def _show_banner(self) -> None:
+        """The end banner: a finished live session, or a replay showing its last round."""
+        c = self.controller
+        if c.state is State.FINISHED:
+            self.stream.banner.show_end(c.finish_reason)
+        elif c.state is State.REPLAY and c.replay_at_end and not self._unshown:
+            last = c.replay_source.rounds[-1].finish_reason if c.replay_source.rounds else None
+            self.stream.banner.show_replay_end(c.replay_name, len(c.session.rounds), last)
+        else:
+            self.stream.banner.hide()
 
     def _on_models(self, info) -> None:
         """The Models box shows the pair that is loaded (not one that failed to load)."""
@@ -201,7 +215,7 @@ class MainWindow(QMainWindow):
 
     def step(self) -> None:
         """One round (F10 / Space): of the live session, or the next round of a replay."""
-        if self.controller.state is State.FINISHED:
+        if self.controller.state is State.FINISHED or self._replay_done():
             self._point_at_banner()
             return
         self.controller.step(self.controls.prompt(), self.controls.settings())
@@ -211,16 +225,21 @@ class MainWindow(QMainWindow):
         c = self.controller
         if c.state in (State.RUNNING, State.REPLAYING):
             c.pause()
-        elif c.state is State.FINISHED:
+        elif c.state is State.FINISHED or self._replay_done():
             self._point_at_banner()
         else:
             c.run(self.controls.prompt(), self.controls.settings())
         self._on_state(c.state)
 
+    def _replay_done(self) -> bool:
+        return self.controller.state is State.REPLAY and self.controller.replay_at_end
+
     def _point_at_banner(self) -> None:
-        self.status.showMessage(
-            "The session has ended: Continue or New session (in the stream)", 5000
-        )
+        if self._replay_done():
+            text = "The replay is at its last round: Replay from the start (Reset) or Leave it"
+        else:
+            text = "The session has ended: Continue or New session (in the stream)"
+        self.status.showMessage(text, 5000)
         self.stream.banner.flash()
 
     def continue_session(self) -> None:
@@ -273,6 +292,8 @@ class MainWindow(QMainWindow):
         self.speed = SpeedTracker(header)
         self.status.set_figures(None, 0)
         self.status.set_speed(None)
+        name = self.controller.replay_name if self.controller.replay_source else None
+        self.setWindowTitle(f"specviz \u2014 {name} (replay)" if name else TITLE)
         if header is not None:
             self.controls.show_session(header)
             if self.controller.replay_source is not None:  # what the trace drafted with
@@ -310,6 +331,7 @@ class MainWindow(QMainWindow):
             return
         self.stream.append_rounds(self._unshown)
         self._unshown = []
+        self._show_banner()
         self.stream.set_total(c.total_rounds)
         self.status.set_figures(c.last_stats, len(c.session.rounds))
         self.status.set_speed(self.speed.latest)

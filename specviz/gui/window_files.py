@@ -120,7 +120,7 @@ class Files:
             )
             return False
         self.last_folder = str(Path(path).parent)
-        self.controller.show_replay(session)
+        self.controller.show_replay(session, name=Path(path).name)
         self.status.showMessage(f"Replaying {path}: Reset rewinds, Step / Run replay", 8000)
         if session.warnings:
             dialogs.info(self.parent, "Trace opened with a warning", "\n".join(session.warnings))

@@ -128,6 +128,28 @@ def _stops(rule: str, p, q, drafts, u) -> tuple[np.ndarray, np.ndarray | None]:
     return _token_stop(p, q, drafts, u), weights
 
 
+def emitted_stream(rule: str, p, q, draws) -> tuple[np.ndarray, np.ndarray]:
+    """(the emitted tokens of every round in order, drafts kept per round [n]) of `rule` on
+    the shared draws (drafts [n, K], u [n, K], u_next [n]); p and q normalised."""
+    drafts, u, u_next = draws
+    n, k = drafts.shape
+    tau, weights = _stops(rule, p, q, drafts, u)
+    if rule == "typical":
+        nxt = _draw(p, u_next)  # from p itself: no residual
+    else:
+        if rule in ("block", "token-block-residual"):
+            w = np.where(tau > 0, weights[np.arange(n), np.maximum(tau - 1, 0)], 1.0)
+        else:
+            w = np.ones(n)
+        residual = _residual(w, p, q)  # [n, V]
+        nxt = np.where(tau < k, _draw(residual, u_next), _draw(p, u_next))
+    # The stream: each round's kept drafts, then its own token.
+    keep = np.arange(k + 1)[None, :] < (tau + 1)[:, None]  # [n, K+1]
+    tokens = np.concatenate([drafts, np.zeros((n, 1), dtype=drafts.dtype)], axis=1)
+    tokens[np.arange(n), tau] = nxt
+    return tokens[keep], tau
+
+
 def run_rule(
     rule: str, p, q, k: int, rounds: int, seed: int = 0, draws: tuple | None = None
 ) -> SequenceResult:
@@ -143,22 +165,7 @@ def run_rule(
         raise ValueError(f"rounds 100..{MAX_ROUNDS:,} and at most {MAX_VOCAB} tokens")
     drafts, u, u_next = draws if draws is not None else shared_draws(q, k, rounds, seed)
     n, vocab = rounds, len(p)
-    tau, weights = _stops(rule, p, q, drafts, u)
-    if rule == "typical":
-        nxt = _draw(p, u_next)  # from p itself: no residual
-    else:
-        if rule in ("block", "token-block-residual"):
-            w = np.where(tau > 0, weights[np.arange(n), np.maximum(tau - 1, 0)], 1.0)
-        else:
-            w = np.ones(n)
-        residual = _residual(w, p, q)  # [n, V]
-        nxt = np.where(tau < k, _draw(residual, u_next), _draw(p, u_next))
-    # The stream: each round's kept drafts, then its own token.
-    length = tau + 1
-    keep = np.arange(k + 1)[None, :] < length[:, None]  # [n, K+1]
-    tokens = np.concatenate([drafts, np.zeros((n, 1), dtype=drafts.dtype)], axis=1)
-    tokens[np.arange(n), tau] = nxt
-    stream = tokens[keep]
+    stream, tau = emitted_stream(rule, p, q, (drafts, u, u_next))
     pairs = stream[: len(stream) // 2 * 2].reshape(-1, 2)
     counts = np.bincount(pairs[:, 0] * vocab + pairs[:, 1], minlength=vocab * vocab)
     _, _, p_value = chi_square(counts, np.outer(p, p).ravel())

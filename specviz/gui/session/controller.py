@@ -58,6 +58,7 @@ class SessionController(QObject):
         self.stats: RunningStats | None = None
         self.last_stats: RoundStats | None = None
         self.replay_source: Session | None = None  # a loaded trace (replay mode)
+        self.replay_name: str | None = None  # its file name
         self.exported = True  # nothing unsaved
         self.confirm_discard: Callable[[str], bool] = lambda what: True
         self._request: str | None = None  # "load", "start", "step": what the worker does
@@ -361,10 +362,17 @@ class SessionController(QObject):
 
     # ------------------------------------------------------------------------------ replay
 
-    def show_replay(self, source: Session, exported: bool = True) -> None:
-        """Show a loaded trace, all of its rounds, in replay mode."""
+    @property
+    def replay_at_end(self) -> bool:
+        """A replay shows every round of its trace (Step and Run have nothing left)."""
+        source, shown = self.replay_source, self.session
+        return source is not None and shown is not None and len(shown.rounds) >= len(source.rounds)
+
+    def show_replay(self, source: Session, exported: bool = True, name: str | None = None) -> None:
+        """Show a loaded trace, all of its rounds, in replay mode; name: its file's."""
         self._replay_timer.stop()
         self.replay_source = source
+        self.replay_name = name
         self.exported = exported
         t, d = source.header.target, source.header.draft
         self.pair_changed.emit(t.name if t.name == d.name else f"{t.name} + {d.name}", t.device)

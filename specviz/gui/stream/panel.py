@@ -81,6 +81,7 @@ class EndBanner(QFrame):
 
     continue_requested = Signal()
     new_requested = Signal()
+    rewind_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -93,10 +94,14 @@ class EndBanner(QFrame):
         self.new_button = QPushButton("New session")
         self.new_button.setToolTip("Start again from the prompt (Step after this)")
         self.new_button.clicked.connect(self.new_requested)
+        self.rewind_button = QPushButton("Replay from the start")
+        self.rewind_button.setToolTip("Rewind to before the first round (Reset), then Step / Run")
+        self.rewind_button.clicked.connect(self.rewind_requested)
         row = QHBoxLayout(self)
         row.setContentsMargins(8, 4, 8, 4)
         row.addWidget(self.text, 1)
         row.addWidget(self.continue_button)
+        row.addWidget(self.rewind_button)
         row.addWidget(self.new_button)
         self._unflash = QTimer(self)  # a child: it dies with the banner
         self._unflash.setSingleShot(True)
@@ -112,8 +117,22 @@ class EndBanner(QFrame):
             f"border: 2px solid {border}; border-radius: 4px; }}"
         )
 
+    def show_replay_end(self, name: str | None, rounds: int, reason: str | None) -> None:
+        """The last round of a replayed trace is shown: say so, and what can follow."""
+        ended = f" (the session ended: {ENDS.get(reason, reason)})" if reason else ""
+        what = f"the trace {name}" if name else "the trace"
+        self.text.setText(f"End of {what}: all {rounds:,} rounds are shown{ended}.")
+        self.continue_button.hide()
+        self.rewind_button.show()
+        self.new_button.setText("Leave the replay")
+        self.new_button.setToolTip("Back to a live session with the loaded models")
+        self.show()
+
     def show_end(self, reason: str | None) -> None:
         """Show why the session ended; Continue where it can go on."""
+        self.rewind_button.hide()
+        self.new_button.setText("New session")
+        self.new_button.setToolTip("Start again from the prompt (Step after this)")
         self.text.setText(f"The session has ended: {ENDS.get(reason, reason)}.")
         can_go_on = reason in ("max_new_tokens", "eos")
         self.continue_button.setVisible(can_go_on)
