@@ -594,3 +594,40 @@ def test_a_trace_opened_alone_loads_no_models(tmp_path, monkeypatch, qtbot):
     assert cli_main.main([str(path)]) == 0 and seen["load"] is False
     assert cli_main.main([str(path), "--pair", "tiny"]) == 0 and seen["load"] is True
     assert cli_main.main([]) == 0 and seen["load"] is True
+
+
+def test_the_wheel_scrolls_the_setup_panel_unless_a_control_has_focus(qtbot, window):
+    """At 1280x720 the Setup panel scrolls: a wheel over K's spin box (not focused) scrolls
+    the panel and leaves K alone; focused, it changes K. Over a plot the wheel scrolls the
+    plot column; with Ctrl it reaches the plot (its zoom)."""
+    from PySide6.QtCore import QPoint
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication, QScrollArea
+
+    window.resize(1280, 720)
+    window.controls.setMinimumHeight(1400)  # as tall as on a small screen, whatever the font
+    QApplication.processEvents()
+
+    def wheel(widget, ctrl=False):
+        modifiers = Qt.KeyboardModifier.ControlModifier if ctrl else Qt.KeyboardModifier.NoModifier
+        event = QWheelEvent(QPointF(5, 5), QPointF(widget.mapToGlobal(QPoint(5, 5))),
+                            QPoint(0, 0), QPoint(0, -120), Qt.MouseButton.NoButton, modifiers,
+                            Qt.ScrollPhase.NoScrollPhase, False)  # fmt: skip
+        QApplication.sendEvent(widget, event)
+
+    spin = window.controls.k_spin
+    bar = window.findChild(QScrollArea).verticalScrollBar()
+    k, before = spin.value(), bar.value()
+    wheel(spin)
+    assert spin.value() == k and bar.value() > before
+    spin.setFocus()
+    qtbot.waitUntil(spin.hasFocus, timeout=TIMEOUT)
+    wheel(spin)
+    assert spin.value() != k
+    view = window.plots.graphics
+    seen = []
+    view.wheelEvent = lambda event: seen.append(event.modifiers())
+    wheel(view.viewport())
+    assert seen == []
+    wheel(view.viewport(), ctrl=True)
+    assert len(seen) == 1

@@ -22,6 +22,7 @@ from specviz.gui.distribution.view import DistributionView
 from specviz.gui.greedy_check import GreedyCheckPresenter
 from specviz.gui.lab.presenter import LabPresenter
 from specviz.gui.plots.round_plots import Plots
+from specviz.gui.qtfixes import wheel
 from specviz.gui.session.connected import ConnectedController
 from specviz.gui.session.connection_banner import ConnectionPresenter
 from specviz.gui.session.controller import SessionController
@@ -51,6 +52,7 @@ class MainWindow(QMainWindow):
         core.models.pair.LoadOptions for every load (the command line's --device-map, ...);
         load=False: show specs in the Models box without loading them (a replay needs none)."""
         super().__init__()
+        wheel.install()  # the wheel scrolls the Setup panel and the plots unless told
         self.setWindowTitle(TITLE)
         self.resize(1500, 950)
         self.setAcceptDrops(True)
