@@ -631,3 +631,26 @@ def test_the_wheel_scrolls_the_setup_panel_unless_a_control_has_focus(qtbot, win
     assert seen == []
     wheel(view.viewport(), ctrl=True)
     assert len(seen) == 1
+
+
+def test_status_messages_fit_at_1280x720(qtbot, window):
+    """The cost figures are cut to a width (whole on hover) and give way to a message: at
+    1280 pixels a message's whole text has room beside the other figures."""
+    from PySide6.QtWidgets import QApplication, QLabel
+
+    window.resize(1280, 720)
+    step(qtbot, window, 2)
+    status = window.status
+    status.cost.setText("speedup 1.23x [1.01, 1.45] · " * 8)
+    QApplication.processEvents()
+    assert status.cost.width() <= status.cost.max_width + 2
+    assert status.cost.full_text in status.cost.toolTip()
+    message = "The replay is at its last round: Replay from the start (Reset) or Leave it"
+    status.showMessage(message, 5000)
+    QApplication.processEvents()
+    assert status.cost.isHidden()
+    taken = sum(w.width() for w in status.findChildren(QLabel) if w.isVisible()
+                and w is not status.cost)  # fmt: skip
+    assert status.fontMetrics().horizontalAdvance(message) + taken < status.width()
+    status.clearMessage()
+    assert not status.cost.isHidden()

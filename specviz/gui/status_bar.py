@@ -36,6 +36,34 @@ class Figure(QLabel):
             self.setFixedSize(max(hint.width(), self.minimumWidth()), hint.height())
 
 
+class ElidedFigure(Figure):
+    """A Figure at most `max_width` wide: a longer text ends in "…", the whole of it is
+    the tooltip's first line (a 1280-pixel window keeps its state and messages in view)."""
+
+    def __init__(self, text: str = "", max_width: int = 480):
+        super().__init__()
+        self.max_width = max_width
+        self.full_text = ""
+        self._tip = ""
+        self.setText(text)
+
+    def setText(self, text: str) -> None:
+        self.full_text = text
+        shown = self.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, self.max_width)
+        super().setText(shown)
+        self._show_tip()
+
+    def setToolTip(self, tip: str) -> None:
+        self._tip = tip
+        self._show_tip()
+
+    def _show_tip(self) -> None:
+        shown = self.text() != self.full_text
+        super().setToolTip(
+            "\n\n".join(t for t in (self.full_text if shown else "", self._tip) if t)
+        )
+
+
 class StatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -50,7 +78,8 @@ class StatusBar(QStatusBar):
         self.speed = Figure("")
         self.rounds = Figure("")
         self.acceptance = Figure("")
-        self.cost = Figure("")  # the cost model's speedup, both predictions, baseline, c
+        # the cost model's speedup, both predictions, baseline, c: cut to fit, whole on hover
+        self.cost = ElidedFigure("")
         self.state = QLabel("")
         for label in (self.busy_label, self.pair, self.device, self.speed, self.rounds,
                       self.acceptance, self.cost):  # fmt: skip
@@ -61,6 +90,9 @@ class StatusBar(QStatusBar):
         for label in (self.pair, self.device, self.speed, self.rounds, self.acceptance, self.cost):
             self.addPermanentWidget(label)
         self.addPermanentWidget(self.state)
+        # A message (showMessage) takes the cost figures' room while it shows: the bar's
+        # left part would otherwise be a few pixels wide at 1280x720 and cut it ("Rur").
+        self.messageChanged.connect(lambda text: self.cost.setVisible(not text))
         self.set_figures(None, 0)
 
     def set_busy(self, message: str) -> None:

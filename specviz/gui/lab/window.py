@@ -31,6 +31,7 @@ from specviz.gui.lab.bar_plots import POSITION_SERIES, WARPED_SERIES, GroupedBar
 from specviz.gui.lab.editor import MAX_TOKENS, MIN_TOKENS, DistributionEditor
 from specviz.gui.lab.montecarlo_panel import MonteCarloPanel
 from specviz.gui.lab.sequence_panel import SequencePanel
+from specviz.gui.screen_fit import fit_to_screen
 
 INTRO = (
     "The draft proposes x ~ q; the target keeps it when u &lt; min(1, p(x)/q(x)); after a "
@@ -82,7 +83,7 @@ class LabWindow(QMainWindow):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("specviz — losslessness lab")
-        self.resize(1500, 940)
+        fit_to_screen(self, 1500, 940)
         self.p = self.q = np.ones(1)
         self.title = SEED_TITLE
         self.arith: Arithmetic | None = None

@@ -55,11 +55,13 @@ class Controls(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
+        # What a user changes most comes first: at 1280x720 the prompt, K and the
+        # temperature show without scrolling; the models (set once) come last.
         layout.addWidget(self._prompt_box())
         self.drafting_box = DraftingBox()
-        layout.addWidget(self._models_box())
-        layout.addWidget(self.drafting_box)
         layout.addWidget(self._sampling_box())
+        layout.addWidget(self.drafting_box)
+        layout.addWidget(self._models_box())
         self.drafting_box.changed.connect(self._drafter_changed)
         self._drafter_changed()
         layout.addStretch(1)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from specviz.core.models.pair import LoadOptions
 from specviz.core.models.spec import PairSpec
+from specviz.gui.screen_fit import fit_to_screen
 from specviz.gui.session.controller import SessionController
 from specviz.gui.setup.controls import Controls
 
@@ -49,7 +50,7 @@ class TunePresenter:
 
             self.panel = TunePanel()
             self.panel.setWindowTitle("specviz \u2014 tune K")
-            self.panel.resize(900, 760)
+            fit_to_screen(self.panel, 900, 760)
             self.panel.apply_k.connect(self.controls.k_spin.setValue)  # from the next round
             self.panel.remeasure.connect(self.controller.remeasure)
             self.panel.sweep_running.connect(self._on_sweep)
