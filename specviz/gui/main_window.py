@@ -23,7 +23,6 @@ from specviz.gui.greedy_check import GreedyCheckPresenter
 from specviz.gui.lab.presenter import LabPresenter
 from specviz.gui.plots.round_plots import Plots
 from specviz.gui.qtfixes import wheel
-from specviz.gui.screen_fit import fit_to_screen
 from specviz.gui.session.connected import ConnectedController
 from specviz.gui.session.connection_banner import ConnectionPresenter
 from specviz.gui.session.controller import SessionController
@@ -55,7 +54,7 @@ class MainWindow(QMainWindow):
         super().__init__()
         wheel.install()  # the wheel scrolls the Setup panel and the plots unless told
         self.setWindowTitle(TITLE)
-        fit_to_screen(self, 1500, 950)
+        self.resize(1500, 950)  # app.main fits it to the screen
         self.setAcceptDrops(True)
         if hasattr(engine, "disconnected"):  # an engine elsewhere: its connection can drop
             self.controller = ConnectedController(engine, autosave, self)
