@@ -80,7 +80,7 @@ class MonteCarloPanel(QGroupBox):
             controls.addWidget(widget)
         controls.addWidget(self.run_button)
         controls.addWidget(self.cancel_button)
-        controls.addWidget(self.progress, 1)
+        controls.addStretch(1)
 
         self.rule_note = QLabel()
         self.rule_note.setTextFormat(Qt.TextFormat.RichText)
@@ -92,6 +92,7 @@ class MonteCarloPanel(QGroupBox):
         self.figures.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout = QVBoxLayout(self)
         layout.addLayout(controls)
+        layout.addWidget(self.progress)  # a row of its own: the lab fits 1280 pixels
         layout.addWidget(self.rule_note)
         layout.addWidget(self.histogram, 1)
         layout.addWidget(self.figures)

@@ -95,6 +95,7 @@ class SequencePanel(QGroupBox):
         controls.addWidget(self.run_button)
         controls.addStretch(1)
         self.table = _table(["rule", "drafts kept / round [95%]", "p-value", "TV", "verdict"])
+        self.table.verticalHeader().hide()
         self.example = _table([])
         self.example_caption = QLabel()
         self.example_caption.setTextFormat(Qt.TextFormat.PlainText)
@@ -178,10 +179,11 @@ class SequencePanel(QGroupBox):
             lo, hi = r.mean_accepted_ci
             kind = "lossy" if r.rule in LOSSY else "wrong" if r.rule in WRONG else "exact"
             verdict = "lossless (follows p)" if r.lossless else f"misses p ({kind})"
-            cells = (SEQUENCE_LABELS[r.rule], f"{r.mean_accepted:.4f} [{lo:.4f}, {hi:.4f}]",
+            cells = (r.rule, f"{r.mean_accepted:.4f} [{lo:.4f}, {hi:.4f}]",
                      f"{r.p_value:.3g}", f"{r.tv:.4f}", verdict)  # fmt: skip
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
+                item.setToolTip(SEQUENCE_LABELS[r.rule])
                 if column == 4:
                     item.setForeground(QColor(RIGHT if r.lossless else BAD))
                 self.table.setItem(row, column, item)
@@ -225,4 +227,5 @@ def _table(headers: list[str]) -> QTableWidget:
     table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
     table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
     table.horizontalHeader().setStretchLastSection(True)
+    table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 6)
     return table

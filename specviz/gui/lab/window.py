@@ -13,10 +13,12 @@ import numpy as np
 from PySide6.QtCore import QMetaMethod, Qt, Signal
 from PySide6.QtWidgets import (
     QApplication,
+    QFrame,
     QGroupBox,
     QLabel,
     QMainWindow,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -129,7 +131,11 @@ class LabWindow(QMainWindow):
         self.guide.setTextFormat(Qt.TextFormat.RichText)
         self.guide.setAlignment(Qt.AlignmentFlag.AlignTop)
         guide_box = _group("Try this")
-        guide_box.layout().addWidget(self.guide)
+        guide_scroll = QScrollArea()  # scrolls on a small screen rather than being cut
+        guide_scroll.setWidget(self.guide)
+        guide_scroll.setWidgetResizable(True)
+        guide_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        guide_box.layout().addWidget(guide_scroll)
         left = QWidget()
         column = QVBoxLayout(left)
         column.setContentsMargins(0, 0, 0, 0)
@@ -151,7 +157,7 @@ class LabWindow(QMainWindow):
         body.setStretchFactor(0, 2)
         body.setStretchFactor(1, 3)
         body.setChildrenCollapsible(False)
-        left.setMinimumWidth(560)
+        left.setMinimumWidth(440)
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.addWidget(self.heading)
