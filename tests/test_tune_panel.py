@@ -45,8 +45,12 @@ def panel(qtbot):
 
 
 def test_advisor_from_round_records(panel):
-    rounds = [make_round(i, 3, probes=probe() if i < 3 else None) for i in range(12)]
-    panel.add_rounds(rounds[:6])
+    rounds = [make_round(i, 3, probes=probe() if i < 3 else None) for i in range(16)]
+    panel.add_rounds(rounds[:1])
+    first = panel.k_box.value()
+    assert "Only a guess so far: 1 rounds and 1 probes" in panel.summary.text()
+    panel.add_rounds(rounds[1:6])
+    assert panel.k_box.value() == first  # not offered from 6 rounds
     panel.add_rounds(rounds[6:])
     fig = panel.figures
     x, y = panel.plot.refined.getData()
@@ -57,8 +61,8 @@ def test_advisor_from_round_records(panel):
     assert list(sx) == [4] and sy[0] == pytest.approx(fig.speedup_measured)
     assert n_points(panel.plot.leviathan) == 16
     assert "baseline T_t(1) 10.00 ms/token" in panel.summary.text()
-    assert "rounds 0-11" in panel.summary.text()
-    assert panel.k_box.value() == fig.best_k
+    assert "rounds 0-15" in panel.summary.text() and "guess" not in panel.summary.text()
+    assert panel.k_box.value() == fig.best_k != first
     # 3 of 4 accepted each round: K'=2 would have kept both and added a bonus.
     assert (
         "ESTIMATE" in panel.whatif.text() and "K'=2 acceptance 1.000 (3.00" in panel.whatif.text()

@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.metrics.costmodel import CostModel, Figures, leviathan_curve
+from specviz.core.metrics.speedup import MIN_PROBES
 from specviz.core.trace.records import Round, Settings
 from specviz.core.tune.promptsets import PromptSetError, load_prompt_set
 from specviz.core.tune.sweep import SweepConfig, SweepResult
@@ -88,6 +89,22 @@ def describe(fig: Figures) -> str:
         f"{fig.best_k}"
         f" (beyond K={len(fig.acceptance_by_position)} the acceptance of the last measured "
         "position is assumed)"
+        + (
+            ""
+            if advisor_sure(fig)
+            else f". Only a guess so far: {fig.rounds} rounds and {c.n_probes} probes; the K "
+            f"box takes it from {ADVISOR_ROUNDS} rounds and {MIN_PROBES} probes"
+        )
+    )
+
+
+ADVISOR_ROUNDS = 16  # rounds before the advisor's best K is offered beside Apply K
+
+
+def advisor_sure(fig: Figures) -> bool:
+    """Enough rounds and probes that the advisor's K is a measurement's, not one round's."""
+    return (
+        fig.best_k is not None and fig.rounds >= ADVISOR_ROUNDS and fig.costs.n_probes >= MIN_PROBES
     )
 
 
@@ -250,7 +267,7 @@ class TunePanel(QWidget):
             if ks
             else ""
         )
-        if fig.best_k is not None and not self.table.selectedItems():
+        if advisor_sure(fig) and not self.table.selectedItems():
             self.k_box.setValue(fig.best_k)
 
     # -------------------------------------------------------------------------- the sweep
@@ -325,7 +342,8 @@ class TunePanel(QWidget):
         self.progress.setValue(0)
         self.status.setText(
             f"sweeping K = {lo}..{hi} over {len(prompts)} prompts, drafting with "
-            f"{swept_drafting(*self.drafting)}"
+            f"{swept_drafting(*self.drafting)}; the session is paused until it ends (the two "
+            "would slow each other's timings)"
         )
         self._set_running(True)
         # Queued: run() executes on the worker's thread.

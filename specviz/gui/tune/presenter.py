@@ -106,3 +106,8 @@ class TunePresenter:
     def _on_sweep(self, running: bool) -> None:
         if running:  # the two would slow each other's timings
             self.controller.pause()
+            self.controller.message.emit(
+                "The session is paused while Tune sweeps (the two would slow each other's "
+                "timings); Run or Step goes on with it",
+                10000,
+            )
