@@ -233,3 +233,28 @@ def test_greedy_check_refuses_a_sampled_session_and_names_a_difference(qtbot, wi
 
     text = describe(10, GreedyDiff(3, 7, 8, 1.25, 1.2500001, " a", " b"))
     assert "token 4 of 10" in text and "1.250000" in text and "' b'" in text
+
+
+def test_rounds_that_drafted_nothing_are_said_so_and_not_counted_as_zero_accepted(pair):
+    """A lookup round without a match drafts nothing: its bonus token is not "all drafts
+    were accepted", and the accepted-drafts histogram (and inspect's) leaves it out."""
+    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.metrics.position_bars import position_bars
+    from specviz.core.metrics.running import RunningStats
+    from specviz.core.trace.records import Settings
+    from specviz.gui.distribution.text import summary_html
+    from tests.test_drafters import LOOKUP, target_only
+
+    engine = SpeculativeEngine(target_only(pair), Settings(k=3, seed=1, max_new_tokens=24),
+                               drafter=LOOKUP)  # fmt: skip
+    engine.prefill("Xq zv", calibrate=False)
+    rounds = list(engine.run())
+    empty = [r for r in rounds if r.n_drafted == 0]
+    assert empty and len(empty) < len(rounds)
+    text = summary_html(position_bars(empty[0], 0))
+    assert "nothing was drafted" in text and "all drafts were accepted" not in text
+    stats = RunningStats(None, None)
+    for rnd in rounds:
+        stats.add(rnd)
+    assert stats.undrafted == len(empty)
+    assert sum(stats.accepted_lengths) == len(rounds) - len(empty)

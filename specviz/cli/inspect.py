@@ -67,7 +67,8 @@ def describe(session, problems: list) -> dict[str, Any]:
         "settings_changes": changes,
         "finish_reason": session.rounds[-1].finish_reason if session.rounds else None,
         **summary(session),
-        "accepted_lengths": fold(session).accepted_lengths,
+        "accepted_lengths": (folded := fold(session)).accepted_lengths,
+        "undrafted": folded.undrafted,
         "whatif": whatif(session.rounds),
     }
 
@@ -142,8 +143,10 @@ def _figures(d: dict[str, Any]) -> list[str]:
         f"            {speedup_text.basis(d)}",
         "acceptance by position (accepted/judged at draft position 1..K):",
         "            " + ("  ".join(f"{i}: {_f(a)}" for i, a in by_position) or "n/a"),
-        "accepted per round (how many rounds kept 0, 1, ... drafts):",
-        "            " + ("  ".join(f"{i}: {n}" for i, n in lengths) or "n/a"),
+        "accepted per round (how many rounds that drafted kept 0, 1, ... drafts):",
+        "            "
+        + ("  ".join(f"{i}: {n}" for i, n in lengths) or "n/a")
+        + (f"  (and {d['undrafted']} rounds drafted nothing)" if d["undrafted"] else ""),
     ]
     if d["whatif"]:
         lines.append(

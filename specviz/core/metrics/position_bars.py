@@ -62,6 +62,7 @@ class PositionBars:
     # token's p was held against at this judged position; None elsewhere.
     typical_threshold: float | None = None
     typical: bool = False  # the round was verified by the typical rule
+    round_drafted: int | None = None  # the round's n_drafted (0: nothing was drafted)
 
     @property
     def n_bars(self) -> int:
@@ -274,6 +275,7 @@ def position_bars(
         block_kept=rnd.n_accepted if rnd.block is not None else None,
         typical_threshold=_typical_at(rnd, position),
         typical=rnd.typical is not None,
+        round_drafted=rnd.n_drafted,
     )
 
 

@@ -61,8 +61,9 @@ class RunningStats:
     k_sum: int = 0
     by_position_judged: list[int] = field(default_factory=list)
     by_position_accepted: list[int] = field(default_factory=list)
-    # How many rounds kept 0, 1, 2, ... drafts
+    # How many rounds that drafted something kept 0, 1, 2, ... drafts
     accepted_lengths: list[int] = field(default_factory=list)
+    undrafted: int = 0  # rounds that drafted nothing (a lookup without a match, a limit)
 
     @classmethod
     def for_header(cls, header: SessionHeader) -> RunningStats:
@@ -94,9 +95,12 @@ class RunningStats:
                 self.by_position_accepted.append(0)
             self.by_position_judged[pos] += 1
             self.by_position_accepted[pos] += t.status == "accepted"
-        while len(self.accepted_lengths) <= n_acc:
-            self.accepted_lengths.append(0)
-        self.accepted_lengths[n_acc] += 1
+        if n_drafted:
+            while len(self.accepted_lengths) <= n_acc:
+                self.accepted_lengths.append(0)
+            self.accepted_lengths[n_acc] += 1
+        else:
+            self.undrafted += 1
         return RoundStats(
             index=rnd.index,
             n_drafted=rnd.n_drafted,

@@ -128,8 +128,13 @@ def summary_html(bars: PositionBars | None) -> str:
         )
     if emitted is not None and emitted.status == "bonus":
         colour = palette.fate("bonus").foreground
+        why = (
+            "nothing was drafted this round (no match to copy, or a length limit)"
+            if bars.round_drafted == 0
+            else "all drafts were accepted"
+        )
         parts.append(
-            f"all drafts were accepted, so the target's own p gave a bonus token "
+            f"{why}, so the target's own p gave a bonus token "
             f"<b style='color:{colour}'>{_quote(emitted.text)}</b> (p = {fmt(emitted.p)})"
         )
     text = head + "; ".join(parts) + "."

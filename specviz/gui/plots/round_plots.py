@@ -368,7 +368,9 @@ class Plots(QWidget):
             lengths = running.accepted_lengths
             if not 0 <= i < len(lengths):
                 return ""
-            return f"{lengths[i]} of {running.rounds} rounds accepted {i} drafts"
+            drafted = running.rounds - running.undrafted
+            none = f" ({running.undrafted} drafted nothing)" if running.undrafted else ""
+            return f"{lengths[i]} of {drafted} rounds that drafted accepted {i} drafts{none}"
         by_pos = running.acceptance_by_position
         if not 1 <= i <= len(by_pos) or by_pos[i - 1] is None:
             return ""
