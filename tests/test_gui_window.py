@@ -436,14 +436,21 @@ def test_continue_after_max_new_tokens_goes_on_in_the_same_session(qtbot, window
     if window.controller.finish_reason != "max_new_tokens":
         pytest.skip("the random test pair emitted end-of-text first")
     window.stream.banner.continue_button.click()
-    qtbot.waitUntil(lambda: len(window.session.rounds) > count, timeout=TIMEOUT)
+    # Continue runs on to the new limit (6 more tokens), not one round
+    qtbot.waitUntil(lambda: window.state == "finished", timeout=TIMEOUT)
     assert window.session is session and window.controls.max_tokens_spin.value() == 12
+    assert sum(r.n_emitted for r in session.rounds) >= 12 and len(session.rounds) > count
     assert session.rounds[count - 1].finish_reason is None  # it no longer ends there
     path = tmp_path / "continued.jsonl"
     assert window.files.export_trace(path)
     replay = make_window(qtbot)
     assert replay.files.open_trace(path), dialogs.shown[-1]  # valid: no finish mid-session
     replay.close_now()
+    window.stream.banner.continue_button.click()  # as many again as first asked: 18
+    qtbot.waitUntil(lambda: window.state == "finished", timeout=TIMEOUT)
+    assert window.controls.max_tokens_spin.value() == 18
+    window.new_session()  # back to the user's own limit
+    assert window.controls.max_tokens_spin.value() == 6
 
 
 def test_keys_that_drive_the_session_never_type_into_the_prompt(qtbot, window):

@@ -62,6 +62,8 @@ class MainWindow(QMainWindow):
             self.controller = SessionController(autosave, self, engine=engine)
         self.controller.confirm_discard = self._confirm_discard
         self._follow = True  # select each new round as it arrives
+        # (max new tokens, ignore end-of-text) before the session's first Continue
+        self._before_continue: tuple[int, bool] | None = None
         self._ask_on_close = True
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setSingleShot(True)
@@ -248,11 +250,14 @@ class MainWindow(QMainWindow):
         """Go on after the session ended: more tokens (and past end-of-text if it ended
         there)."""
         reason = self.controller.finish_reason
+        spin, eos = self.controls.max_tokens_spin, self.controls.ignore_eos_check
+        if self._before_continue is None:  # what New session goes back to
+            self._before_continue = (spin.value(), eos.isChecked())
+        base = self._before_continue[0]
         if reason == "eos":
-            self.controls.ignore_eos_check.setChecked(True)
+            eos.setChecked(True)
         elif reason == "max_new_tokens":
-            spin = self.controls.max_tokens_spin
-            spin.setValue(spin.value() + self.controls.settings().max_new_tokens)
+            spin.setValue(spin.value() + base)  # as many again as the session first asked
         self.controller.continue_session(self.controls.settings())
 
     def reset(self) -> None:
@@ -288,6 +293,15 @@ class MainWindow(QMainWindow):
         self._frame_timer.stop()
         self._unshown.clear()
         self._follow = True
+        if self._before_continue is not None:  # a new session starts from the user's limits
+            limit, ignore = self._before_continue
+            self._before_continue = None
+            for widget in (self.controls.max_tokens_spin, self.controls.ignore_eos_check):
+                widget.blockSignals(True)
+            self.controls.max_tokens_spin.setValue(limit)
+            self.controls.ignore_eos_check.setChecked(ignore)
+            for widget in (self.controls.max_tokens_spin, self.controls.ignore_eos_check):
+                widget.blockSignals(False)
         self.stream.clear(header)
         self.distribution.show_position(None)
         self.plots.clear()

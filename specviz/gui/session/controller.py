@@ -289,9 +289,10 @@ class SessionController(QObject):
             self.engine.request_settings.emit(settings)  # applies from the next round
             self.message.emit("Settings apply from the next round", 3000)
 
-    def continue_session(self, settings: Settings) -> bool:
+    def continue_session(self, settings: Settings, run: bool = True) -> bool:
         """Go on after max new tokens or end-of-text, with `settings` (a larger maximum, or
-        end-of-text ignored). The last round no longer ends the session."""
+        end-of-text ignored). The last round no longer ends the session; run: go on running
+        to the new limit (else one round, then paused)."""
         reason = self.finish_reason
         if self.state is not State.FINISHED or reason not in ("max_new_tokens", "eos"):
             return False
@@ -305,7 +306,7 @@ class SessionController(QObject):
         self.session.rounds[-1] = dataclasses.replace(last, finish_reason=None, settings=limits)
         self._autosave("start", self.session.header, self.session)  # rewritten, as it goes on
         self.engine.request_continue.emit(settings)
-        self._set_state(State.PAUSED)
+        self._set_state(State.RUNNING if run else State.PAUSED)
         self._request = "step"
         self.engine.request_step.emit()
         return True
