@@ -661,3 +661,17 @@ def test_status_messages_fit_at_1280x720(qtbot, window):
     assert status.fontMetrics().horizontalAdvance(message) + taken < status.width()
     status.clearMessage()
     assert not status.cost.isHidden()
+
+
+def test_after_choosing_an_old_round_follow_the_latest_comes_back(qtbot, window):
+    step(qtbot, window, 3)
+    follow = window.stream.follow_button
+    assert follow.isHidden()
+    window.stream.view.click(0, 0)  # an old round: the panel stays on it
+    assert not follow.isHidden()
+    step(qtbot, window)
+    assert window.distribution.selected[0] == 0
+    follow.click()
+    assert follow.isHidden() and window.distribution.selected[0] == 3
+    step(qtbot, window)
+    assert window.distribution.selected[0] == 4  # following again

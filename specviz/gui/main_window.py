@@ -116,6 +116,9 @@ class MainWindow(QMainWindow):
         self.controls.settings_changed.connect(c.apply_settings)
         self.stream.view.position_selected.connect(self.select_position)
         self.stream.round_chosen.connect(self.select_round)
+        self.stream.follow_requested.connect(
+            lambda: self.session and self.select_round(len(self.session.rounds) - 1)
+        )
         self.stream.banner.continue_requested.connect(self.continue_session)
         self.stream.banner.new_requested.connect(self.new_session)
         self.stream.banner.rewind_requested.connect(self.reset)
@@ -376,6 +379,7 @@ class MainWindow(QMainWindow):
         rnd = session.rounds[round_index]
         # selecting the newest round follows new ones; an older one stays put
         self._follow = round_index == len(session.rounds) - 1
+        self.stream.set_following(self._follow)
         self.stream.view.select(round_index, position)
         self.stream.show_round(round_index)
         self.distribution.show_position(rnd, position, self.session)

@@ -156,6 +156,7 @@ class StreamPanel(QWidget):
     """Legend, TokenView and the round slider. round_chosen(index) when the user moves it."""
 
     round_chosen = Signal(int)
+    follow_requested = Signal()  # "Follow the latest round" after an older one was chosen
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -190,6 +191,13 @@ class StreamPanel(QWidget):
         row.addWidget(self.prev_button)
         row.addWidget(self.slider, 1)
         row.addWidget(self.next_button)
+        self.follow_button = QPushButton("Follow the latest")
+        self.follow_button.setToolTip(
+            "An older round is shown: show each new round again as it arrives"
+        )
+        self.follow_button.clicked.connect(self.follow_requested)
+        self.follow_button.hide()
+        row.addWidget(self.follow_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.legend)
@@ -199,8 +207,13 @@ class StreamPanel(QWidget):
         layout.addLayout(row)
         layout.addWidget(self.round_label)
 
+    def set_following(self, following: bool) -> None:
+        """Whether new rounds are selected as they come (else the follow button shows)."""
+        self.follow_button.setVisible(not following)
+
     def clear(self, header=None) -> None:
         self._total = 0
+        self.follow_button.hide()
         self.lossy.clear()
         self.lossy.note(None if header is None else header.settings)
         self.view.clear_session(header)
