@@ -103,9 +103,21 @@ def test_residual_bars_use_stored_residual_texts():
 
 
 def test_bars_of_a_trace_that_does_not_validate_are_still_drawn():
-    """A null in a residual list (which validate names) draws as 0, never a TypeError in
+    """A null in a residual list (which validate names) is no bar, never a TypeError in
     the window, which parses a position's lists only when it shows them."""
     r0 = sample_rounds()[0]
     resampled = dataclasses.replace(r0.tokens[4], residual_top=((0, None), (3, 0.4)))
     rnd = dataclasses.replace(r0, tokens=(*r0.tokens[:4], resampled))
-    assert position_bars(rnd, 1).residual[:2] == (0.0, 0.4)
+    bars = position_bars(rnd, 1)
+    assert bars.residual[0] == 0.4 and bars.residual_ids[0] == 3
+
+
+def test_the_residual_bars_leave_out_tokens_with_no_mass():
+    """A residual whose support is smaller than the stored top-N pads its list with zeros
+    (torch.topk): those are not bars."""
+    r0 = sample_rounds()[0]
+    token = r0.tokens[4]
+    padded = ((token.id, 0.6), (5, 0.4), (1, 0.0), (2, 0.0))
+    resampled = dataclasses.replace(token, residual_top=padded, residual_text=())
+    rnd = dataclasses.replace(r0, tokens=(*r0.tokens[:4], resampled))
+    assert position_bars(rnd, 1).residual_ids == (token.id, 5, None)

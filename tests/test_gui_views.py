@@ -320,3 +320,11 @@ def test_rows_follow_the_height_and_stay_put(qtbot, tmp_path):
     assert "accepted mass" in svg and "p (target" in svg  # the legend
     with pytest.raises(ValueError):
         view.export("distribution", tmp_path / "d.gif")
+
+
+def test_small_probabilities_keep_their_significant_figures():
+    """0.01 beside 0.00466 reads 0.0100, and the accept gauge's 0.00061 is not 0.00."""
+    from specviz.gui.stream.token_view import fmt
+
+    assert fmt(0.01) == "0.0100" and fmt(0.00466) == "0.00466" and fmt(0.5) == "0.500"
+    assert fmt(0.00061, 2) == "0.00061" and fmt(0.0) == "0.000"

@@ -136,6 +136,9 @@ def _residual(
     names.update(zip((e[0] for e in emitted.residual_top), emitted.residual_text, strict=False))
     names[emitted.id] = emitted.text
     stored = list(emitted.residual_top)
+    # entries with no mass (the residual's support is smaller than the stored top-N) are
+    # not bars: the emitted token always has some
+    stored = [e for e in stored if (e[1] or 0.0) > 0 or e[0] == emitted.id]
     keep = stored if n is None else stored[: max(0, n)]
     res_ids: list[int | None] = [e[0] for e in keep]
     values = [e[1] or 0.0 for e in keep]  # null only in a trace that does not validate

@@ -8,6 +8,7 @@ import pyqtgraph as pg
 from specviz.core.metrics.position_bars import PositionBars
 from specviz.gui import palette
 from specviz.gui.plots.plot_kit import cache_axes
+from specviz.gui.stream.token_view import fmt
 
 
 def _brush(colour: str, alpha: int = 255):
@@ -94,13 +95,15 @@ class AcceptGauge(pg.PlotWidget):
         test = "u vs min(1,p/q)"
         if a is not None and u is not None:
             relation = "<" if bars.accepted else "\u2265"
-            test = f"{u:.2f} {relation} {a:.2f}"  # the summary above has three digits
-        split = "\u03b1 | 1\u2212\u03b1" if alpha is None else f"{alpha:.2f} | {rejection:.2f}"
+            test = f"{fmt(u, 2)} {relation} {fmt(a, 2)}"  # the summary above has three digits
+        split = (
+            "\u03b1 | 1\u2212\u03b1" if alpha is None else f"{fmt(alpha, 2)} | {fmt(rejection, 2)}"
+        )
         self.getPlotItem().getAxis("bottom").setTicks([[(0, test), (1, split)]])
         self.alpha_item.setOpts(height=[alpha or 0.0])
         self.rejection_item.setOpts(y0=[alpha or 0.0], height=[rejection or 0.0])
         if alpha is None:
             self.alpha_text.setText("")
         else:
-            self.alpha_text.setText(f"\u03b1\n{alpha:.2f}")
+            self.alpha_text.setText(f"\u03b1\n{fmt(alpha, 2)}")
             self.alpha_text.setPos(1, alpha / 2)

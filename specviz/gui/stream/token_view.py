@@ -40,12 +40,13 @@ def qt_length(text: str) -> int:
 
 def fmt(value: float | None, digits: int = 3) -> str:
     """A probability for people: `digits` decimals from 0.1 up, else `digits` significant
-    ones, so that p / q can be checked by hand when both are small (0.00466 / 0.00613)."""
+    ones, trailing zeros kept, so that p / q can be checked by hand when both are small
+    (0.00466 / 0.00613) and 0.01 reads as precisely as its neighbours (0.0100)."""
     if value is None:
         return "n/a"
     if value == 0 or abs(value) >= 0.1:
         return f"{value:.{digits}f}"
-    return f"{value:.{digits}g}"
+    return f"{value:#.{digits}g}"
 
 
 def token_tooltip(rnd: Round, index: int) -> str:
