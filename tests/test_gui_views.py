@@ -253,8 +253,17 @@ def test_plots_follow_running_stats(qtbot, tmp_path):
         png, svg = tmp_path / f"{name}.png", tmp_path / f"{name}.svg"
         plots.export(name, png)
         plots.export(name, svg)
-        assert not QImage(str(png)).isNull()
+        image = QImage(str(png))
+        assert not image.isNull() and image.width() >= 800
+        assert image.pixelColor(2, 2).name() == "#ffffff"  # on white, not transparent
         assert ET.parse(svg).getroot().tag.endswith("svg")
+    # the legends scale with an export, as the axes do (pyqtgraph's default would not)
+    import pyqtgraph as pg
+    from PySide6.QtWidgets import QGraphicsItem
+
+    legends = [i for p in plots.panels.values() for i in p.items if isinstance(i, pg.LegendItem)]
+    flag = QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations
+    assert len(legends) == len(PLOTS) and not any(legend.flags() & flag for legend in legends)
     # an export carries its legend; the speedup plot has two axes for two quantities
     texts = "".join(ET.parse(tmp_path / "speedup.svg").getroot().itertext())
     for curve in (plots.speedup_measured, plots.speedup_predicted, plots.per_forward):

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph import exporters
-from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QCursor
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QCursor, QImage, QPainter
 from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QVBoxLayout, QWidget
 
 from specviz.core.metrics.running import RoundStats, RunningStats
@@ -59,10 +59,16 @@ def _curve(plot: pg.PlotItem, name: str, colour: str, style=None, width: float =
     return curve
 
 
+LEGEND_PT = 8  # the legends' label size on screen
+
+
 def _legend(layout: pg.GraphicsLayout, curves: list[tuple[object, str]]):
     """A two-column legend in the row under a plot (its panel's): it never hides data, and
     a panel's export includes it."""
-    legend = pg.LegendItem(colCount=2, labelTextSize="8pt", verSpacing=-8, horSpacing=6)
+    legend = pg.LegendItem(colCount=2, labelTextSize=f"{LEGEND_PT}pt", verSpacing=-8, horSpacing=6)
+    # In a layout row, not anchored over the plot: it may scale with the scene, so that an
+    # export at twice the size has its legend twice as large, as the axes.
+    legend.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, False)
     layout.addItem(legend, row=1, col=0)
     for curve, name in curves:
         legend.addItem(curve, name)
@@ -105,7 +111,7 @@ class Plots(QWidget):
         acc = self.plots["acceptance"]
         acc.setLabel("bottom", "round")
         acc.setLabel("left", "rate")
-        acc.setYRange(0, 1.05, padding=0)
+        acc.setYRange(0, 1.1, padding=0)  # room for a marker at 1.0
         self.acceptance_round = _curve(
             acc, "this round", palette.PLOT_ACCEPTANCE, width=1,
             symbol="o", symbolSize=4, symbolBrush=palette.PLOT_ACCEPTANCE, symbolPen=None,
@@ -188,7 +194,7 @@ class Plots(QWidget):
         by_pos = self.plots["by_position"]
         by_pos.setLabel("bottom", "draft position (1 = first drafted)")
         by_pos.setLabel("left", "accepted / judged")
-        by_pos.setYRange(0, 1.05, padding=0)
+        by_pos.setYRange(0, 1.1, padding=0)  # room for a marker at 1.0
         self.position_bars = pg.BarGraphItem(
             x=[], height=[], width=0.8, brush=palette.PLOT_ALPHA, pen=pg.mkPen(None)
         )
@@ -399,9 +405,19 @@ class Plots(QWidget):
             with svg_closed_paths():
                 exporters.SVGExporter(item).export(str(path))
             return
-        if suffix == ".png":
-            exporter = exporters.ImageExporter(item)
-            exporter.parameters()["width"] = max(800, int(item.sceneBoundingRect().width()) * 2)
-        else:
+        if suffix != ".png":
             raise ValueError(f"unknown plot format '{path.suffix}': use .png or .svg")
-        exporter.export(str(path))
+        # The scene drawn into an image twice the size (at least 800 pixels wide), on white
+        # (pyqtgraph's ImageExporter leaves it transparent): every part scales alike.
+        rect = item.sceneBoundingRect()
+        scale = max(800 / max(rect.width(), 1.0), 2.0)
+        image = QImage(int(rect.width() * scale), int(rect.height() * scale),
+                       QImage.Format.Format_ARGB32)  # fmt: skip
+        image.fill(QColor("white"))
+        painter = QPainter(image)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+        item.scene().render(painter, QRectF(image.rect()), rect)
+        painter.end()
+        if not image.save(str(path)):
+            raise OSError(f"could not write {path}")
