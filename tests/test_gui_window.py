@@ -17,7 +17,7 @@ from specviz.core.trace.serialize import dumps
 from specviz.core.trace.session import Session
 from specviz.gui import dialogs
 from specviz.gui.main_window import MainWindow
-from specviz.gui.session import controller as session_controller
+from specviz.gui.session import replay as session_replay
 from specviz.gui.session.local_engine import Loaded
 from specviz.gui.stream.token_view import status_of
 from tests.fixtures import all_details, sample_header, sample_rounds, sample_session
@@ -263,7 +263,7 @@ def view_state(window) -> dict:
 def test_long_trace_is_drawn_in_slices(qtbot, tmp_path, monkeypatch):
     # Every slice runs out of time after its first batch: on a fast machine 1,500 rounds
     # could otherwise be drawn within one 50 ms slice, before open_trace returns.
-    monkeypatch.setattr(session_controller, "SLICE_S", 0.0)
+    monkeypatch.setattr(session_replay, "SLICE_S", 0.0)
     session = sample_session(1500)
     rounds = session.rounds
     save(session, tmp_path / "long.jsonl")
@@ -304,9 +304,9 @@ def test_a_malformed_top_list_is_named_in_the_panel(qtbot, tmp_path):
 def test_a_replay_is_complete_when_it_stops_drawing(qtbot, tmp_path, monkeypatch):
     """Every slice runs out of time (SLICE_S = 0): the last one must still draw the plots
     and select the last round before `drawing` turns False."""
-    monkeypatch.setattr(session_controller, "SLICE_S", 0.0)
+    monkeypatch.setattr(session_replay, "SLICE_S", 0.0)
     shown_rounds = []
-    rounds = sample_session(3 * session_controller.DRAW_BATCH + 7).rounds
+    rounds = sample_session(3 * session_replay.DRAW_BATCH + 7).rounds
     save(sample_session(len(rounds)), tmp_path / "long.jsonl")
     window = make_window(qtbot)
     original = window.status.set_figures
@@ -315,7 +315,7 @@ def test_a_replay_is_complete_when_it_stops_drawing(qtbot, tmp_path, monkeypatch
     qtbot.waitUntil(lambda: not window.controller.drawing, timeout=TIMEOUT)
     assert window.distribution.selected[0] == len(rounds) - 1  # not None: selected
     # the status bar counted the rounds while they were drawn
-    assert session_controller.DRAW_BATCH in shown_rounds and shown_rounds[-1] == len(rounds)
+    assert session_replay.DRAW_BATCH in shown_rounds and shown_rounds[-1] == len(rounds)
     assert window.plots.series(window.plots.curves[0])[0].size == len(rounds)
     window.close_now()
 
@@ -675,3 +675,16 @@ def test_after_choosing_an_old_round_follow_the_latest_comes_back(qtbot, window)
     assert follow.isHidden() and window.distribution.selected[0] == 3
     step(qtbot, window)
     assert window.distribution.selected[0] == 4  # following again
+
+
+def test_steps_pressed_while_a_round_is_computed_follow_it(qtbot, window):
+    """Three Steps in a row, faster than the rounds: each gives its round (and says so),
+    none is dropped."""
+    step(qtbot, window)
+    before = rounds(window)
+    for _ in range(3):
+        window.step()
+    assert "more Step" in window.status.currentMessage()
+    qtbot.waitUntil(lambda: rounds(window) == before + 3, timeout=TIMEOUT)
+    qtbot.wait(200)
+    assert rounds(window) == before + 3 and window.state == "paused"

@@ -346,3 +346,11 @@ def test_the_sequence_tab_runs_every_rule_on_the_papers_example(window, qtbot):
     assert h_row == f"{example.h[1]:.4f}"
     kept_block = [panel.example.item(names.index("kept by block"), i).text() for i in range(2)]
     assert kept_block.count("kept") == example.kept["block"]
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_use_the_selected_position_shows_on_every_tab(window):
+    window.show()
+    for tab in range(window.tabs.count()):
+        window.tabs.setCurrentIndex(tab)
+        assert window.position_button.isVisible(), tab

@@ -119,11 +119,11 @@ class LabWindow(QMainWindow):
         self.position_button = QPushButton("Use the selected position")
         self.tabs = QTabWidget()
         self.tabs.addTab(_page(self.alpha_label, self.position_bars), "p, q, min, max(0, p − q)")
-        self.tabs.addTab(
-            _page(self.warped_caption, self.warped_bars, self.position_button), "warped vs raw"
-        )
+        self.tabs.addTab(_page(self.warped_caption, self.warped_bars), "warped vs raw")
         bars_box = _group("This position")
         bars_box.layout().addWidget(self.tabs)
+        # under the tabs, so that it shows whichever tab is open
+        bars_box.layout().addWidget(self.position_button, 0, Qt.AlignmentFlag.AlignLeft)
         self.monte_carlo = MonteCarloPanel()
 
         self.guide = QLabel(GUIDE)

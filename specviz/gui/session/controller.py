@@ -15,7 +15,6 @@ the window sets; by default every question is answered yes.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -26,14 +25,14 @@ from specviz.core.metrics.running import RoundStats, RunningStats
 from specviz.core.trace.records import Round, SessionHeader, Settings
 from specviz.core.trace.session import Session
 from specviz.gui.session.local_engine import EngineThread, Loaded
+from specviz.gui.session.replay import ReplayMixin
 from specviz.gui.session.state import State
 
 REPLAY_INTERVAL_MS = 80  # pace of Run in a replay
-SLICE_S = 0.05  # drawing a long trace: at most this long between two event-loop turns
-DRAW_BATCH = 200  # rounds handed to the views in one signal while drawing a long trace
+MAX_PENDING_STEPS = 8  # Steps kept while a round is computed (more are refused, said so)
 
 
-class SessionController(QObject):
+class SessionController(ReplayMixin, QObject):
     """Owns one session's life; emits what the views need. GUI thread only."""
 
     state_changed = Signal(object)  # State
@@ -59,6 +58,7 @@ class SessionController(QObject):
         self.last_stats: RoundStats | None = None
         self.replay_source: Session | None = None  # a loaded trace (replay mode)
         self.replay_name: str | None = None  # its file name
+        self._pending_steps = 0  # Steps pressed while a round was being computed
         self.exported = True  # nothing unsaved
         self.confirm_discard: Callable[[str], bool] = lambda what: True
         self._request: str | None = None  # "load", "start", "step": what the worker does
@@ -185,8 +185,17 @@ class SessionController(QObject):
 
     def _step(self, prompt: str, settings: Settings, restart: bool) -> None:
         """A live Step; restart: the engine lost its session (a round or a start failed)."""
-        if self._request is not None or self.state in (State.FINISHED, State.CLOSED):
-            return  # back-pressure: one request at a time
+        if self.state in (State.FINISHED, State.CLOSED):
+            return
+        if self._request is not None:  # back-pressure: one request at a time
+            if self.state is not State.RUNNING and self._pending_steps < MAX_PENDING_STEPS:
+                self._pending_steps += 1  # taken when the round in progress arrives
+                self.message.emit(
+                    f"A round is being computed: {self._pending_steps} more Step"
+                    f"{'s' if self._pending_steps > 1 else ''} will follow it",
+                    3000,
+                )
+            return
         if self.models is None:
             self.error.emit(
                 "No models loaded", "Load a model pair first, or open a trace (Ctrl+O)."
@@ -247,6 +256,7 @@ class SessionController(QObject):
         for rnd in rounds[:added]:
             self._autosave("add", rnd)
         if rnd.finish_reason is not None:
+            self._pending_steps = 0
             self._set_state(State.FINISHED)
         elif running:
             self._set_state(State.RUNNING)
@@ -254,6 +264,10 @@ class SessionController(QObject):
                 QTimer.singleShot(0, self._run_next)  # the next round once this one is drawn
         else:
             self._set_state(State.PAUSED)
+            if self._pending_steps:  # Steps pressed while this round was computed
+                self._pending_steps -= 1
+                self._request = "step"
+                self.engine.request_step.emit()
 
     def _run_next(self) -> None:
         if self.state is State.RUNNING and self._request is None:
@@ -338,6 +352,7 @@ class SessionController(QObject):
 
     def _on_error(self, title: str, message: str) -> None:
         failed, self._request = self._request, None
+        self._pending_steps = 0
         if failed == "load":
             self._show_pair()  # the pair loaded before (if any) is still there
             self.models_changed.emit(self.models)
@@ -360,62 +375,6 @@ class SessionController(QObject):
         if added:
             self.rounds_added.emit(added)
         return len(added)
-
-    # ------------------------------------------------------------------------------ replay
-
-    @property
-    def replay_at_end(self) -> bool:
-        """A replay shows every round of its trace (Step and Run have nothing left)."""
-        source, shown = self.replay_source, self.session
-        return source is not None and shown is not None and len(shown.rounds) >= len(source.rounds)
-
-    def show_replay(self, source: Session, exported: bool = True, name: str | None = None) -> None:
-        """Show a loaded trace, all of its rounds, in replay mode; name: its file's."""
-        self._replay_timer.stop()
-        self.replay_source = source
-        self.replay_name = name
-        self.exported = exported
-        t, d = source.header.target, source.header.draft
-        self.pair_changed.emit(t.name if t.name == d.name else f"{t.name} + {d.name}", t.device)
-        self._begin(source.rewound())  # its lines: top-N lists, export as read
-        self._set_state(State.REPLAY)
-        self._draw_until = len(source.rounds)
-        self._draw_slice()
-
-    def _draw_slice(self) -> None:
-        """Hand stored rounds to the views for SLICE_S, then let the window breathe."""
-        source, shown = self.replay_source, self.session
-        if source is None or shown is None:
-            return
-        start = time.perf_counter()
-        while (done := len(shown.rounds)) < self._draw_until:
-            end = min(done + DRAW_BATCH, self._draw_until)
-            if end < self._draw_until:
-                self.busy.emit(f"drawing round {end:,} of {self._draw_until:,}")
-            else:
-                self.busy.emit("")
-            self.add_rounds(source.rounds[done:end])
-            if self.drawing and time.perf_counter() - start > SLICE_S:
-                QTimer.singleShot(0, self._draw_slice)
-                return
-        self.busy.emit("")
-
-    def _replay_step(self) -> bool:
-        """Show the next stored round (Step in a replay); False at the end."""
-        source, shown = self.replay_source, self.session
-        if self.drawing or source is None or shown is None:
-            return False
-        if len(shown.rounds) >= len(source.rounds):
-            self._replay_timer.stop()
-            self._set_state(State.REPLAY)
-            return False
-        self.add_rounds((source.rounds[len(shown.rounds)],))
-        return True
-
-    def _replay_tick(self) -> None:
-        if not self._replay_step():
-            self._replay_timer.stop()
-            self._set_state(State.REPLAY)
 
     # ------------------------------------------------------------------------------ files
 
