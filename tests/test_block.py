@@ -133,19 +133,48 @@ def test_lab_on_sequences_from_the_command_line(capsys):
 # --- block verification in the engine ------------------------------------------------------
 
 
-def test_block_sessions_follow_the_target(pair):
+def weak_draft(pair):
+    """The pair with a confidently wrong draft: its output layer scaled up 8x, so q is far
+    peakier than p and often on other tokens (a low acceptance)."""
+    import copy
+
+    draft = copy.deepcopy(pair.draft)
+    with torch.no_grad():
+        draft.get_output_embeddings().weight.mul_(8.0)
+    return dataclasses.replace(pair, draft=draft)
+
+
+BLOCK_CASES = {  # name: (K, sampling, tokens per session, weak draft)
+    "K1": (1, dict(temperature=1.0), 4, False),
+    "K4": (4, dict(temperature=1.0), 6, False),
+    "K7-T0.7": (7, dict(temperature=0.7), 8, False),
+    "top-k": (4, dict(temperature=1.0, top_k=20), 6, False),
+    "top-p": (4, dict(temperature=1.0, top_p=0.9), 6, False),
+    "weak-draft": (4, dict(temperature=1.0), 6, True),
+}
+
+
+@pytest.mark.parametrize("case", list(BLOCK_CASES))
+def test_block_sessions_follow_the_target(pair, case):
     """The project's end-to-end test (whole emitted sequences against a fresh target
-    forward at every prefix) under --verifier block: the draft model, K 2."""
+    forward at every prefix, tests/test_drafters.py) under --verifier block: K 1, 4 and 7,
+    T 1 and 0.7, top-k, top-p, and a weak draft."""
     from specviz.core.decoding.k_policy import PolicyConfig
+    from specviz.core.decoding.warp import SamplingConfig
     from specviz.core.drafters.registry import DrafterConfig
     from tests.test_drafters import N_RUNS, looping_prompt, run_sequences, sequence_pvalue
 
+    k, sampling, n_tokens, weak = BLOCK_CASES[case]
+    config = SamplingConfig(**sampling)
+    used = weak_draft(pair) if weak else pair
     prompt_ids = looping_prompt(pair)
     sequences, statuses = run_sequences(
-        pair, DrafterConfig(), PolicyConfig(), 2, N_RUNS, 4, prompt_ids, seed=3, verifier="block"
-    )
-    assert {"accepted", "rejected", "resampled", "bonus"} <= {s for r in statuses for s in r}
-    assert sequence_pvalue(pair, prompt_ids, sequences) > LEVEL
+        used, DrafterConfig(), PolicyConfig(), k, N_RUNS, n_tokens, prompt_ids, seed=3,
+        verifier="block", sampling=config,
+    )  # fmt: skip
+    seen = {s for r in statuses for s in r}
+    assert {"accepted", "rejected", "resampled"} <= seen
+    assert sequence_pvalue(pair, prompt_ids, sequences, config) > LEVEL
 
 
 @pytest.mark.parametrize("k", [1, 4, 7])

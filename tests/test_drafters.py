@@ -76,13 +76,22 @@ TEMPERATURE = 1.5
 
 
 def run_sequences(
-    pair, drafter, policy, k, n_runs, n_tokens, prompt_ids, seed, verifier: str = "token"
-):
-    """n_runs sessions of n_tokens from one prompt, sampled at TEMPERATURE with one
-    running generator: the emitted sequences and every status seen."""
+    pair, drafter, policy, k, n_runs, n_tokens, prompt_ids, seed, verifier: str = "token",
+    sampling: SamplingConfig | None = None,
+):  # fmt: skip
+    """n_runs sessions of n_tokens from one prompt, sampled at TEMPERATURE (or `sampling`)
+    with one running generator: the emitted sequences and every status seen."""
+    s = sampling or SamplingConfig(temperature=TEMPERATURE)
     engine = SpeculativeEngine(
         pair,
-        Settings(k=k, temperature=TEMPERATURE, max_new_tokens=n_tokens, verifier=verifier),
+        Settings(
+            k=k,
+            temperature=s.temperature,
+            top_k=s.top_k,
+            top_p=s.top_p,
+            max_new_tokens=n_tokens,
+            verifier=verifier,
+        ),  # fmt: skip
         trace=False,
         drafter=drafter,
         policy=policy,
@@ -98,14 +107,14 @@ def run_sequences(
     return sequences, statuses
 
 
-def sequence_pvalue(pair, prompt_ids, sequences):
+def sequence_pvalue(pair, prompt_ids, sequences, sampling: SamplingConfig | None = None):
     """Whether every emitted token follows the target's p given the tokens before it.
 
     Each token t at each position is mapped to u = F(t - 1) + w p(t), w ~ U[0, 1) (the
     randomised probability integral transform, with F the CDF of p(. | prefix) from a fresh
     forward): if t ~ p then u ~ U[0, 1), independently at every position. The u are pooled
     and a chi-square test over 10 equal bins checks that they are uniform."""
-    config = SamplingConfig(temperature=TEMPERATURE)
+    config = sampling or SamplingConfig(temperature=TEMPERATURE)
     rng = np.random.default_rng(0)
     cdfs: dict[tuple[int, ...], np.ndarray] = {}
     draws = []
