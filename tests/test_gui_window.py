@@ -688,3 +688,32 @@ def test_steps_pressed_while_a_round_is_computed_follow_it(qtbot, window):
     qtbot.waitUntil(lambda: rounds(window) == before + 3, timeout=TIMEOUT)
     qtbot.wait(200)
     assert rounds(window) == before + 3 and window.state == "paused"
+
+
+def test_the_window_takes_the_first_sessions_settings_from_the_command_line(monkeypatch, qtbot):
+    """`specviz --k 6 --seed 9 --temperature 0.5 --prompt ...` fills the Setup panel; what
+    is not given keeps the window's defaults (seed 1 on first launch); a bad value exits 2
+    before any window opens."""
+    from specviz.cli import main as cli_main
+    from specviz.gui import app
+
+    seen = {}
+    monkeypatch.setattr(app, "main", lambda *a, **kw: seen.update(kw) or 0)
+    args = ["--k", "6", "--seed", "9", "--temperature", "0.5", "--prompt", "Once upon"]
+    assert cli_main.main([*args, "--verifier", "block"]) == 0
+    s = seen["settings"]
+    assert (s.k, s.seed, s.temperature, s.verifier, seen["prompt"]) == (
+        6,
+        9,
+        0.5,
+        "block",
+        "Once upon",
+    )
+    assert cli_main.main(["--k", "6"]) == 0 and seen["settings"].seed == 1
+    assert cli_main.main([]) == 0 and seen["settings"] is None and seen["prompt"] is None
+    assert cli_main.main(["--k", "40"]) == 2
+    assert cli_main.main(["--prompt", "  "]) == 2
+    window = MainWindow(None, autosave=False)
+    qtbot.addWidget(window)
+    window.controls.set_settings(s)  # what app.main does with them
+    assert window.controls.settings().k == 6 and window.controls.settings().verifier == "block"

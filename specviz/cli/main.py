@@ -35,8 +35,49 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_drafter_options(gui)
     gui.add_argument("trace", nargs="?", help="a trace file to open")
+    _add_session_args(gui)
     _add_engine_args(gui)
     return parser
+
+
+# The window's Setup values a command line may set, as `specviz run` takes them; what is
+# not given keeps the window's own defaults (its first-launch seed among them).
+WINDOW_SETTINGS = {
+    "k": int, "temperature": float, "top_k": int, "top_p": float, "seed": int,
+    "max_new_tokens": int, "verifier": str,
+}  # fmt: skip
+
+
+def _add_session_args(parser: argparse.ArgumentParser) -> None:
+    from specviz.cli.options import finite_float
+    from specviz.core.trace.records import VERIFIERS
+
+    group = parser.add_argument_group("the first session (the Setup panel)")
+    group.add_argument("--prompt", help="the text to continue")
+    for name, kind in WINDOW_SETTINGS.items():
+        flag = "--" + name.replace("_", "-")
+        if name == "verifier":
+            group.add_argument(flag, choices=VERIFIERS, default=None)
+        else:
+            group.add_argument(flag, type=finite_float if kind is float else int, default=None)
+
+
+def _window_settings(args: argparse.Namespace):
+    """(the Setup's settings with what the command line gave, the prompt or None), or a
+    UsageError naming the bad value."""
+    from specviz.cli.options import UsageError
+    from specviz.core.resources import DEMO_SEED
+    from specviz.core.trace.records import Settings
+
+    given = {n: getattr(args, n) for n in WINDOW_SETTINGS if getattr(args, n, None) is not None}
+    settings = Settings(**{"seed": DEMO_SEED, **given})
+    try:
+        settings.validate()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if args.prompt is not None and not args.prompt.strip():
+        raise UsageError("--prompt is empty: give some text for the models to continue")
+    return (settings if given else None), args.prompt
 
 
 def _names_a_file(arg: str) -> bool:
@@ -111,6 +152,7 @@ def _open_window(args: argparse.Namespace) -> int:
     try:
         drafter, policy = drafting_from(args)
         target, draft = pair_specs(args, drafter)
+        settings, prompt = _window_settings(args)
     except UsageError as e:
         return fail(str(e))
     from specviz.gui.app import main as gui_main
@@ -121,7 +163,8 @@ def _open_window(args: argparse.Namespace) -> int:
     named = args.target or args.draft or args.pair or args.connect
     return gui_main(
         specs, args.device, args.dtype, args.trace, drafting, options, **_engine_choice(args),
-        threads=args.threads, load=not (args.trace and not named),
+        threads=args.threads, load=not (args.trace and not named), settings=settings,
+        prompt=prompt,
     )  # fmt: skip
 
 

@@ -69,13 +69,16 @@ def main(
     engine: str = "process",
     threads: int | None = None,
     load: bool = True,
+    settings=None,
+    prompt: str | None = None,
 ) -> int:
     """Open the window on a model pair (None: this installation has no built-in pair) and,
     if given, a trace to replay; return when it closes. drafting: (DrafterConfig,
     PolicyConfig); load_options: core.models.pair.LoadOptions; connect: HOST:PORT of a `specviz
     serve` (its models, with `token`); engine "process": the pair in a child process;
     threads: the engine's torch threads (default: one per core but one); load=False: the
-    Models box shows specs without loading them (a trace opened alone needs no models)."""
+    Models box shows specs without loading them (a trace opened alone needs no models);
+    settings, prompt: the Setup panel's values to start with (the command line's)."""
     if os.environ.get("SPECVIZ_NO_DIALOGS"):
         dialogs.AUTO_ANSWER = False
         dialogs.ECHO = True
@@ -100,6 +103,10 @@ def main(
         specs, device=device, dtype=dtype, engine=worker, drafting=drafting,
         load_options=load_options, load=load,
     )  # fmt: skip
+    if settings is not None:
+        window.controls.set_settings(settings)
+    if prompt is not None:
+        window.controls.set_prompt(prompt)
     screen = app.primaryScreen()
     if screen is not None:  # as large as the screen allows, up to 1920 x 1200
         room = screen.availableGeometry()
