@@ -717,3 +717,40 @@ def test_the_window_takes_the_first_sessions_settings_from_the_command_line(monk
     qtbot.addWidget(window)
     window.controls.set_settings(s)  # what app.main does with them
     assert window.controls.settings().k == 6 and window.controls.settings().verifier == "block"
+
+
+def test_view_and_help_menus(qtbot, window):
+    """F1 lists the keys; Output only shows the emitted text without drafts; Ctrl +/- scale
+    the text; the dark palette darkens the panels and keeps the fates' colours; the status
+    bar says where the engine runs."""
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    menu = window.view_menu
+    lines = menu.shortcut_lines()
+    assert any(line.startswith("F10") and "Step" in line for line in lines)
+    assert any(line.startswith("F1 ") and "Keyboard shortcuts" in line for line in lines)
+    menu.shortcuts.trigger()
+    assert dialogs.shown[-1][1] == "Keyboard shortcuts" and "F5" in dialogs.shown[-1][2]
+    step(qtbot, window, 3)
+    menu.output_only.setChecked(True)
+    stream = window.stream
+    assert stream.output.isVisibleTo(window) and not stream.view.isVisibleTo(window)
+    assert stream.output.toPlainText() == window.session.text
+    discarded = [t.text for r in window.session.rounds for t in r.tokens if not t.emitted]
+    assert discarded  # the stream has drafts the output leaves out
+    step(qtbot, window)
+    assert stream.output.toPlainText() == window.session.text  # follows new rounds
+    menu.output_only.setChecked(False)
+    assert stream.view.isVisibleTo(window)
+    size = stream.view.document().defaultFont().pointSizeF()
+    menu.text_size(+1)
+    assert stream.view.document().defaultFont().pointSizeF() > size
+    menu.text_size(0)
+    assert stream.view.document().defaultFont().pointSizeF() == pytest.approx(size)
+    light = QApplication.palette().color(QPalette.ColorRole.Base).lightness()
+    menu.dark_action.setChecked(True)
+    assert QApplication.palette().color(QPalette.ColorRole.Base).lightness() < light
+    menu.dark_action.setChecked(False)
+    assert QApplication.palette().color(QPalette.ColorRole.Base).lightness() == light
+    assert window.status.engine.text() == "engine: this process"

@@ -28,9 +28,10 @@ from specviz.gui.session.connection_banner import ConnectionPresenter
 from specviz.gui.session.controller import SessionController
 from specviz.gui.session.state import State
 from specviz.gui.setup.controls import Controls
-from specviz.gui.status_bar import StatusBar
+from specviz.gui.status_bar import StatusBar, engine_words
 from specviz.gui.stream.panel import StreamPanel
 from specviz.gui.tune.presenter import TunePresenter
+from specviz.gui.view_menu import ViewMenu
 from specviz.gui.window_files import Files, local_trace
 
 REFRESH_MS = 250  # while running, plots and bars are redrawn at most this often
@@ -93,6 +94,8 @@ class MainWindow(QMainWindow):
         self.greedy = GreedyCheckPresenter(self.controller, self)
         self.speed = SpeedTracker()  # the cost model's figures of the session shown
         self.actions_ = build_actions(self)
+        self.view_menu = ViewMenu(self)
+        self.status.set_engine(engine_words(engine))
         if isinstance(self.controller, ConnectedController):
             self.connection = ConnectionPresenter(self, self.controller)
 
@@ -188,6 +191,11 @@ class MainWindow(QMainWindow):
             self._show_rounds()  # paused or finished: the stream shows every round
         if not running and self._refresh_timer.isActive():
             self._refresh()  # paused or finished: draw what the throttle held back
+
+    def show_output_only(self, on: bool) -> None:
+        """View > Output only: the session's emitted text alone, or the coloured stream."""
+        session = self.controller.session
+        self.stream.set_output_only(on, session.text if session is not None else "")
 
     def _show_banner(self) -> None:
         """The end banner: a finished live session, or a replay showing its last round."""
@@ -351,6 +359,7 @@ class MainWindow(QMainWindow):
         self.stream.append_rounds(self._unshown)
         self._unshown = []
         self._show_banner()
+        self.stream.set_output_text(c.session.text)
         self.stream.set_total(c.total_rounds)
         self.status.set_figures(c.last_stats, len(c.session.rounds))
         self.status.set_speed(self.speed.latest)

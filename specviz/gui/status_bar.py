@@ -22,6 +22,15 @@ STATE_COLOURS = {
 }
 
 
+def engine_words(engine) -> str:
+    """Where the rounds are computed (the window's engine thread object, None: this
+    process's own)."""
+    if engine is None:
+        return "engine: this process"
+    address = getattr(engine, "address", None)
+    return f"engine: serve at {address}" if address else "engine: child process"
+
+
 class Figure(QLabel):
     """A status-bar label whose width only grows. A label of fixed size changes its text
     without asking the window to lay itself out again (Qt skips the geometry update of a
@@ -75,19 +84,21 @@ class StatusBar(QStatusBar):
         self.busy_bar.hide()
         self.pair = QLabel("no models")
         self.device = QLabel("")
+        self.engine = QLabel("")  # where the rounds are computed (--engine, --connect)
         self.speed = Figure("")
         self.rounds = Figure("")
         self.acceptance = Figure("")
         # the cost model's speedup, both predictions, baseline, c: cut to fit, whole on hover
         self.cost = ElidedFigure("")
         self.state = QLabel("")
-        for label in (self.busy_label, self.pair, self.device, self.speed, self.rounds,
-                      self.acceptance, self.cost):  # fmt: skip
+        for label in (self.busy_label, self.pair, self.device, self.engine, self.speed,
+                      self.rounds, self.acceptance, self.cost):  # fmt: skip
             label.setTextFormat(Qt.TextFormat.PlainText)  # names from a trace: never markup
         # Permanent, so that a message (showMessage) never hides what is in progress.
         self.addPermanentWidget(self.busy_bar)
         self.addPermanentWidget(self.busy_label)
-        for label in (self.pair, self.device, self.speed, self.rounds, self.acceptance, self.cost):
+        for label in (self.pair, self.device, self.engine, self.speed, self.rounds,
+                      self.acceptance, self.cost):  # fmt: skip
             self.addPermanentWidget(label)
         self.addPermanentWidget(self.state)
         # A message (showMessage) takes the cost figures' room while it shows: the bar's
@@ -103,6 +114,14 @@ class StatusBar(QStatusBar):
     def set_pair(self, name: str, device: str) -> None:
         self.pair.setText(f"models: {name}")
         self.device.setText(f"device: {device}")
+
+    def set_engine(self, words: str) -> None:
+        self.engine.setText(words)
+        self.engine.setToolTip(
+            "Where the rounds are computed: a child process (the default, so that drawing "
+            "does not slow the rounds it measures), this process (--engine thread), or a "
+            "`specviz serve` (--connect)"
+        )
 
     def set_state(self, state: str) -> None:
         colour = STATE_COLOURS.get(state, "#333333")

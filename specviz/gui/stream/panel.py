@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QPlainTextEdit,
     QPushButton,
     QSlider,
     QToolButton,
@@ -167,6 +168,10 @@ class StreamPanel(QWidget):
             "<br>".join(f"<b>{f.label}</b>: {f.meaning}" for f in palette.FATES.values())
         )
         self.view = TokenView()
+        # View > Output only: the emitted text alone (prompt and kept tokens, no drafts)
+        self.output = QPlainTextEdit()
+        self.output.setReadOnly(True)
+        self.output.hide()
         self.banner = EndBanner()
         self.lossy = LossyBanner()
         self._total = 0  # rounds in the session (a replay: in the trace)
@@ -203,9 +208,24 @@ class StreamPanel(QWidget):
         layout.addWidget(self.legend)
         layout.addWidget(self.lossy)
         layout.addWidget(self.view, 1)
+        layout.addWidget(self.output, 1)
         layout.addWidget(self.banner)
         layout.addLayout(row)
         layout.addWidget(self.round_label)
+
+    def set_output_only(self, on: bool, text: str = "") -> None:
+        """Show the emitted text alone in place of the coloured stream (or the stream)."""
+        self.view.setVisible(not on)
+        self.output.setVisible(on)
+        self.legend.setVisible(not on)
+        if on:
+            self.set_output_text(text)
+
+    def set_output_text(self, text: str) -> None:
+        if self.output.isVisible() and self.output.toPlainText() != text:
+            self.output.setPlainText(text)  # plain text: a model's tokens are never markup
+            bar = self.output.verticalScrollBar()
+            bar.setValue(bar.maximum())
 
     def set_following(self, following: bool) -> None:
         """Whether new rounds are selected as they come (else the follow button shows)."""

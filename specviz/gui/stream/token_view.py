@@ -143,9 +143,8 @@ class TokenView(QTextEdit):
         self.setUndoRedoEnabled(False)
         self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.setMouseTracking(True)
-        font = QFont(self.font())
-        font.setPointSizeF(max(font.pointSizeF(), 10.0) * 1.25)
-        self.document().setDefaultFont(font)
+        self._base_point = max(QFont(self.font()).pointSizeF(), 10.0) * 1.25
+        self.set_scale(1.0)
         self.document().setDocumentMargin(10)
         self._formats = {status: _format_for(f) for status, f in palette.FATES.items()}
         # An accepted draft the token-wise rule would have refused (a block round's gain):
@@ -159,6 +158,12 @@ class TokenView(QTextEdit):
         self.clear_session(None)
 
     # ------------------------------------------------------------------------------ model
+
+    def set_scale(self, factor: float) -> None:
+        """The stream's text size: its base size (a quarter above the window's) x factor."""
+        font = QFont(self.font())
+        font.setPointSizeF(self._base_point * factor)
+        self.document().setDefaultFont(font)
 
     def clear_session(self, header: SessionHeader | None) -> None:
         """Start over: show the prompt of `header` (nothing if None)."""
