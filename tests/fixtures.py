@@ -104,7 +104,7 @@ def _event(token, status, p, q, **kw):
     )  # fmt: skip
 
 
-def sample_rounds(session_id: str = "s1") -> list[Round]:
+def sample_rounds(session_id: str = "5a0000000001") -> list[Round]:
     """Two rounds: [accepted, rejected, discarded, discarded, resampled], then
     [accepted, bonus]."""
     settings = Settings(k=4, top_n=N)
@@ -128,7 +128,7 @@ def sample_rounds(session_id: str = "s1") -> list[Round]:
     ]
 
 
-def sample_header(session_id: str = "s1") -> SessionHeader:
+def sample_header(session_id: str = "5a0000000001") -> SessionHeader:
     info = ModelInfo("toy", "/toy", 6, 100, "float32", "cpu")
     return SessionHeader(
         session_id=session_id, prompt="Once upon", prompt_ids=(0, 1, 2), target=info,
@@ -146,7 +146,7 @@ TEXTS = [" the", " and", " of", " God", " earth", "ly", ",", ".", " é", "\n", '
 def synthetic_header(k: int = 4, top_n: int = 20, prompt_len: int = 8) -> SessionHeader:
     model = ModelInfo("synthetic", "synthetic", 50257, 1_000_000, "float32", "cpu")
     return SessionHeader(
-        session_id="synthetic0001",
+        session_id="5e0000000001",  # 12 hex digits, as the engine writes
         prompt="In the beginning",
         prompt_ids=tuple(range(100, 100 + prompt_len)),
         prompt_text=tuple(TEXTS[i % len(TEXTS)] for i in range(prompt_len)),

@@ -202,3 +202,32 @@ def test_rest_without_a_top_list(session, name, tmp_path):
 def saved(session: Session, path) -> Session:
     save(session, path)
     return load(path)
+
+
+@pytest.mark.parametrize("session_id", ["abc", "7D92E712CB21", "7d92e712cb21ff", "7d92e712cb2g"])
+def test_a_session_id_is_12_lowercase_hex_digits(session_id):
+    session = synthetic_session(3)
+    bad = Session(dataclasses.replace(session.header, session_id=session_id), [])
+    assert where(check_session(bad)) == [(1, "session_id")]
+    assert check_session(Session(session.header, [])) == []
+
+
+def test_a_null_setting_is_an_error_not_the_default(tmp_path):
+    """`"temperature": null` is not read as 1.0: a setting is left out (its default) or
+    given, never null (a non-finite number written as null cannot be a valid setting)."""
+    import json
+
+    from specviz.core.trace.records import TraceError
+
+    path = tmp_path / "t.jsonl"
+    save(synthetic_session(2), path)
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["settings"]["temperature"] = None
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    with pytest.raises(TraceError, match="settings.temperature") as info:
+        load(path)
+    assert "never null" in str(info.value)
+    del header["settings"]["temperature"]  # left out: the default
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    assert load(path).header.settings.temperature == 1.0

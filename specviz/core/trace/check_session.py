@@ -13,6 +13,7 @@ its numbers say.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -110,7 +111,15 @@ def _time_fault(value: float | None) -> str | None:
     return f"{value} is not a time (finite ms >= 0)"
 
 
+_SESSION_ID = re.compile(r"[0-9a-f]{12}", re.ASCII)
+
+
 def check_header(header: SessionHeader) -> Iterator[Problem]:
+    if not _SESSION_ID.fullmatch(header.session_id):
+        shown = (
+            header.session_id if len(header.session_id) <= 40 else header.session_id[:37] + "..."
+        )
+        yield Problem(1, "session_id", f"{shown!r} is not 12 lowercase hex digits")
     try:
         header.settings.validate()
     except ValueError as e:

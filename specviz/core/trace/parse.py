@@ -91,7 +91,14 @@ def _model(obj: dict[str, Any], line: int, key: str) -> ModelInfo:
 
 
 def _settings(obj: dict[str, Any], line: int, key: str = "settings") -> Settings:
+    """The settings object: a field may be left out (its default), never null (a setting
+    is always a finite value, so a null is not a non-finite float written out: it is an
+    error, not "absent")."""
     values = {}
+    for name in _SETTINGS_KINDS:
+        if name in obj and obj[name] is None:
+            raise TraceError("null: a setting is left out or given, never null", line,
+                             f"{key}.{name}")  # fmt: skip
     for name, kind in _SETTINGS_KINDS.items():
         value = _get(obj, name, kind, line, optional=True, prefix=f"{key}.")
         if value is not None:
