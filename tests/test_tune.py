@@ -280,4 +280,49 @@ def test_tune_traces_writes_readable_traces(pair_dirs, tmp_path, capsys):
         session = tracefile.load(r["trace"])
         assert session.header.settings.k == r["k"] and len(session.rounds) == r["rounds"]
     assert main([*args, "--traces", str(folder / "p001-bible-k01.jsonl")]) == 2
-    assert "--traces: cannot use" in capsys.readouterr().err
+    assert "--traces: cannot write to" in capsys.readouterr().err
+
+
+def test_tune_traces_on_a_full_disk_keeps_the_tables_and_exits_2(pair_dirs, tmp_path, capsys,
+                                                                monkeypatch):  # fmt: skip
+    """A trace that cannot be written (ENOSPC here: the suite runs as root, so a read-only
+    folder would not refuse it) costs that trace only: every run is in the tables, the
+    runs without a trace are named, and the exit status is 2. A folder that cannot be
+    written at all is refused before the models load."""
+    import errno
+
+    from specviz.core.tune import sweep as sweep_module
+
+    real = sweep_module.save
+    written = []
+
+    def full_after_one(session, path, summary=None):
+        if written:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(path)
+        return real(session, path, summary)
+
+    monkeypatch.setattr(sweep_module, "save", full_after_one)
+    target, draft = pair_dirs
+    folder = tmp_path / "traces"
+    args = ["tune", "--target", str(target), "--draft", str(draft), "--prompts"]
+    args += [write_prompts(tmp_path), "--k", "1-2", "--max-new-tokens", "6", "--json"]
+    assert main([*args, "--traces", str(folder)]) == 2
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["completed"] == 4 and len(out["prompt_runs"]) == 4
+    assert sum(r["trace"] is not None for r in out["prompt_runs"]) == 1
+    assert captured.err.count("was not written: No space left on device") == 3
+    assert "3 run traces not written" in captured.err and "Traceback" not in captured.err
+
+    import tempfile
+
+    def refuse(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
+    assert main([*args, "--traces", str(tmp_path / "ro")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "--traces: cannot write to" in err and "Permission denied" in err and "loading" not in err
+    )

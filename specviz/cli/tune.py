@@ -219,6 +219,16 @@ def run(args: argparse.Namespace) -> int:
     result = sweep(pair, prompts, config, progress, trace_dir)
     args.exported = _export(args, result, drafters, policies, spec.draft)
     print_result(args, result, spec.target, spec.draft)
+    if result.trace_errors:  # the tables above are kept; these runs have no trace
+        for name, why in result.trace_errors:
+            print(f"specviz: error: {plain(name)} was not written: {plain(why)}", file=sys.stderr)
+        n = len(result.trace_errors)
+        print(
+            f"specviz: error: {n} run trace{'s' if n != 1 else ''} not written to "
+            f"{plain(args.traces)}; the tables above include those runs",
+            file=sys.stderr,
+        )
+        return 2
     return 130 if result.cancelled else 0
 
 
@@ -239,13 +249,16 @@ def traces_folder(path: str | None):
     """--traces: the folder (made if missing); UsageError if it cannot be one."""
     if path is None:
         return None
+    import tempfile
     from pathlib import Path
 
     folder = Path(path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):  # can a trace be written there at all?
+            pass
     except OSError as e:
-        raise UsageError(f"--traces: cannot use {path} as a folder ({e.strerror or e})") from None
+        raise UsageError(f"--traces: cannot write to {path} ({e.strerror or e})") from None
     return folder
 
 

@@ -91,6 +91,9 @@ class SweepResult:
     runs: list[SweepRun] = field(default_factory=list)
     total: int = 0  # runs planned
     cancelled: bool = False
+    # (trace file name, why) of each run whose trace could not be written (a full disk, a
+    # folder made read-only meanwhile): the run itself is kept in the tables
+    trace_errors: list[tuple[str, str]] = field(default_factory=list)
 
 
 def sweep_plan(n_prompts: int, ks: Sequence, seed: int = 0) -> list[tuple]:
@@ -200,7 +203,11 @@ def run_sweep(
                 variant += f"-{verifier}"
             path = str(Path(trace_dir) / trace_name(i, prompt.category, k, variant))
             swept = Session(header, list(rounds))
-            save(swept, path, summary(swept))
+            try:
+                save(swept, path, summary(swept))  # atomic: nothing half-written is left
+            except OSError as e:
+                result.trace_errors.append((Path(path).name, e.strerror or str(e)))
+                path = None
             rounds = tuple(_light(r) for r in rounds)
         diff = None
         if config.check_greedy and config.temperature == 0 and rounds:
