@@ -133,6 +133,9 @@ def test_a_stopped_server_keeps_the_rounds_and_offers_reconnect(qtbot, server, p
         link.banner.reconnect_button.click()
         qtbot.waitUntil(lambda: not link.banner.isVisible(), timeout=TIMEOUT)
         assert window.session.rounds == kept and window.state == "error"
+        # the status bar says what the error state means, not just "error"
+        state = window.status.state
+        assert "Step starts anew" in state.text() and "no session" in state.toolTip()
         window.step()  # the question (answered yes) and a new session there
         qtbot.waitUntil(
             lambda: bool(window.session.rounds) and window.session.rounds != kept,
@@ -180,6 +183,8 @@ def test_a_wrong_token_is_a_clear_message(qtbot, server, open_window):  # noqa: 
     kind, title, text = dialogs.shown[-1]
     assert title == "Could not connect to the engine" and "wrong token" in text
     qtbot.waitUntil(lambda: window.state == "no models", timeout=TIMEOUT)
+    qtbot.wait(300)
+    assert len([d for d in dialogs.shown if d[0] == "error"]) == 1, dialogs.shown  # one, not two
 
 
 def test_engine_process_steps_a_session(qtbot, pair_dirs, open_window):

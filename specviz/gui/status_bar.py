@@ -31,6 +31,16 @@ def engine_words(engine) -> str:
     return f"engine: serve at {address}" if address else "engine: child process"
 
 
+# What a state means where its name alone does not say: the engine has no session (it failed,
+# or a reconnect found a fresh server), so the next Step starts a new one.
+STATE_WORDS = {"error": "error: Step starts anew"}
+STATE_TIPS = {
+    "error": "the engine has no session for the rounds shown (a round or a start failed, or a "
+    "reconnect found a server that no longer has it); the rounds stay, and the next Step "
+    "starts a new session from the prompt",
+}
+
+
 class Figure(QLabel):
     """A status-bar label whose width only grows. A label of fixed size changes its text
     without asking the window to lay itself out again (Qt skips the geometry update of a
@@ -125,8 +135,11 @@ class StatusBar(QStatusBar):
 
     def set_state(self, state: str) -> None:
         colour = STATE_COLOURS.get(state, "#333333")
-        self.state.setText(f"<b style='color:{colour}'>{state}</b>")
-        self.state.setToolTip(f"state: {state}")
+        shown = STATE_WORDS.get(state, state)
+        self.state.setText(f"<b style='color:{colour}'>{shown}</b>")
+        self.state.setToolTip(
+            f"state: {state}" + (f": {STATE_TIPS[state]}" if state in STATE_TIPS else "")
+        )
 
     def set_figures(self, stats: RoundStats | None, rounds: int) -> None:
         def f(value, form):
