@@ -59,7 +59,7 @@ class ElidedFigure(Figure):
     """A Figure at most `max_width` wide: a longer text ends in "…", the whole of it is
     the tooltip's first line (a 1280-pixel window keeps its state and messages in view)."""
 
-    def __init__(self, text: str = "", max_width: int = 560):
+    def __init__(self, text: str = "", max_width: int = 420):
         super().__init__()
         self.max_width = max_width
         self.full_text = ""
