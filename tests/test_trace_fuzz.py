@@ -261,3 +261,22 @@ def test_inspect_as_a_process_survives_mutated_traces(seeds, tmp_path):
             timeout=120,
         )
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("top_n", [0, 20])
+def test_inspect_memory_does_not_grow_with_the_trace(tmp_path, capsys, top_n):
+    """inspect reads a round at a time: 4x the rounds cost almost nothing more, and the
+    peak stays far under the file's size, with or without top-N lists (it held 4.4x the file
+    without them when it kept the rounds)."""
+    from tests.fixtures import synthetic_lines
+
+    peaks, sizes = [], []
+    for n in (1_000, 4_000):
+        path = tmp_path / f"t{top_n}-{n}.jsonl"
+        path.write_text("".join(line + "\n" for line in synthetic_lines(n, top_n=top_n)))
+        code, peak = inspect_in_process(path, capsys, as_json=True)
+        assert code == 0
+        peaks.append(peak)
+        sizes.append(path.stat().st_size)
+    assert peaks[1] < 0.5 * sizes[1], (peaks, sizes)
+    assert peaks[1] - peaks[0] < 0.25 * (sizes[1] - sizes[0]), (peaks, sizes)

@@ -32,11 +32,14 @@ def add_parser(sub) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def describe(session, problems: list) -> dict[str, Any]:
+def describe(session, problems: list, reading: _Reading | None = None) -> dict[str, Any]:
     """Everything `inspect` reports, as plain JSON values. The figures (acceptance, speedups,
-    ...) only for a valid trace: an invalid one's numbers mean nothing, and may be anything."""
-    from specviz.core.metrics.running import fold, summary
-
+    ...) only for a valid trace: an invalid one's numbers mean nothing, and may be anything.
+    reading: what a streamed read kept of the rounds (else the session's rounds are read)."""
+    if reading is None:
+        reading = _Reading(session.header)
+        for rnd in session.rounds:
+            reading.add(rnd)
     header = session.header
     report = {
         "valid": not problems,
@@ -52,24 +55,19 @@ def describe(session, problems: list) -> dict[str, Any]:
         "draft": dataclasses.asdict(header.draft),
         "settings": dataclasses.asdict(header.settings),
         "lossy": header.settings.lossy,
-        "rounds": len(session.rounds),
+        "rounds": reading.rounds,
     }
     if problems:
         return report
-    changes = []
-    previous = header.settings
-    for rnd in session.rounds:
-        if rnd.settings is not None and rnd.settings != previous:
-            changes.append({"round": rnd.index, "settings": dataclasses.asdict(rnd.settings)})
-            previous = rnd.settings
+    stats = reading.fold.stats
     return {
         **report,
-        "settings_changes": changes,
-        "finish_reason": session.rounds[-1].finish_reason if session.rounds else None,
-        **summary(session),
-        "accepted_lengths": (folded := fold(session)).accepted_lengths,
-        "undrafted": folded.undrafted,
-        "whatif": whatif(session.rounds),
+        "settings_changes": reading.changes,
+        "finish_reason": reading.finish,
+        **reading.fold.summary(),
+        "accepted_lengths": stats.accepted_lengths,
+        "undrafted": stats.undrafted,
+        "whatif": whatif(reading.fates, reading.k),
     }
 
 
@@ -163,16 +161,16 @@ def _figures(d: dict[str, Any]) -> list[str]:
     return lines
 
 
-def whatif(rounds: list) -> list[dict[str, Any]]:
-    """costmodel.whatif_acceptance for K' = 1 .. K - 1 (at most WHATIF_KS of them, spread over
-    that range), K the largest the rounds asked for. Each is labelled an estimate."""
-    from specviz.core.metrics.costmodel import round_k, whatif_acceptance
+def whatif(fates: list, k: int) -> list[dict[str, Any]]:
+    """costmodel.whatif_fates for K' = 1 .. K - 1 (at most WHATIF_KS of them, spread over
+    that range), from each round's judged fates; K the largest the rounds asked for. Each is
+    labelled an estimate."""
+    from specviz.core.metrics.costmodel import whatif_fates
 
-    k = max((round_k(rnd) for rnd in rounds), default=0)
     if k < 2:
         return []
     ks = sorted({round(1 + i * (k - 2) / max(WHATIF_KS - 1, 1)) for i in range(WHATIF_KS)})
-    return [whatif_acceptance(rounds, kk) for kk in ks if kk < k]
+    return [whatif_fates(fates, kk) for kk in ks if kk < k]
 
 
 def format_report(path: str, d: dict[str, Any]) -> str:
@@ -219,17 +217,54 @@ def _progress(doing: str) -> Callable[[float], None] | None:
     return report
 
 
+class _Reading:
+    """What `inspect` keeps of the rounds it reads, one at a time (core.trace.files.stream):
+    the summary's fold (its cost model holds a window of rounds), the settings changes, each
+    round's judged fates as bytes (for the what-if) and the last round's finish. A few dozen
+    bytes a round, whatever the round's line held."""
+
+    def __init__(self, header) -> None:
+        from specviz.core.metrics.running import SummaryFold
+
+        self.fold = SummaryFold(header)
+        self.previous = header.settings
+        self.changes: list[dict] = []
+        self.fates: list[bytes] = []
+        self.k = 0
+        self.rounds = 0
+        self.finish: str | None = None
+
+    def add(self, rnd) -> None:
+        from specviz.core.metrics.costmodel import judged_fates, round_k
+
+        self.fold.add(rnd)
+        self.rounds += 1
+        self.finish = rnd.finish_reason
+        if rnd.settings is not None and rnd.settings != self.previous:
+            self.changes.append({"round": rnd.index, "settings": dataclasses.asdict(rnd.settings)})
+            self.previous = rnd.settings
+        self.fates.append(bytes(judged_fates(rnd)))
+        self.k = max(self.k, round_k(rnd))
+
+
 def run(args: argparse.Namespace) -> int:
     from specviz.cli.terminal import printable, printable_fields
-    from specviz.core.trace.check_session import check_session
-    from specviz.core.trace.files import load
+    from specviz.core.trace.check_session import check_stream
+    from specviz.core.trace.files import stream
     from specviz.core.trace.records import TraceError
     from specviz.core.trace.tempfiles import remove_stale_temps
 
     path = args.trace
     remove_stale_temps(Path(path).parent)  # what a killed save to that folder left
     try:
-        session = load(path, progress=_progress("reading the trace"))
+        # A round at a time: checked, folded into the figures and let go, so the memory
+        # does not grow with the file (a 1M-round trace is read in what its figures need).
+        items = stream(path, progress=_progress("reading and checking the trace"))
+        session = next(items)
+        reading = _Reading(session.header)
+        problems = check_stream(session.header, items, limit=MAX_PROBLEMS, on_round=reading.add)
+    except StopIteration:
+        return fail(f"{path} is not a valid trace: the file is empty: no session header")
     except TraceError as e:
         if args.json:
             problem = {"line": e.line, "field": e.field_name, "message": str(e)}
@@ -237,9 +272,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{path} is not a valid trace: {e}")
     except OSError as e:
         return fail(f"cannot read {path}: {e.strerror or e}")
-    # every top-N list too: as long again as the load for a trace that has them
-    problems = check_session(session, limit=MAX_PROBLEMS, progress=_progress("checking it"))
-    report = describe(session, problems)
+    report = describe(session, problems, reading)
     if args.json:
         # ASCII (no C1 control reaches a terminal) and strict: NaN and infinities as null
         print(json.dumps(strict_json({"file": path, **report}), allow_nan=False))

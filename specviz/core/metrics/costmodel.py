@@ -124,7 +124,7 @@ def _median(values: Iterable[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _judged(rnd: Round) -> list[bool]:
+def judged_fates(rnd: Round) -> list[bool]:
     """Accepted (True) / rejected (False) for each judged drafted position, in order."""
     return [t.status == "accepted" for t in rnd.tokens if t.status in ("accepted", "rejected")]
 
@@ -262,7 +262,7 @@ class CostModel:
         self.n_probes = 0
 
     def add(self, rnd: Round) -> None:
-        fates = tuple(_judged(rnd))
+        fates = tuple(judged_fates(rnd))
         n = rnd.n_drafted
         self.rounds.append(
             Folded(rnd.index, round_k(rnd), n, rnd.n_emitted, rnd.draft_ms, rnd.verify_ms, fates)
@@ -402,7 +402,7 @@ def figures_json(fig: Figures) -> dict:
 
 def whatif_acceptance(rounds: Iterable[Round], k: int) -> dict:
     """whatif_fates over round records."""
-    return whatif_fates((_judged(rnd) for rnd in rounds), k)
+    return whatif_fates((judged_fates(rnd) for rnd in rounds), k)
 
 
 def whatif_fates(rounds: Iterable[Sequence[bool]], k: int) -> dict:

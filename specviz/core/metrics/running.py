@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specviz.core.metrics.costmodel import figures, figures_json, predicted_speedup
+from specviz.core.metrics.costmodel import CostModel, figures_json, predicted_speedup
 from specviz.core.metrics.speed_tracker import WINDOW
 from specviz.core.trace.records import DRAFTED, JUDGED, Round, SessionHeader, cost_ratio
 from specviz.core.trace.session import Session
@@ -153,22 +153,46 @@ def fold(session: Session) -> RunningStats:
 def summary(session: Session, window: int = WINDOW) -> dict:
     """The summary line of a trace and of `specviz run` / `specviz inspect`: counts over the
     whole session, speedups over its last `window` rounds (speedup_figures)."""
-    s = fold(session)
-    return {
-        "rounds": s.rounds,
-        "tokens": s.emitted,
-        "drafted": s.drafted,
-        "judged": s.judged,
-        "accepted": s.accepted,
-        "acceptance_rate": s.acceptance,
-        "draft_efficiency": s.draft_efficiency,
-        "alpha": s.alpha,
-        "acceptance_by_position": s.acceptance_by_position,
-        "mean_accepted": s.accepted / s.rounds if s.rounds else None,
-        "tokens_per_forward": s.emitted / s.rounds if s.rounds else None,
-        "ms_per_token": s.ms / s.emitted if s.emitted else None,
-        **speedup_figures(session, s, window),
-    }
+    return SummaryFold(session.header, window).extend(session.rounds).summary()
+
+
+class SummaryFold:
+    """summary() a round at a time: what a reader that does not keep the rounds (`inspect`
+    of a huge trace) folds them into. Its memory is the cost model's window, whatever the
+    session's length."""
+
+    def __init__(self, header: SessionHeader, window: int = WINDOW):
+        self.stats = RunningStats.for_header(header)
+        self.model = CostModel(window=window)
+        self.probed = False  # any round with cost-model probes (schema 1.1)
+
+    def add(self, rnd: Round) -> None:
+        self.stats.add(rnd)
+        self.model.add(rnd)
+        self.probed = self.probed or bool(rnd.probes)
+
+    def extend(self, rounds) -> SummaryFold:
+        for rnd in rounds:
+            self.add(rnd)
+        return self
+
+    def summary(self) -> dict:
+        s = self.stats
+        return {
+            "rounds": s.rounds,
+            "tokens": s.emitted,
+            "drafted": s.drafted,
+            "judged": s.judged,
+            "accepted": s.accepted,
+            "acceptance_rate": s.acceptance,
+            "draft_efficiency": s.draft_efficiency,
+            "alpha": s.alpha,
+            "acceptance_by_position": s.acceptance_by_position,
+            "mean_accepted": s.accepted / s.rounds if s.rounds else None,
+            "tokens_per_forward": s.emitted / s.rounds if s.rounds else None,
+            "ms_per_token": s.ms / s.emitted if s.emitted else None,
+            **_speedup_keys(self.model, self.probed, s),
+        }
 
 
 def speedup_figures(session: Session, s: RunningStats, window: int = WINDOW) -> dict[str, Any]:
@@ -178,14 +202,18 @@ def speedup_figures(session: Session, s: RunningStats, window: int = WINDOW) -> 
     without probes (schema 1.0) takes the header's calibration as its baseline."""
     rounds = session.rounds
     probed = any(rnd.probes for rnd in rounds)
-    fig = figures(rounds, window, calibration_ms=None if probed else s.baseline_ms_per_token)
+    return _speedup_keys(CostModel(window=window).extend(rounds), probed, s)
+
+
+def _speedup_keys(model: CostModel, probed: bool, s: RunningStats) -> dict[str, Any]:
+    fig = model.figures(calibration_ms=None if probed else s.baseline_ms_per_token)
     costs, first, sp = fig.costs, fig.first_round, fig.speedup
     if probed:
         basis, c, leviathan = BASIS_PROBES, costs.cost_ratio, fig.speedup_leviathan
     else:
         basis = BASIS_HEADER if s.baseline_ms_per_token else None
         c, leviathan = s.cost_ratio, s.speedup_predicted
-    k = fig.k if rounds else None
+    k = fig.k if s.rounds else None
     return {
         **sp.to_json(),
         "max_tokens_per_round": None if k is None else k + 1,

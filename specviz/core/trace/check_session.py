@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from specviz.core.trace.check_token import check_token, expected_accept_prob
@@ -30,7 +30,7 @@ from specviz.core.trace.records import (
 from specviz.core.trace.rule_numbers import check_block, check_typical
 from specviz.core.trace.session import Session
 
-__all__ = ["Problem", "check_session", "expected_accept_prob", "iter_problems"]
+__all__ = ["Problem", "check_session", "check_stream", "expected_accept_prob", "iter_problems"]
 _EMITTED = frozenset(EMITTED)
 
 
@@ -73,6 +73,33 @@ def check_session(
         problems.append(problem)
         if limit is not None and len(problems) >= limit:
             break
+    return problems
+
+
+def check_stream(
+    header: SessionHeader,
+    rounds: Iterable[tuple[int, Round]],
+    limit: int | None = None,
+    on_round: Callable[[Round], None] | None = None,
+) -> list[Problem]:
+    """check_session for rounds read one at a time ((line, round) pairs, as
+    core.trace.files.stream yields them, top-N lists parsed): the same checks, each round
+    seen once and let go; on_round(round) after its checks (the caller's fold). Past
+    `limit` problems the rounds are still read (and folded), no longer checked."""
+    problems = list(check_header(header))[:limit]
+    so_far = _SoFar(context=len(header.prompt_ids))
+    pending = next(iter_ := iter(rounds), None)
+    while pending is not None:
+        following = next(iter_, None)  # one round ahead: the last round's checks differ
+        line, rnd = pending
+        if limit is None or len(problems) < limit:
+            for problem in check_round(rnd, header, line, so_far, last=following is None):
+                problems.append(problem)
+                if limit is not None and len(problems) >= limit:
+                    break
+        if on_round is not None:
+            on_round(rnd)
+        pending = following
     return problems
 
 

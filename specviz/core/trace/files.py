@@ -144,7 +144,12 @@ def save(session: Session, path: str | os.PathLike[str], summary: dict | None = 
 class _Reader:
     """Builds a Session line by line. A bad line is fatal unless it is the last one."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = True) -> None:
+        """keep=False: each round goes to `out` with its line number, whole (its top-N lists
+        parsed), for a reader that takes it away (stream); the session keeps none."""
+        self.keep = keep
+        self.out: list[tuple[int, Round]] = []
+        self.count = 0  # rounds read
         self.session: Session | None = None
         self.pending: TraceError | None = None  # a bad line; fatal if anything follows it
         self.settings_cache: dict = {}
@@ -164,7 +169,7 @@ class _Reader:
                 # A round line: parsed without its top-N lists (Session.details() has them).
                 # orjson refuses what json accepts (NaN) or words differently: any line it
                 # refuses is read again below, which names the problem.
-                light, cut = without_top_lists(raw)
+                light, cut = without_top_lists(raw) if self.keep else (raw, False)
                 try:
                     obj = orjson.loads(light)
                 except orjson.JSONDecodeError:
@@ -204,12 +209,14 @@ class _Reader:
                 )
             session = self.session
             rnd = parse_round(obj, session.session_id, number, self.settings_cache)
-            if rnd.index != len(session.rounds):
-                raise TraceError(
-                    f"expected round {len(session.rounds)}, got {rnd.index}", number, "index"
-                )
-            session.rounds.append(rnd)
-            self.lines.add(number, raw)
+            if rnd.index != self.count:
+                raise TraceError(f"expected round {self.count}, got {rnd.index}", number, "index")
+            self.count += 1
+            if self.keep:
+                session.rounds.append(rnd)
+                self.lines.add(number, raw)
+            else:
+                self.out.append((number, rnd))
         elif kind == "summary":
             self.summary_line = number  # derived: recomputed from the rounds
             return
@@ -232,7 +239,7 @@ class _Reader:
             raise TraceError("the file is empty: no session header", 1)
         warnings = self.session.warnings
         if self.pending is not None:
-            done = len(self.session.rounds)
+            done = self.count
             warnings.append(
                 f"{self.pending} (a cut-off last line, as a crash during a write leaves; "
                 f"the {done} complete round{'s' if done != 1 else ''} before it were loaded)"
@@ -253,6 +260,43 @@ def parse_lines(
         if progress is not None and number % 1000 == 0:
             progress(number)
     return reader.finish()
+
+
+def stream(
+    path: str | os.PathLike[str], progress: Callable[[float], None] | None = None
+) -> Iterator[Session | tuple[int, Round]]:
+    """Read a trace a round at a time, keeping none: first its Session (the header, no
+    rounds), then (line number, round) for each round, whole (top-N lists parsed); the
+    session's warnings are complete once the rounds are. For a reader whose memory must not
+    grow with the file (`inspect` of a huge trace); the same checks as load."""
+    path = Path(path)
+    check_regular_file(path)
+    reader = _Reader(keep=False)
+    with open(path, "rb") as f:
+        if b"\0" in f.read(4096):
+            raise TraceError(f"{path.name} is a binary file, not a specviz trace", 1)
+        f.seek(0)
+        total = os.fstat(f.fileno()).st_size
+        step = max(total // 100, 1)
+        done, next_report, number, announced = 0, step, 0, False
+        while raw := f.readline(MAX_LINE_BYTES):
+            number += 1
+            if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise TraceError(f"longer than {MAX_LINE_BYTES >> 20} MiB: not a trace", number)
+            reader.feed(number, raw)
+            if not announced and reader.session is not None:
+                announced = True
+                yield reader.session
+            if reader.out:
+                yield from reader.out
+                reader.out.clear()
+            done += len(raw)
+            if progress is not None and done >= next_report:
+                progress(done / total)
+                next_report = done + step
+    reader.finish()
+    if progress is not None:
+        progress(1.0)
 
 
 def load(path: str | os.PathLike[str], progress: Callable[[float], None] | None = None) -> Session:
