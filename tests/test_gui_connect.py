@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import pytest
 from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
 
 from specviz.cli.main import main as cli_main
 from specviz.core.lab.position import position_distributions
@@ -338,8 +339,11 @@ def test_a_connected_window_refuses_a_sweep_naming_specviz_tune(qtbot, server, o
     window = open_window(RemoteEngineThread(server.address, TOKEN))
     window.tune.open()
     panel = window.tune.panel
+    width = panel.width()
     assert panel.pair_source is None and not panel.start_sweep()
     assert "specviz tune" in panel.status.text() and server.address in panel.status.text()
+    QApplication.processEvents()
+    assert panel.width() == width and panel.minimumSizeHint().width() < 1280  # not widened
     assert not panel.sweeping
     window.step()
     wait_rounds(qtbot, window, 1)

@@ -183,6 +183,8 @@ class TunePanel(QWidget):
         self.progress.setFormat("%v / %m runs")
         self.status = QLabel("")
         self.status.setTextFormat(Qt.TextFormat.PlainText)
+        # wrapped: a long refusal (a window on a served engine) must not widen the window
+        self.status.setWordWrap(True)
         self.category = QComboBox()
         self.category.currentTextChanged.connect(self._show_table)
         self.table = QTableWidget(0, len(COLUMNS))
