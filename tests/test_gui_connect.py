@@ -205,10 +205,11 @@ def test_engine_process_steps_a_session(qtbot, pair_dirs, open_window):
     "argv, problem",
     [
         (["--connect", "nohost"], "HOST:PORT"),
-        (["--connect", "127.0.0.1:5555"], "needs --token"),
-        (["--connect", "127.0.0.1:5555", "--token", "t", "--engine", "process"], "drop --engine"),
-        (["--connect", "127.0.0.1:5555", "--token", "t", "--target", "x"], "server's models"),
-        (["--token", "t"], "--token is for --connect"),
+        (["--connect", "127.0.0.1:5555"], "needs the server's token"),
+        (["--connect", "127.0.0.1:5555", "--engine", "process"], "drop --engine"),
+        (["--connect", "127.0.0.1:5555", "--target", "x"], "server's models"),
+        (["--token-file", "t"], "--token-file is for --connect"),
+        (["--connect", "127.0.0.1:5555", "--token", "t"], "which every local user can read"),
         (["--engine", "socket"], "invalid choice"),
     ],
 )

@@ -21,9 +21,9 @@ TOKEN = "cli-token"
 WAIT_S = 120  # a child's model load on a busy machine
 
 
-def child_env() -> dict:
+def child_env(token: str = "") -> dict:
     # One torch thread, as conftest gives this process: the same floats on both sides.
-    return {**os.environ, "OMP_NUM_THREADS": "1", "SPECVIZ_TOKEN": "", "NO_COLOR": "1"}
+    return {**os.environ, "OMP_NUM_THREADS": "1", "SPECVIZ_TOKEN": token, "NO_COLOR": "1"}
 
 
 def lines_of(stream) -> queue.Queue:
@@ -53,11 +53,12 @@ def pair_args(pair_dirs) -> list[str]:
     return ["--target", str(pair_dirs[0]), "--draft", str(pair_dirs[1])]
 
 
-def start(command: list[str], err_path) -> tuple[subprocess.Popen, queue.Queue]:
-    """A child with its stdout read line by line and its stderr in a file."""
+def start(command: list[str], err_path, token: str = "") -> tuple[subprocess.Popen, queue.Queue]:
+    """A child with its stdout read line by line and its stderr in a file; token: its
+    $SPECVIZ_TOKEN (a token never goes on a command line)."""
     with open(err_path, "w") as err:
         proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=err, text=True, env=child_env()
+            command, stdout=subprocess.PIPE, stderr=err, text=True, env=child_env(token)
         )
     return proc, lines_of(proc.stdout)
 
@@ -72,10 +73,11 @@ def finish(proc: subprocess.Popen, err_path) -> str:
 def serving(pair_dirs, folder):
     """(the server's process, its HOST:PORT); stopped with SIGTERM after, unless killed."""
     command = [sys.executable, "-m", "specviz", "serve", *pair_args(pair_dirs)]
-    proc, out = start([*command, "--port", "0", "--token", TOKEN], folder / "serve.err")
+    proc, out = start([*command, "--port", "0"], folder / "serve.err", token=TOKEN)
     try:
         line = wait_for(out, "specviz serve: listening on")[0]
-        assert f"token: {TOKEN}" in out.get(timeout=10)
+        said = out.get(timeout=10)
+        assert "token: from $SPECVIZ_TOKEN" in said and TOKEN not in said  # never printed
         yield proc, line.split()[-1]
     finally:
         if proc.poll() is None:
@@ -93,11 +95,14 @@ def served(pair_dirs, tmp_path_factory):
 
 
 @pytest.mark.parametrize("drafting", [[], ["--drafter", "lookup", "--policy", "heuristic"]])
-def test_run_connect_writes_the_local_runs_trace(served, pair_dirs, tmp_path, capsys, drafting):
+def test_run_connect_writes_the_local_runs_trace(
+    served, pair_dirs, tmp_path, capsys, drafting, monkeypatch
+):
     proc, address = served
+    monkeypatch.setenv("SPECVIZ_TOKEN", TOKEN)
     common = ["--seed", "2", "--max-new-tokens", "40", "--quiet", *drafting]
     remote, local = tmp_path / "remote.jsonl", tmp_path / "local.jsonl"
-    code = main(["run", "--connect", address, "--token", TOKEN, *common, "--trace", str(remote)])
+    code = main(["run", "--connect", address, *common, "--trace", str(remote)])
     out_remote, err = capsys.readouterr()
     assert code == 0, err
     models = pair_args(pair_dirs)[: 2 if drafting else 4]  # lookup: no draft model
@@ -125,9 +130,10 @@ def test_a_server_killed_mid_run_leaves_the_rounds_received(pair_dirs, tmp_path)
 def killed_mid_run(server, address, tmp_path):
     trace = tmp_path / "t.jsonl"
     client, out = start(
-        [sys.executable, "-m", "specviz", "run", "--connect", address, "--token", TOKEN]
+        [sys.executable, "-m", "specviz", "run", "--connect", address]
         + ["--max-new-tokens", "200", "--trace", str(trace)],
         tmp_path / "client.err",
+        token=TOKEN,
     )
     try:
         wait_for(out, "round ", 3)
@@ -148,11 +154,50 @@ def killed_mid_run(server, address, tmp_path):
     assert f"the {len(session.rounds)} rounds received" in err
 
 
-def test_a_wrong_token_is_refused(served, capsys):
+def test_a_wrong_token_is_refused(served, capsys, monkeypatch):
     _, address = served
-    code = main(["run", "--connect", address, "--token", "nope", "--quiet"])
+    monkeypatch.setenv("SPECVIZ_TOKEN", "nope")
+    code = main(["run", "--connect", address, "--quiet"])
     _, err = capsys.readouterr()
     assert code == 2 and "wrong token" in err and "Traceback" not in err
+
+
+def test_the_token_never_goes_on_a_command_line(served, capsys, monkeypatch, tmp_path):
+    """--token is refused (every local user reads /proc/PID/cmdline); --token-file takes a
+    file only its owner can read, and refuses one that others can."""
+    _, address = served
+    monkeypatch.delenv("SPECVIZ_TOKEN", raising=False)
+    assert main(["run", "--connect", address, "--token", TOKEN, "--quiet"]) == 2
+    assert "which every local user can read" in capsys.readouterr().err
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    path.chmod(0o644)
+    assert main(["run", "--connect", address, "--token-file", str(path), "--quiet"]) == 2
+    assert "lets other users read it; chmod 600" in capsys.readouterr().err
+    path.chmod(0o600)
+    args = ["--token-file", str(path), "--quiet", "--max-new-tokens", "4"]
+    assert main(["run", "--connect", address, *args]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["serve", "--token", "x", "--pair", "tiny"]) == 2
+    assert "which every local user can read" in capsys.readouterr().err
+
+
+def test_serve_writes_a_new_token_to_a_0600_file_and_prints_its_path(pair_dirs, tmp_path):
+    import stat
+
+    command = [sys.executable, "-m", "specviz", "serve", *pair_args(pair_dirs), "--port", "0"]
+    path = tmp_path / "serve.token"
+    proc, out = start([*command, "--token-file", str(path)], tmp_path / "serve.err")
+    try:
+        wait_for(out, "specviz serve: listening on")
+        said = out.get(timeout=10) + out.get(timeout=10)
+        token = path.read_text().strip()
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(token) >= 32
+        assert str(path) in said and token not in said  # where it is, not what it is
+        assert f"--token-file {path}" in said
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        finish(proc, tmp_path / "serve.err")
 
 
 def test_a_port_in_use_is_reported_before_loading(served, capsys):
@@ -167,13 +212,16 @@ def test_a_port_in_use_is_reported_before_loading(served, capsys):
     "args,message",
     [
         (["--target", "a", "--draft", "b"], "drop --target/--draft/--pair"),
-        ([], "--connect needs --token"),
-        (["--token", "t", "--timeout", "0"], "--timeout must be > 0"),
-        (["--connect", "nowhere", "--token", "t"], "HOST:PORT"),
+        ([], "--connect needs the server's token"),
+        (["--timeout", "0"], "--timeout must be > 0"),
+        (["--connect", "nowhere"], "HOST:PORT"),
     ],
 )
 def test_bad_connect_flags(capsys, monkeypatch, args, message):
-    monkeypatch.delenv("SPECVIZ_TOKEN", raising=False)
+    if message == "--connect needs the server's token":
+        monkeypatch.delenv("SPECVIZ_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("SPECVIZ_TOKEN", "t")
     argv = ["run", *(["--connect", "127.0.0.1:9"] if "--connect" not in args else []), *args]
     code = main(argv)
     _, err = capsys.readouterr()
@@ -204,7 +252,8 @@ def test_a_child_engine_stops_when_its_parent_goes(pair_dirs):
     [
         ["--connect", "127.0.0.1:5555"],
         ["--connect", "nowhere", "--token", "t"],
-        ["--connect", "127.0.0.1:5555", "--token", "t", "--pair", "tiny"],
+        ["--connect", "127.0.0.1:5555", "--token-file", "/nowhere/token"],
+        ["--connect", "127.0.0.1:5555", "--pair", "tiny"],
     ],
 )
 def test_run_and_the_window_check_connect_flags_alike(capsys, monkeypatch, args):

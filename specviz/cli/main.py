@@ -200,13 +200,16 @@ def _engine_choice(args: argparse.Namespace) -> dict:
     from specviz.cli.run_connected import connect_token
 
     engine = args.engine or ("thread" if args.connect else "process")  # --connect: the server's
-    return {"connect": args.connect, "token": connect_token(args), "engine": engine}
+    token = connect_token(args) if args.connect else None  # checked by _engine_problem
+    return {"connect": args.connect, "token": token, "engine": engine}
 
 
 def _engine_problem(args: argparse.Namespace) -> str | None:
     """Why --connect / --engine cannot be followed, or None."""
     if not args.connect:
-        return "--token is for --connect" if args.token else None
+        if args.token or args.token_file:
+            return "--token-file is for --connect" if args.token_file else "--token is refused"
+        return None
     if args.engine == "process":
         return "--connect uses the server's engine: drop --engine process"
     from specviz.cli.run_connected import connect_problem

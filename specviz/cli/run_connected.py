@@ -1,4 +1,4 @@
-"""`specviz run --connect HOST:PORT --token T`: the same run, on a `specviz serve` engine.
+"""`specviz run --connect HOST:PORT --token-file F`: the same run, on a `specviz serve` engine.
 
 It prints and writes what a local run does (the rounds, the summary, the trace written a
 round at a time to NAME.partial.jsonl), from the records the server sends. If the
@@ -9,7 +9,6 @@ said so; the exit code is then 1.
 from __future__ import annotations
 
 import argparse
-import os
 
 from specviz.cli.options import UsageError, fail
 from specviz.cli.session_loop import Formats, drive
@@ -26,7 +25,12 @@ def add_connect_args(
     group.add_argument(
         "--connect", metavar="HOST:PORT", help="drive a `specviz serve` engine (its models)"
     )
-    group.add_argument("--token", help="the token `specviz serve` printed ($SPECVIZ_TOKEN)")
+    group.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="the file `specviz serve` wrote its token to (mode 0600), else $SPECVIZ_TOKEN",
+    )
+    group.add_argument("--token", help=argparse.SUPPRESS)  # refused: see ARGV_REFUSED
     if timeout:
         group.add_argument(
             "--timeout",
@@ -38,7 +42,16 @@ def add_connect_args(
 
 
 def connect_token(args: argparse.Namespace) -> str | None:
-    return args.token or os.environ.get("SPECVIZ_TOKEN")
+    """--token-file's token, else $SPECVIZ_TOKEN's; UsageError for --token (a command line
+    is readable by every local user) or a token file that cannot be used."""
+    from specviz.remote.token_file import ARGV_REFUSED, TokenError, client_token
+
+    if getattr(args, "token", None):
+        raise UsageError(ARGV_REFUSED)
+    try:
+        return client_token(getattr(args, "token_file", None))
+    except TokenError as e:
+        raise UsageError(str(e)) from None
 
 
 def connect_problem(args: argparse.Namespace) -> str | None:
@@ -51,8 +64,15 @@ def connect_problem(args: argparse.Namespace) -> str | None:
         return str(e)
     if args.target or args.draft or getattr(args, "pair", None):
         return "with --connect the server's models are used: drop --target/--draft/--pair"
-    if not connect_token(args):
-        return "--connect needs --token (the one `specviz serve` printed) or $SPECVIZ_TOKEN"
+    try:
+        token = connect_token(args)
+    except UsageError as e:
+        return str(e)
+    if not token:
+        return (
+            "--connect needs the server's token: --token-file PATH (the file `specviz serve` "
+            "named) or $SPECVIZ_TOKEN"
+        )
     return None
 
 

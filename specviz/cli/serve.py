@@ -8,11 +8,13 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 
 from specviz.cli.drafting_options import add_drafter_options, drafting_from, pair_spec
 from specviz.cli.options import UsageError, add_model_args, fail
 from specviz.cli.terminal import printable
 from specviz.core.engine.threads import set_threads
+from specviz.remote.token_file import ARGV_REFUSED, TokenError, read_token, write_new_token
 
 DEFAULT_PORT = 5555
 
@@ -33,8 +35,13 @@ def add_parser(sub) -> None:
         "--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0 = any free port"
     )
     net.add_argument(
-        "--token", help="the token clients must send (default: $SPECVIZ_TOKEN, else a random one)"
+        "--token-file",
+        metavar="PATH",
+        help="the token clients must send: read from PATH if it exists (mode 0600), else a "
+        "new random one written there; default $SPECVIZ_TOKEN, else a new one in the cache "
+        "(serve-PORT.token). The token is never printed, only where it is",
     )
+    net.add_argument("--token", help=argparse.SUPPRESS)  # refused: a command line is public
     net.add_argument(
         "--stop-with-stdin",
         action="store_true",
@@ -58,13 +65,15 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--chat is the client's choice per session (run --connect --chat)")
         if not 0 <= args.port < 65536:
             raise UsageError(f"--port must be in 0..65535, got {args.port}")
-    except UsageError as e:
+        if args.token:
+            raise UsageError(ARGV_REFUSED)
+        token, where = _token(args)
+    except (UsageError, TokenError) as e:
         return fail(str(e))
-    token = args.token or os.environ.get("SPECVIZ_TOKEN") or new_token()
     try:  # listen first: a port in use is reported before minutes of loading
         server = Server(
             None,
-            token,
+            token or new_token(),  # replaced below by the one written to a file
             host=args.host,
             port=args.port,
             specs=(spec.target, spec.draft),
@@ -84,9 +93,19 @@ def run(args: argparse.Namespace) -> int:
         server.close()
         return fail(str(e))
     address = f"{endpoint_host(args.host)}:{server.port}"
+    if token is None:  # a new one, in a file only this user can read
+        try:
+            server.token, path = write_new_token(args.token_file, server.port)
+        except OSError as e:
+            server.close()
+            return fail(f"cannot write the token file: {e.strerror or e}")
+        where = f"in {path} (mode 0600)"
+        connect = f"--token-file {path}"
+    else:
+        connect = "--token-file PATH" if args.token_file else "(with $SPECVIZ_TOKEN set)"
     print(f"specviz serve: listening on {address}", flush=True)
-    print(f"  token: {token}", flush=True)
-    print(f"  connect: specviz run --connect {address} --token {token}", flush=True)
+    print(f"  token: {printable(where)}", flush=True)
+    print(f"  connect: specviz run --connect {address} {printable(connect)}", flush=True)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         _say(
             f"listening on {args.host}, not only this machine: anyone who can reach the port "
@@ -101,6 +120,16 @@ def run(args: argparse.Namespace) -> int:
         server.close()
     _say("stopped")
     return 0
+
+
+def _token(args) -> tuple[str | None, str]:
+    """(the token, where it comes from), or (None, "") for a new one to write to a file once
+    the port is known."""
+    if args.token_file and Path(args.token_file).expanduser().exists():
+        return read_token(args.token_file), f"read from {args.token_file}"
+    if not args.token_file and os.environ.get("SPECVIZ_TOKEN"):
+        return os.environ["SPECVIZ_TOKEN"], "from $SPECVIZ_TOKEN"
+    return None, ""
 
 
 def _signals() -> tuple:
