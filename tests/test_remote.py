@@ -411,3 +411,58 @@ def test_a_flood_of_wrong_token_requests_stays_bounded_and_the_owner_is_served(s
         flood.wait()
     assert rounds and sum(r.n_emitted for r in rounds) >= 12
     assert peak - before < 300
+
+
+def _dealer(address: str):
+    import zmq
+
+    context = zmq.Context.instance()
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVHWM, 100_000)
+    sock.connect(f"tcp://{address}")
+    return sock
+
+
+def test_a_client_that_never_reads_gets_its_requests_dropped_not_queued(server):
+    """The owner sends hellos without reading: at most MAX_WAITING replies wait for it, the
+    rest of its requests are dropped before they do anything (one log line per burst), and
+    once it reads, its requests are answered again."""
+    import zmq
+
+    from specviz.remote.server import MAX_WAITING
+
+    sock = _dealer(server.address)
+    hello = P.encode({"op": "hello", "token": TOKEN, "id": 0})
+    sock.setsockopt(zmq.RCVBUF, 4096)  # a small window: ZeroMQ's queues fill fast
+    for _ in range(3000):
+        sock.send(hello)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any("replies unread" in m for m in server.messages):
+        time.sleep(0.05)
+    waiting = max((len(q) for q in server.outboxes.values()), default=0)
+    assert waiting <= MAX_WAITING
+    dropped = [m for m in server.messages if "replies unread" in m]
+    assert 1 <= len(dropped) <= 5, dropped  # a line per burst, not one per request
+    received = 0
+    while sock.poll(2000):
+        sock.recv()
+        received += 1
+    assert 0 < received < 3000  # the dropped ones got no reply: documented (protocol.md)
+    sock.send(P.encode({"op": "hello", "token": TOKEN, "id": 7}))
+    assert sock.poll(10_000)
+    assert orjson.loads(sock.recv())["re"] == 7  # reading again: answered again
+    sock.close()
+
+
+def test_a_flood_of_wrong_tokens_is_logged_once_per_burst(server):
+    sock = _dealer(server.address)
+    bad = P.encode({"op": "hello", "token": "nope", "id": 0})
+    received = 0
+    for _ in range(200):  # each refused, and answered: a client that reads gets every reply
+        sock.send(bad)
+        assert sock.poll(10_000)
+        received += orjson.loads(sock.recv())["code"] == "bad_token"
+    refused = [m for m in server.messages if "wrong token" in m]
+    assert received == 200 and len(refused) == 1, (received, refused)
+    sock.close()

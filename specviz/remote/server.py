@@ -21,6 +21,7 @@ import zmq
 
 from specviz import __version__
 from specviz.remote import protocol as P
+from specviz.remote.burst_log import BurstLog
 from specviz.remote.queries import ModelQueries
 
 HEARTBEAT_MS = 2000  # ZeroMQ pings each peer this often ...
@@ -30,7 +31,10 @@ HEARTBEAT_TIMEOUT_MS = 10_000  # ... and drops one that has not answered for thi
 # busy, small enough that a pause stops the stream at once.
 QUEUED_ROUNDS = 4
 SOCKET_BUFFER = 64 << 10
-MAX_WAITING = 16  # replies kept for a client other than the owner that does not read them
+# Replies waiting for a client that does not read them, at most; past that the client's new
+# requests are dropped unanswered (and logged, a line per burst) until it reads: every request
+# gets its reply or is dropped before it does anything (docs/protocol.md, Limits).
+MAX_WAITING = 16
 
 
 class ServeError(Exception):
@@ -113,6 +117,7 @@ class Server(ModelQueries):
         self.sent: list[bytes] = []  # the session's round lines, for a client that resumes it
         # Messages ZeroMQ could not take yet, per client, sent in order before anything new.
         self.outboxes: dict[bytes, collections.deque[list[bytes]]] = {}
+        self._burst = BurstLog(lambda message: self.log(message))  # one line per burst
 
     # ------------------------------------------------------------------------------ loop
 
@@ -164,9 +169,7 @@ class Server(ModelQueries):
         after it was full, until the reader's acknowledgement arrives: nothing is dropped."""
         waiting = self.outboxes.get(ident)
         if waiting is not None:
-            if ident != self.owner and len(waiting) >= MAX_WAITING:
-                return True  # a client that sends without reading: its extra replies go
-            waiting.append(frames)
+            waiting.append(frames)  # bounded: _handle drops requests past MAX_WAITING
             return True
         try:
             self.socket.send_multipart([ident, *frames], zmq.NOBLOCK)
@@ -223,12 +226,20 @@ class Server(ModelQueries):
     # ------------------------------------------------------------------------------ requests
 
     def _handle(self, ident: bytes, frames: list[bytes]) -> None:
+        waiting = self.outboxes.get(ident)
+        if waiting is not None and len(waiting) >= MAX_WAITING:
+            self._burst(
+                "unread",
+                f"dropped a request from a client with {len(waiting)} replies unread "
+                "(it sends without reading; its requests are taken again once it reads)",
+            )
+            return
         re = None
         try:
             request = P.decode_request(frames)
             re = request.get("id")
             if not P.token_matches(request.get("token"), self.token):
-                self.log("refused a request with a wrong token")
+                self._burst("token", "refused a request with a wrong token")
                 reply = P.error(
                     "bad_token", "wrong token: give the token `specviz serve` printed", re
                 )
