@@ -198,3 +198,42 @@ def test_an_engine_leaves_a_core_by_default(monkeypatch):
         assert threads.set_threads(2) == 2 and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("fault", ["repeat", "gap", "rule"])
+def test_run_connect_holds_each_round_to_the_checks(pair, tmp_path, capsys, fault):
+    """The rounds of an engine elsewhere are checked as `inspect` checks a trace: a repeated
+    or skipped index, or a round whose numbers contradict the rule, stops the run there,
+    says why, exits 1 and leaves a valid trace of the rounds before it."""
+    import argparse
+    import dataclasses
+
+    from specviz.cli.session_loop import Formats, drive
+    from specviz.core.engine.local import LocalEngine
+    from specviz.core.trace.check_session import check_session
+    from specviz.core.trace.files import load
+    from specviz.core.trace.records import Settings
+
+    class Faulty(LocalEngine):
+        def run(self, max_rounds=None):
+            for rnd in super().run(max_rounds):
+                if rnd.index == 2:
+                    if fault == "repeat":
+                        rnd = dataclasses.replace(rnd, index=1)
+                    elif fault == "gap":
+                        rnd = dataclasses.replace(rnd, index=3)
+                    else:  # accepted drafts it did not keep
+                        rnd = dataclasses.replace(rnd, n_accepted=rnd.n_accepted + 1)
+                yield rnd
+
+    trace = tmp_path / "t.jsonl"
+    args = argparse.Namespace(quiet=True, json=False, trace=str(trace), force=False, chat=False)
+    code = drive(
+        Faulty(pair), args, "And the earth", Settings(k=3, seed=2, max_new_tokens=60), None,
+        Formats(lambda *a: "", lambda d: "summary"), names=lambda h: {}, check=True,
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and "the engine sent a round that is not valid" in err, err
+    assert "the 2 rounds received are kept" in err and "Traceback" not in err
+    session = load(trace)
+    assert len(session.rounds) == 2 and check_session(session) == []

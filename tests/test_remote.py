@@ -466,3 +466,49 @@ def test_a_flood_of_wrong_tokens_is_logged_once_per_burst(server):
     refused = [m for m in server.messages if "wrong token" in m]
     assert received == 200 and len(refused) == 1, (received, refused)
     sock.close()
+
+
+def test_pings_do_not_extend_the_reply_timeout():
+    """A server that answers hello and then only pings (every 0.2 s, for 5 s, then the step's
+    reply): the client's 1 s wait ends with "did not answer within 1 s", rather than every
+    ping restarting the wait (then the step's reply would be read after 5 s)."""
+    context = zmq.Context.instance()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+
+    def fake_server():
+        ident = None
+        started = re = None
+        while not stop.is_set():
+            if router.poll(100):
+                ident, raw = router.recv_multipart()
+                request = orjson.loads(raw)
+                if request["op"] == "hello":
+                    reply = {"type": "hello", "re": request["id"], "protocol": P.PROTOCOL,
+                             "specviz": "test", "pair": {}, "drafting": {}}  # fmt: skip
+                    router.send_multipart([ident, P.encode(reply)])
+                else:
+                    started, re = time.monotonic(), request["id"]
+            if ident is not None and started is not None:
+                router.send_multipart([ident, P.encode({"type": "ping"})])
+                time.sleep(0.2)
+                if time.monotonic() - started > 5:
+                    reply = {"type": "error", "re": re, "code": "no_session", "message": "late"}
+                    router.send_multipart([ident, P.encode(reply)])
+                    return
+
+    thread = threading.Thread(target=fake_server, daemon=True)
+    thread.start()
+    try:
+        remote = RemoteEngine(f"127.0.0.1:{port}", TOKEN, reply_timeout=1.0)
+        try:
+            with pytest.raises(P.ConnectionLost, match="did not answer within 1 s"):
+                remote._request({"op": "step"}, remote.reply_timeout)
+        finally:
+            remote.close()
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        router.close()

@@ -111,4 +111,5 @@ def run_connected(
         formats,
         names=lambda header: {"target": header.target.name, "draft": header.draft.name},
         lost_errors=(RemoteError,),
+        check=True,  # the server's rounds are held to what `inspect` checks
     )

@@ -18,9 +18,14 @@ from dataclasses import dataclass
 
 from specviz.cli.options import fail, finish_trace
 from specviz.cli.terminal import printable
+from specviz.core.trace.check_session import RoundChecker
 from specviz.core.trace.records import LOSSY_WARNING
 
 EXIT_LOST = 1
+
+
+class RefusedRound(Exception):
+    """A round from an engine elsewhere that the checks refused (drive(check=True))."""
 
 
 @dataclass(frozen=True)
@@ -40,9 +45,12 @@ def drive(
     formats: Formats,
     names: Callable[[object], dict],
     lost_errors: tuple[type[BaseException], ...] = (),
+    check: bool = False,
 ) -> int:
     """Run one session on `engine` to its end and report it; the exit status. names(header):
-    the pair as `--json` names it; lost_errors: what a lost engine raises mid-run."""
+    the pair as `--json` names it; lost_errors: what a lost engine raises mid-run; check:
+    hold each round received to what `inspect` checks (an engine elsewhere), stopping at the
+    first that fails, the rounds before it kept."""
     from specviz.core.metrics.running import summary
     from specviz.core.trace.live_file import LiveTrace
     from specviz.core.trace.session import Session
@@ -82,7 +90,11 @@ def drive(
         if show:
             print(printable(header.prompt), flush=True)
 
+        checker = RoundChecker(header) if check else None
+
         def keep(rnd) -> None:
+            if checker is not None and (problems := checker.check(rnd)):
+                raise RefusedRound(f"the engine sent a round that is not valid: {problems[0]}")
             if not session.append(rnd):  # another session's, a repeat or a gap: not written
                 return
             if live is not None:
@@ -98,7 +110,7 @@ def drive(
                 interrupted = True
                 for rnd in engine.pause():  # made before the stop reached the engine
                     keep(rnd)
-        except lost_errors as e:
+        except (*lost_errors, RefusedRound) as e:
             lost = e
         except OSError as e:
             if live is None:

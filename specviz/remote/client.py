@@ -142,9 +142,12 @@ class RemoteEngine:
         if self.cancel is not None and self.cancel():
             raise Cancelled()
 
-    def _receive(self, timeout: float, connecting: bool = False) -> tuple[dict, list[bytes]]:
+    def _receive(
+        self, timeout: float, connecting: bool = False, said: float | None = None
+    ) -> tuple[dict, list[bytes]]:
         """The next message (JSON object, binary frames). Messages already received are
-        read before a disconnect is reported."""
+        read before a disconnect is reported. said: the timeout a failure names (the whole
+        wait's, when this is what is left of it)."""
         if self.lost is not None:
             raise P.ConnectionLost(self.lost)
         deadline = time.monotonic() + timeout
@@ -159,14 +162,16 @@ class RemoteEngine:
                 self._check_disconnect()
             if time.monotonic() >= deadline:
                 if connecting:
-                    self._lose(self._no_answer(timeout))
-                self._lose(f"the server did not answer within {timeout:g} s")
+                    self._lose(self._no_answer(said or timeout))
+                self._lose(f"the server did not answer within {said or timeout:g} s")
             self._check_cancel()
 
     def _await(self, re: int, timeout: float, connecting: bool = False) -> tuple[dict, list]:
-        """The reply to request `re`; rounds of a run in flight go to the backlog."""
+        """The reply to request `re` within `timeout` s in all (a ping or a stray message
+        does not extend it); rounds of a run in flight go to the backlog."""
+        deadline = time.monotonic() + timeout
         while True:
-            message, buffers = self._receive(timeout, connecting)
+            message, buffers = self._receive_until(deadline, timeout, connecting)
             kind = message["type"]
             if message.get("re") == re or (kind == "round" and self._run_id is None):
                 if kind == "error":
@@ -181,6 +186,10 @@ class RemoteEngine:
             ):
                 self._backlog.append(message)
             # anything else (a ping, a reply to a request abandoned earlier) is dropped
+
+    def _receive_until(self, deadline: float, timeout: float, connecting: bool = False):
+        """_receive with what is left of a deadline; the message says the whole timeout."""
+        return self._receive(max(0.0, deadline - time.monotonic()), connecting, said=timeout)
 
     def _request(self, request: dict, timeout: float, connecting: bool = False) -> dict:
         re = self._send(request, timeout, connecting)
@@ -245,13 +254,15 @@ class RemoteEngine:
         """Rounds as the server makes them, until the session finishes, max_rounds, or
         pause() (from the loop's body). The server runs ahead by a few rounds."""
         self._run_id = self._send({"op": "run", "max_rounds": max_rounds}, self.reply_timeout)
+        deadline = time.monotonic() + self.reply_timeout  # a round restarts it, a ping does not
         while self._run_id is not None or self._backlog:
             if self._backlog:
                 message = self._backlog.popleft()
             else:
-                message = self._receive(self.reply_timeout)[0]
+                message = self._receive_until(deadline, self.reply_timeout)[0]
             kind, re = message["type"], message.get("re")
             if kind == "round":
+                deadline = time.monotonic() + self.reply_timeout
                 yield self._round(message)
             elif kind == "stopped" and re == self._run_id:
                 self._run_id = None

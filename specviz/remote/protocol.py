@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from specviz.core.trace.files import MAX_LINE_BYTES
 from specviz.core.trace.parse import parse_header, parse_round
 from specviz.core.trace.records import ModelInfo, Round, SessionHeader, Settings, TraceError
 from specviz.core.trace.serialize import dumps_bytes, header_to_json, round_to_json
@@ -43,8 +44,9 @@ OPS = (
 MAX_REQUEST_BYTES = 1 << 20
 HARD_MAX_BYTES = 16 << 20
 # What a client accepts from a server: a round at K = 32 and top-N = 1000 is ~2 MB, a
-# position of a 256k vocabulary 8 MB.
-MAX_REPLY_BYTES = 512 << 20
+# position of a 256k vocabulary 8 MB; no more than a trace line may hold (a longer round line
+# would make a trace no reader opens), so ZeroMQ drops a server that sends more, unread.
+MAX_REPLY_BYTES = MAX_LINE_BYTES
 POSITION_ARRAYS = ("p_raw", "q_raw", "p", "q")
 
 

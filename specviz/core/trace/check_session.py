@@ -30,7 +30,10 @@ from specviz.core.trace.records import (
 from specviz.core.trace.rule_numbers import check_block, check_typical
 from specviz.core.trace.session import Session
 
-__all__ = ["Problem", "check_session", "check_stream", "expected_accept_prob", "iter_problems"]
+__all__ = [
+    "Problem", "RoundChecker", "check_session", "check_stream", "expected_accept_prob",
+    "iter_problems",
+]  # fmt: skip
 _EMITTED = frozenset(EMITTED)
 
 
@@ -74,6 +77,33 @@ def check_session(
         if limit is not None and len(problems) >= limit:
             break
     return problems
+
+
+class RoundChecker:
+    """check_round for rounds as they arrive from an engine elsewhere (`run --connect`), each
+    against the ones before it: the index due, the rule from the recorded numbers, the
+    settings, the counts (what `inspect` would find in the trace they make)."""
+
+    def __init__(self, header: SessionHeader) -> None:
+        self.header = header
+        self.so_far = _SoFar(context=len(header.prompt_ids))
+        self.rounds = 0
+
+    def check(self, rnd: Round) -> list[Problem]:
+        line = self.rounds + 2  # as the trace will hold it
+        if rnd.index != self.rounds:
+            what = "a repeat" if rnd.index < self.rounds else "a gap"
+            return [
+                Problem(line, "index", f"round {rnd.index} where {self.rounds} was due ({what})")
+            ]
+        if rnd.session_id != self.header.session_id:
+            return [Problem(line, "session_id", "a round of another session")]
+        problems = list(
+            check_round(rnd, self.header, line, self.so_far, last=rnd.finish_reason is not None)
+        )
+        if not problems:
+            self.rounds += 1
+        return problems
 
 
 def check_stream(
