@@ -210,6 +210,7 @@ def load_options(args: argparse.Namespace):
         revision=get("revision"),
         draft_revision=get("draft_revision"),
         trust_remote_code=bool(get("trust_remote_code")),
+        tp_size=get("tp_size") or 1,
     )
 
 

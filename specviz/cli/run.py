@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from specviz.cli import speedup_text
@@ -20,6 +21,7 @@ from specviz.cli.run_connected import add_connect_args, run_connected
 from specviz.cli.session_loop import Formats, drive
 from specviz.cli.terminal import printable
 from specviz.core.engine.threads import set_threads
+from specviz.core.models.tensor_parallel import Lockstep, TensorParallelError, tp_context
 from specviz.core.resources import read_text_bounded
 
 MARKS = {"accepted": "+", "rejected": "x", "discarded": "-", "resampled": "~", "bonus": "*"}
@@ -44,6 +46,13 @@ def add_parser(sub) -> None:
     prompt.add_argument("--force", action="store_true", help="overwrite an existing trace")
     prompt.add_argument("--quiet", action="store_true", help="print only the summary")
     prompt.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument(
+        "--tp-size",
+        type=int,
+        default=1,
+        help="split the target over N processes (tensor parallelism; run under `torchrun "
+        "--nproc-per-node N`); rank 0 prints and writes the trace",
+    )
     add_connect_args(parser)
 
 
@@ -121,6 +130,23 @@ def _describe_generation_config(config: dict, adopted: dict | None) -> str:
     return f"the target's generation_config.json: {shown}; adopted {taken}"
 
 
+class LockstepEngine:
+    """A LocalEngine whose rounds are checked against rank 0's (tensor_parallel.Lockstep)."""
+
+    def __init__(self, pair, lockstep) -> None:
+        from specviz.core.engine.local import LocalEngine
+
+        self._engine, self._lockstep = LocalEngine(pair), lockstep
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def run(self, max_rounds: int | None = None):
+        for rnd in self._engine.run(max_rounds):
+            self._lockstep.check(rnd)
+            yield rnd
+
+
 def run(args: argparse.Namespace) -> int:
     from specviz.core.models.pair import ModelLoadError
     from specviz.core.trace.live_file import check_target
@@ -131,22 +157,31 @@ def run(args: argparse.Namespace) -> int:
         drafter, policy = drafting_from(args)
         spec = pair_spec(args, drafter)
         target, draft = spec.target, spec.draft
+        tp = tp_context(args.tp_size)
+        if tp is not None and args.connect:
+            raise UsageError("--tp-size splits a target loaded here: drop it with --connect")
+        if tp is not None and not tp.leader:  # rank 0 alone speaks and writes
+            args.trace, args.json, args.quiet = None, False, True
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of this rank
+        if tp is not None and (args.device or "cpu").startswith("cuda"):
+            args.device = f"cuda:{tp.local_rank}"
         if args.trace:
             check_target(args.trace, force=args.force)
         if args.connect:
             return run_connected(
                 args, settings, prompt, (drafter, policy), Formats(format_round, format_summary)
             )
-    except (UsageError, OSError) as e:
+    except (UsageError, OSError, TensorParallelError) as e:
         return fail(str(e))
 
     def progress(message: str) -> None:
-        print(f"[specviz] {printable(message)}", file=sys.stderr, flush=True)
+        if tp is None or tp.leader:
+            print(f"[specviz] {printable(message)}", file=sys.stderr, flush=True)
 
     try:
         set_threads(args.threads)
         pair = spec.load(progress)
-    except ModelLoadError as e:
+    except (ModelLoadError, TensorParallelError) as e:
         return fail(str(e))
     if pair.generation_config:
         adopted = None
@@ -164,8 +199,9 @@ def run(args: argparse.Namespace) -> int:
         progress("the target has no generation_config.json: the sampling options stand")
     from specviz.core.engine.local import LocalEngine
 
+    engine = LocalEngine(pair) if tp is None else LockstepEngine(pair, Lockstep(tp))
     return drive(
-        LocalEngine(pair),
+        engine,
         args,
         prompt,
         settings,

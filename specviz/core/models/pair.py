@@ -19,6 +19,7 @@ import torch
 
 from specviz.core.models.sanity import check_model
 from specviz.core.models.smollm2 import Progress
+from specviz.core.models.tensor_parallel import tp_load_kwargs
 from specviz.core.trace.records import ModelInfo
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -50,6 +51,7 @@ class LoadOptions:
     revision: str | None = None  # of a hub target
     draft_revision: str | None = None  # of a hub draft
     trust_remote_code: bool = False  # run Python code shipped in a model's repository
+    tp_size: int = 1  # the target split over this many torchrun ranks (tensor_parallel.py)
 
 
 @dataclass
@@ -192,9 +194,8 @@ def _load_error(e: BaseException, role: str, spec: str, trusted: bool) -> ModelL
     return ModelLoadError(f"{role} model '{spec}' could not be loaded: {type(e).__name__}: {first}")
 
 
-# What a damaged or hostile folder raises from from_pretrained besides OSError: ValueError,
-# safetensors' SafetensorError (an Exception), pickle's UnpicklingError, torch's RuntimeError
-# (wrong shapes), KeyError / TypeError / json errors from a damaged config.
+# What a damaged or hostile folder raises besides OSError: ValueError, SafetensorError, pickle's
+# UnpicklingError, RuntimeError (wrong shapes), KeyError / TypeError (a damaged config).
 _LOAD_FAILURES = (ValueError, RuntimeError, KeyError, TypeError, pickle.UnpicklingError)
 
 
@@ -249,9 +250,8 @@ def load_model(
     options: LoadOptions | str = LoadOptions(),
     progress: Progress | None = None,
 ) -> tuple[torch.nn.Module, ModelInfo]:
-    """Load one model from where resolve_spec(spec) said it lives.
-
-    device None: the target placed by options.device_map (through accelerate)."""
+    """Load one model from where resolve_spec(spec) said it lives. device None: the target
+    placed by options.device_map (through accelerate); options.tp_size > 1: split."""
     from transformers import AutoModelForCausalLM
 
     if isinstance(options, str):  # the old signature: a dtype name
@@ -268,11 +268,14 @@ def load_model(
         kwargs["revision"] = revision
     if device is None:
         kwargs["device_map"] = options.device_map
+    tp = role == "target" and options.tp_size > 1
+    if tp:
+        kwargs.update(tp_load_kwargs(source, local, options.tp_size, spec))
     if progress:
         where = f"device map {options.device_map}" if device is None else str(device)
         progress(f"loading {role} {spec} ({options.dtype}, {where})")
     model = _from_pretrained(AutoModelForCausalLM, source, local, role, spec, **kwargs)
-    if device is not None:
+    if device is not None and not tp:  # a split target is where its plan put each shard
         model.to(device)
     model.eval()
     check_model(model, role, spec, ModelLoadError)  # a causal LM with finite weights
@@ -294,13 +297,10 @@ LARGE_HEAD = 1 << 22
 
 
 def speed_up_head(model: torch.nn.Module) -> bool:
-    """Compute the LM head as W @ x^T on CPU when the head is large.
-
-    F.linear on a few rows (the K+1 positions of a verification) repacks the whole weight
-    on every call with CPU BLAS: for SmolLM2's 49152 x 576 head, 3 rows took 48 ms against
-    13 ms for one; W @ x^T takes 9-11 ms for 1-5 rows (benchmarks/head_matmul.py). Same
-    product, same model; only the kernel differs. Returns whether it was applied.
-    """
+    """Compute the LM head as W @ x^T on CPU when the head is large: F.linear on a few rows
+    (a verification's K+1) repacks the whole weight on every call with CPU BLAS (SmolLM2's
+    49152 x 576 head: 3 rows 48 ms, one 13 ms; W @ x^T 9-11 ms for 1-5 rows,
+    benchmarks/head_matmul.py). Same product; only the kernel differs. Whether applied."""
     head = model.get_output_embeddings()
     if (
         not isinstance(head, torch.nn.Linear)
