@@ -279,8 +279,8 @@ def load_model(
         model.to(device)
     model.eval()
     check_model(model, role, spec, ModelLoadError)  # a causal LM with finite weights
-    if device is not None:
-        speed_up_head(model)  # not under accelerate's hooks, which move tensors per module
+    if device is not None and not tp:  # not under accelerate's hooks, nor on a split head
+        speed_up_head(model)
     info = ModelInfo(
         name=spec,
         path=str(Path(source).resolve()) if local else source,
