@@ -84,3 +84,47 @@ def test_what_cannot_be_split_is_refused(llama_dirs, pair_dirs, capsys, monkeypa
         check_plan(AutoConfig.from_pretrained(target), 3, "llama")
     with pytest.raises(TensorParallelError, match="has no tensor-parallel plan"):
         check_plan(GPT2Config(), 2, "gpt2")
+
+
+@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed with torch")
+def test_a_served_split_target_answers_as_one_process(llama_dirs, tmp_path, pair):
+    """`serve --tp-size 2`: rank 0 serves and the other rank follows each request; a client's
+    greedy and sampled sessions get the rounds of the same engine in one process."""
+    import queue
+    import threading
+
+    from specviz.core.engine.speculative import SpeculativeEngine
+    from specviz.core.models.pair import load_pair
+    from specviz.core.trace.records import Settings
+    from specviz.remote.client import RemoteEngine
+
+    target, draft = llama_dirs
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SPECVIZ_TOKEN": "tp-test-token"}
+    command = [TORCHRUN, "--standalone", "--nproc-per-node=2", "-m", "specviz", "serve",
+               "--target", target, "--draft", draft, "--port", "0", "--tp-size", "2"]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env=env, cwd=tmp_path)  # fmt: skip
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    try:
+        line = ""
+        while not line.startswith("specviz serve: listening on"):
+            line = lines.get(timeout=240)
+        address = line.split()[-1]
+        local = load_pair(target, draft)
+        for settings in (Settings(k=3, temperature=0, max_new_tokens=16),
+                         Settings(k=3, seed=3, max_new_tokens=16)):  # fmt: skip
+            with RemoteEngine(address, "tp-test-token") as remote:
+                remote.start(PROMPT, settings, calibrate=False)
+                served = [[t.id for t in r.tokens] for r in remote.run()]
+            engine = SpeculativeEngine(local, settings)
+            engine.prefill(PROMPT, calibrate=False)
+            assert served == [[t.id for t in r.tokens] for r in engine.run()]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()

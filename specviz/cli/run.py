@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         drafter, policy = drafting_from(args)
         spec = pair_spec(args, drafter)
         target, draft = spec.target, spec.draft
-        tp = tp_context(args.tp_size)
+        tp = tp_context(args.tp_size, args.device or "cpu")
         if tp is not None and args.connect:
             raise UsageError("--tp-size splits a target loaded here: drop it with --connect")
         if tp is not None and not tp.leader:  # rank 0 alone speaks and writes

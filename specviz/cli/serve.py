@@ -14,6 +14,7 @@ from specviz.cli.drafting_options import add_drafter_options, drafting_from, pai
 from specviz.cli.options import UsageError, add_model_args, fail
 from specviz.cli.terminal import printable
 from specviz.core.engine.threads import set_threads
+from specviz.core.models.tensor_parallel import TensorParallelError, tp_context
 from specviz.remote.token_file import ARGV_REFUSED, TokenError, read_token, write_new_token
 
 DEFAULT_PORT = 5555
@@ -42,6 +43,13 @@ def add_parser(sub) -> None:
         "(serve-PORT.token). The token is never printed, only where it is",
     )
     net.add_argument("--token", help=argparse.SUPPRESS)  # refused: a command line is public
+    parser.add_argument(
+        "--tp-size",
+        type=int,
+        default=1,
+        help="split the target over N processes (tensor parallelism, under `torchrun "
+        "--nproc-per-node N`); rank 0 serves, the others follow each request",
+    )
     net.add_argument(
         "--stop-with-stdin",
         action="store_true",
@@ -68,8 +76,14 @@ def run(args: argparse.Namespace) -> int:
         if args.token:
             raise UsageError(ARGV_REFUSED)
         token, where = _token(args)
-    except (UsageError, TokenError) as e:
+        tp = tp_context(args.tp_size, args.device or "cpu")
+        if tp is not None and (args.device or "cpu").startswith("cuda"):
+            args.device = f"cuda:{tp.local_rank}"
+            spec = pair_spec(args, drafting[0])
+    except (UsageError, TokenError, TensorParallelError) as e:
         return fail(str(e))
+    if tp is not None and not tp.leader:
+        return _follow(spec, drafting)
     try:  # listen first: a port in use is reported before minutes of loading
         server = Server(
             None,
@@ -111,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
             f"listening on {args.host}, not only this machine: anyone who can reach the port "
             "and has the token can drive the engine (an SSH tunnel to 127.0.0.1 is safer)"
         )
+    if tp is not None:
+        from specviz.remote.tp_follower import broadcast
+
+        server.mirror = broadcast  # every rank carries out each request, in order
     previous = {s: signal.signal(s, lambda *_: server.stop()) for s in _signals()}
     try:
         server.serve_forever()
@@ -119,6 +137,20 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, handler)
         server.close()
     _say("stopped")
+    return 0
+
+
+def _follow(spec, drafting) -> int:
+    """A rank other than 0 of a split target: load it, then do what rank 0 broadcasts."""
+    from specviz.core.models.pair import ModelLoadError
+    from specviz.remote.tp_follower import Follower
+
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - rank 0 alone speaks
+    try:
+        pair = spec.load(lambda message: None)
+    except (ModelLoadError, TensorParallelError) as e:
+        return fail(str(e))
+    Follower(pair, (spec.target, spec.draft), drafting).follow()
     return 0
 
 

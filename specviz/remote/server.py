@@ -1,11 +1,9 @@
-"""The engine next to the models, behind a ZeroMQ ROUTER socket (docs/protocol.md).
-
-One thread runs everything: it polls the socket, answers requests, and during a `run`
-steps the engine between polls, so a pause, a settings change or a position request is
-answered between two rounds. One client (the one that started the session) drives it; any
-other gets a "busy" error until that client closes its session or goes away. Nothing a
-client sends can stop the server: every fault becomes an error reply and a log line.
-"""
+"""The engine next to the models, behind a ZeroMQ ROUTER socket (docs/protocol.md). One
+thread polls the socket, answers requests, and during a `run` steps the engine between
+polls, so a pause, a settings change or a position request is answered between two rounds.
+One client (the one that started the session) drives it; another gets "busy" until it closes
+its session or goes away. Nothing a client sends can stop the server: every fault becomes
+an error reply and a log line."""
 
 from __future__ import annotations
 
@@ -113,6 +111,7 @@ class Server(ModelQueries):
         self.stop_event = threading.Event()
         self.owner: bytes | None = None  # the client that drives the session
         self.engine = None  # its SpeculativeEngine
+        self.mirror = None  # a split target's: each op broadcast to the other ranks first
         self.run_state: dict[str, Any] | None = None  # {"re", "max", "count"} while running
         self.sent: list[bytes] = []  # the session's round lines, for a client that resumes it
         # Messages ZeroMQ could not take yet, per client, sent in order before anything new.
@@ -144,6 +143,7 @@ class Server(ModelQueries):
         if self.owner is not None:
             self._flush()
             self._send(self.owner, [P.encode({"type": "bye", "reason": "the server stopped"})])
+        self._tell("stop")
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -198,7 +198,13 @@ class Server(ModelQueries):
             if not waiting:
                 self.outboxes.pop(ident, None)
 
+    def _tell(self, *message) -> None:
+        """What the other ranks of a split target must do as well (remote/tp_follower.py)."""
+        if self.mirror is not None:
+            self.mirror(message)
+
     def _gone(self, ident: bytes) -> None:
+        self._tell("gone", ident)
         self.outboxes.pop(ident, None)
         if ident == self.owner:
             self._owner_gone()
@@ -257,6 +263,7 @@ class Server(ModelQueries):
                 )
                 self._send(ident, [P.encode(reply)])
                 return
+            self._tell("op", op, ident, request, re)
             frames_out = getattr(self, f"_op_{op}")(ident, request, re)
         except P.BadMessage as e:
             self.log(f"refused a malformed request: {e}")
@@ -353,6 +360,7 @@ class Server(ModelQueries):
         return []
 
     def _run_one(self) -> None:
+        self._tell("run_one")
         state = self.run_state
         try:
             rnd = self.engine.step()

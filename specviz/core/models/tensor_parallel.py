@@ -30,10 +30,11 @@ class TPContext:
         return self.rank == 0
 
 
-def tp_context(tp_size: int) -> TPContext | None:
+def tp_context(tp_size: int, device: str = "cpu") -> TPContext | None:
     """The torchrun process group for --tp-size (None for 1), started here: gloo on CPU,
-    nccl on CUDA (transformers picks it when it loads the plan). TensorParallelError when
-    not under torchrun with as many processes."""
+    nccl on CUDA, with a long timeout (a served session's ranks wait for the next request
+    as long as the client takes). TensorParallelError when not under torchrun with as many
+    processes."""
     if tp_size < 1:
         raise TensorParallelError(f"--tp-size must be >= 1, got {tp_size}")
     if tp_size == 1:
@@ -45,6 +46,13 @@ def tp_context(tp_size: int) -> TPContext | None:
             f"`torchrun --standalone --nproc-per-node {tp_size} -m specviz run --tp-size "
             f"{tp_size} ...` (this process has WORLD_SIZE {world})"
         )
+    import datetime
+
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        backend = "nccl" if device.startswith("cuda") else "gloo"
+        dist.init_process_group(backend, timeout=datetime.timedelta(days=30))
     return TPContext(tp_size, int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0")))
 
 
