@@ -268,3 +268,14 @@ def test_run_and_the_window_check_connect_flags_alike(capsys, monkeypatch, args)
             code = e.code
         errors.append((code, capsys.readouterr().err.strip()))
     assert errors[0] == errors[1] and errors[0][0] == 2, errors
+
+
+def test_a_child_engine_cancelled_while_starting_is_no_error(pair_dirs):
+    """A window closing while its engine process starts cancels the wait: Cancelled, which
+    the window reports to no one (a ConnectionLost("cancelled") became an error message
+    on the way out)."""
+    from specviz.remote.client import Cancelled
+    from specviz.remote.spawn import ChildServer
+
+    with pytest.raises(Cancelled):
+        ChildServer(str(pair_dirs[0]), str(pair_dirs[1]), timeout=WAIT_S, cancel=lambda: True)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from specviz.core.engine.threads import default_threads
+from specviz.remote.client import Cancelled
 from specviz.remote.protocol import ConnectionLost, new_token
 
 READY = "specviz serve: listening on "
@@ -61,7 +62,7 @@ class ChildServer:
             selector.register(self.proc.stdout, selectors.EVENT_READ)
             while time.monotonic() < deadline:
                 if cancel is not None and cancel():
-                    raise ConnectionLost("cancelled")
+                    raise Cancelled()  # the window is closing: nothing to report
                 if selector.select(0.1):
                     line = self.proc.stdout.readline()
                     if line.startswith(READY):
