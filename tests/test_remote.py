@@ -413,13 +413,14 @@ def test_a_flood_of_wrong_token_requests_stays_bounded_and_the_owner_is_served(s
     assert peak - before < 300
 
 
-def _dealer(address: str):
+def _dealer(address: str, rcvhwm: int = 100_000):
     import zmq
 
     context = zmq.Context.instance()
     sock = context.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVHWM, 100_000)
+    sock.setsockopt(zmq.RCVHWM, rcvhwm)
+    sock.setsockopt(zmq.RCVBUF, 4096)  # a small window: the queues fill and stay full
     sock.connect(f"tcp://{address}")
     return sock
 
@@ -428,13 +429,11 @@ def test_a_client_that_never_reads_gets_its_requests_dropped_not_queued(server):
     """The owner sends hellos without reading: at most MAX_WAITING replies wait for it, the
     rest of its requests are dropped before they do anything (one log line per burst), and
     once it reads, its requests are answered again."""
-    import zmq
 
     from specviz.remote.server import MAX_WAITING
 
-    sock = _dealer(server.address)
+    sock = _dealer(server.address, rcvhwm=1)  # it takes one reply and reads none
     hello = P.encode({"op": "hello", "token": TOKEN, "id": 0})
-    sock.setsockopt(zmq.RCVBUF, 4096)  # a small window: ZeroMQ's queues fill fast
     for _ in range(3000):
         sock.send(hello)
     deadline = time.monotonic() + 20
