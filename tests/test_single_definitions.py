@@ -32,7 +32,7 @@ def test_progress_and_rest_label_are_defined_once():
 
 # The papers cited by number: Leviathan et al. 2023 (the rule) and Sun et al. 2024 (block
 # verification). Seed 003 prints Leviathan's as 2211.17002: a typo nobody may copy.
-PAPERS = {"2211.17192", "2403.10444", "2401.10774"}  # Leviathan, Sun (block), Medusa
+PAPERS = {"2211.17192", "2403.10444", "2401.10774", "2305.09781"}  # + Medusa, SpecInfer
 
 
 def test_leviathan_is_cited_as_2211_17192():

@@ -53,6 +53,13 @@ def add_parser(sub) -> None:
         help="comma-separated among token, block, typical (lossy), token-block-residual, "
         "block-token-residual (both WRONG); default all",
     )
+    tree = parser.add_argument_group("at a token tree's node (W children from q)")
+    tree.add_argument(
+        "--width",
+        type=int,
+        help="children per node: run the multi-draft rules (sample, topk, and two WRONG "
+        "variants) at one position",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--gui", action="store_true", help="open the lab window instead")
     add_model_args(parser)
@@ -235,8 +242,12 @@ def run(args: argparse.Namespace) -> int | LabRequest:
     from specviz.core.lab.montecarlo import monte_carlo
     from specviz.core.lab.rules import MAX_SAMPLES, MIN_SAMPLES
 
+    if args.k is not None and args.width is not None:
+        return fail("give --k (rounds of K positions) or --width (one node's children), not both")
     if args.k is not None:
         return run_sequences(args)
+    if args.width is not None:
+        return run_multidraft_rules(args)
     try:
         if not MIN_SAMPLES <= args.samples <= MAX_SAMPLES:
             raise UsageError(
@@ -307,4 +318,31 @@ def run_sequences(args: argparse.Namespace) -> int:
         )
     for r in results:
         print(f"  {r.rule}: {SEQUENCE_LABELS[r.rule]}")
+    return 0
+
+
+def run_multidraft_rules(args: argparse.Namespace) -> int:
+    """`lab --width W`: the multi-draft rules at one node (core.lab.multidraft)."""
+    from specviz.core.lab.montecarlo import LEVEL
+    from specviz.core.lab.multidraft import MULTI_RULES, WRONG_MULTI, run_multidraft
+
+    try:
+        if _model_mode(args) or args.gui or args.k is not None:
+            raise UsageError("--width runs on --p and --q, without --k, a model or the window")
+        p, q, _, _ = _teaching(args)
+        results = [
+            run_multidraft(r, p, q, args.width, args.samples, args.seed) for r in MULTI_RULES
+        ]
+    except (UsageError, ValueError) as e:
+        return fail(str(e))
+    if args.json:
+        obj = {"p": p.tolist(), "q": q.tolist(), "width": args.width, "samples": args.samples}
+        print(json.dumps({**obj, "rules": [r.to_json() for r in results]}, allow_nan=False))
+        return 0
+    print(f"multi-draft at one node: {args.width} children from q, {args.samples:,} nodes")
+    for r in results:
+        kind = "WRONG " if r.rule in WRONG_MULTI else ""
+        verdict = "follows p" if r.lossless else f"REJECTS 'follows p' at {LEVEL}"
+        print(f"{kind + r.rule:<22} kept {r.accepted_rate:.4f}  p-value {r.p_value:.3g}  "
+              f"TV {r.tv:.4f}  {verdict}")  # fmt: skip
     return 0
