@@ -1,0 +1,81 @@
+"""A token tree in one target pass (core.decoding.tree): every node's logits equal a fresh
+forward of the context and its own path, with a 4-D mask and tree position ids, on GPT-2
+(absolute positions) and Llama (rotary); after the pass, the cache cut to an accepted path
+gives what a fresh forward of that path gives."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from specviz.core.decoding.forward import forward
+from specviz.core.decoding.tree import depths, keep_path, score_tree, tree_mask
+
+
+@pytest.fixture(scope="module")
+def llama(pair):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=pair.vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+    )  # fmt: skip
+    return LlamaForCausalLM(config).eval()
+
+
+def random_tree(rng: random.Random, n: int) -> list[int]:
+    return [-1] + [rng.randrange(i) for i in range(1, n)]  # one root, parents earlier
+
+
+def path_to(parents: list[int], node: int) -> list[int]:
+    path = []
+    while node >= 0:
+        path.append(node)
+        node = parents[node]
+    return path[::-1]
+
+
+@pytest.mark.parametrize("model_name", ["gpt2", "llama"])
+def test_every_node_sees_its_context_and_ancestors_only(pair, llama, model_name):
+    model = pair.target if model_name == "gpt2" else llama
+    vocab = pair.vocab_size
+    rng = random.Random(0)
+    context = [rng.randrange(vocab) for _ in range(6)]
+    for n in (1, 5, 12):
+        parents = random_tree(rng, n)
+        tokens = [rng.randrange(vocab) for _ in range(n)]
+        with torch.inference_mode():
+            cache = DynamicCache()
+            forward(model, context, cache, vocab, keep=1)
+            logits = score_tree(model, tokens, parents, cache, vocab)
+            assert cache.get_seq_length() == len(context) + n
+            for node in range(n):
+                ids = context + [tokens[i] for i in path_to(parents, node)]
+                fresh = model(input_ids=torch.tensor([ids])).logits[0, -1, :vocab]
+                assert torch.allclose(logits[node], fresh, atol=1e-4), (model_name, n, node)
+            # the cache cut to the deepest node's path: the next token as a fresh forward
+            path = path_to(parents, max(range(n), key=lambda i: depths(parents)[i]))
+            keep_path(cache, len(context), path)
+            assert cache.get_seq_length() == len(context) + len(path)
+            after = forward(model, [7], cache, vocab, keep=1)[0]
+            ids = context + [tokens[i] for i in path] + [7]
+            fresh = model(input_ids=torch.tensor([ids])).logits[0, -1, :vocab]
+            assert torch.allclose(after, fresh, atol=1e-4)
+
+
+def test_the_mask_and_depths_by_hand():
+    parents = [-1, 0, 0, 1]  # a root, two children, a grandchild under the first
+    assert depths(parents) == [0, 1, 1, 2]
+    visible = tree_mask(parents, 2, torch.float32)[0, 0] == 0
+    assert visible.tolist() == [
+        [True, True, True, False, False, False],
+        [True, True, True, True, False, False],
+        [True, True, True, False, True, False],
+        [True, True, True, True, False, True],
+    ]
+    with pytest.raises(ValueError, match="not an earlier node"):
+        depths([-1, 2, 0])
