@@ -79,3 +79,36 @@ def test_the_mask_and_depths_by_hand():
     ]
     with pytest.raises(ValueError, match="not an earlier node"):
         depths([-1, 2, 0])
+
+
+@pytest.mark.parametrize("draw", ["sample", "topk"])
+def test_a_tree_round_follows_the_target(pair, draw):
+    """Whole tree rounds (width 2, depth 2) from one prompt: the emitted tokens follow the
+    target's p at every position (the project's sequences test) with either draw."""
+    from specviz.core.decoding.tree_round import tree_round
+    from specviz.core.decoding.warp import SamplingConfig
+    from tests.test_drafters import TEMPERATURE, looping_prompt, sequence_pvalue
+    from tests.test_sampling import LEVEL
+
+    from tests.test_block import weak_draft
+
+    prompt_ids = looping_prompt(pair)
+    config = SamplingConfig(temperature=TEMPERATURE)
+    gen = torch.Generator().manual_seed(5)
+    used = weak_draft(pair)  # confidently wrong: siblings are rejected often
+    rounds = [tree_round(used, prompt_ids, 3, 2, config, draw, gen) for _ in range(400)]
+    statuses = {r.next_status for r in rounds}
+    assert statuses == {"bonus", "resampled"} and any(r.kept for r in rounds)
+    assert sequence_pvalue(pair, prompt_ids, [tuple(r.emitted) for r in rounds]) > LEVEL
+
+
+@pytest.mark.parametrize("draw", ["sample", "topk"])
+def test_a_greedy_tree_round_is_the_targets_greedy_text(pair, draw):
+    from specviz.core.decoding.tree_round import tree_round
+    from specviz.core.decoding.warp import SamplingConfig
+    from tests.test_drafters import PROMPTS, greedy_reference
+
+    for prompt in PROMPTS:
+        ids = pair.tokenizer(prompt)["input_ids"]
+        rnd = tree_round(pair, ids, 3, 3, SamplingConfig(temperature=0), draw)
+        assert rnd.emitted == greedy_reference(pair.target, ids, len(rnd.emitted), None)
