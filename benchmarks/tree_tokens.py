@@ -1,0 +1,74 @@
+"""Tokens per target pass of a token tree against a chain of the same depth, on the same
+contexts and seeds, interleaved (core.decoding.tree_round: width 1 is the chain). Not a
+speed benchmark (the tree's draft here makes a fresh forward per node): what one target
+pass emits. Not a test: never part of the test run.
+
+    python benchmarks/tree_tokens.py --pair tiny --depth 4 --width 2 --rounds 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from specviz.core.decoding.tree_round import tree_round  # noqa: E402
+from specviz.core.decoding.warp import SamplingConfig  # noqa: E402
+from specviz.core.engine.threads import set_threads  # noqa: E402
+from specviz.core.models.pair import load_pair  # noqa: E402
+from specviz.core.resources import example_prompts  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pair", default="tiny")
+    parser.add_argument("--depth", type=int, default=4)
+    parser.add_argument("--width", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    set_threads(None)
+    name = f"builtin:{args.pair}"
+    pair = load_pair(name, name)
+    config = SamplingConfig(temperature=args.temperature)
+    prompts = [pair.tokenizer(p)["input_ids"] for p in example_prompts()]
+    shapes = {"chain": (1, "sample"), "tree-sample": (args.width, "sample"),
+              "tree-topk": (args.width, "topk")}  # fmt: skip
+    emitted = {name: [] for name in shapes}
+    for i in range(args.rounds):
+        context = prompts[i % len(prompts)]
+        for shape, (width, draw) in shapes.items():  # interleaved, the same seed each
+            gen = torch.Generator().manual_seed(i)
+            rnd = tree_round(pair, context, width, args.depth, config, draw, gen)
+            emitted[shape].append(len(rnd.emitted))
+    rng = np.random.default_rng(0)
+    rows = {}
+    chain = np.array(emitted["chain"], dtype=float)
+    for shape, values in emitted.items():
+        v = np.array(values, dtype=float)
+        boot = [v[j].mean() / chain[j].mean() for j in (rng.integers(0, len(v), len(v))
+                                                        for _ in range(2000))]  # fmt: skip
+        rows[shape] = {"tokens_per_pass": v.mean(), "over_chain": v.mean() / chain.mean(),
+                       "ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+                       "nodes": args.depth if shape == "chain" else
+                       sum(args.width ** d for d in range(1, args.depth + 1))}  # fmt: skip
+    if args.json:
+        print(json.dumps({"pair": name, "depth": args.depth, "rows": rows}, indent=1))
+        return 0
+    print(f"{name}, depth {args.depth}, width {args.width}, T {args.temperature}, "
+          f"{args.rounds} rounds, paired by context and seed")  # fmt: skip
+    for shape, r in rows.items():
+        print(f"  {shape:<12} {r['nodes']:3d} nodes  {r['tokens_per_pass']:.3f} tokens/pass  "
+              f"x{r['over_chain']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
