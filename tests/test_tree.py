@@ -83,14 +83,13 @@ def test_the_mask_and_depths_by_hand():
 
 @pytest.mark.parametrize("draw", ["sample", "topk"])
 def test_a_tree_round_follows_the_target(pair, draw):
-    """Whole tree rounds (width 2, depth 2) from one prompt: the emitted tokens follow the
-    target's p at every position (the project's sequences test) with either draw."""
+    """Whole tree rounds (width 3, depth 2, a weak draft) from one prompt: the emitted tokens
+    follow the target's p at every position (the project's sequences test) with either draw."""
     from specviz.core.decoding.tree_round import tree_round
     from specviz.core.decoding.warp import SamplingConfig
+    from tests.test_block import weak_draft
     from tests.test_drafters import TEMPERATURE, looping_prompt, sequence_pvalue
     from tests.test_sampling import LEVEL
-
-    from tests.test_block import weak_draft
 
     prompt_ids = looping_prompt(pair)
     config = SamplingConfig(temperature=TEMPERATURE)
