@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from specviz.core.decoding.verify import Verdict, judge
+from specviz.core.decoding.verify import Verdict, drafted_numbers, judge
 from specviz.core.decoding.warp import sample
 
 # Medusa's evaluate_posterior defaults (posterior_threshold, posterior_alpha); its
@@ -45,12 +45,7 @@ def verify_typical(
     for comparison only: here a token's fate is p(x) against the threshold.
     """
     k = draft_tokens.shape[0]
-    if p.shape[0] != k + 1 or q.shape[0] != k or p.shape[-1] != q.shape[-1]:
-        raise ValueError(f"verify: p {tuple(p.shape)}, q {tuple(q.shape)} for K={k} drafts")
-    positions = torch.arange(k, device=p.device)
-    p_x = p[positions, draft_tokens].double()  # [K]
-    q_x = q[positions, draft_tokens].double()  # [K]
-    u = torch.rand(k, generator=generator, dtype=torch.float64, device=p.device)  # [K]
+    p_x, q_x, u = drafted_numbers(p, q, draft_tokens, generator)  # [K] each
     accept, _ = judge(p_x, q_x, u)  # [K]: min(1, p/q), for the record
     threshold = typical_threshold(p[:k], epsilon, delta)  # [K]
     failed = (p_x <= threshold).nonzero()

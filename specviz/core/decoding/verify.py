@@ -72,6 +72,21 @@ class Verdict:
         return len(self.accept_probs)
 
 
+def drafted_numbers(
+    p: torch.Tensor, q: torch.Tensor, draft_tokens: torch.Tensor, generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(p(x_i), q(x_i), u_i) float64 [K] of a round's K drafts, u_i fresh uniforms; checks
+    the shapes (p [K+1, V], q [K, V]). What every chain rule starts from."""
+    k = draft_tokens.shape[0]
+    if p.shape[0] != k + 1 or q.shape[0] != k or p.shape[-1] != q.shape[-1]:
+        raise ValueError(f"verify: p {tuple(p.shape)}, q {tuple(q.shape)} for K={k} drafts")
+    positions = torch.arange(k, device=p.device)
+    p_x = p[positions, draft_tokens].double()  # [K]
+    q_x = q[positions, draft_tokens].double()  # [K]
+    u = torch.rand(k, generator=generator, dtype=torch.float64, device=p.device)  # [K]
+    return p_x, q_x, u
+
+
 def verify(
     p: torch.Tensor,
     q: torch.Tensor,
@@ -89,12 +104,7 @@ def verify(
     K are kept a bonus token is drawn from p[K]. The emitted tokens then follow p exactly.
     """
     k = draft_tokens.shape[0]
-    if p.shape[0] != k + 1 or q.shape[0] != k or p.shape[-1] != q.shape[-1]:
-        raise ValueError(f"verify: p {tuple(p.shape)}, q {tuple(q.shape)} for K={k} drafts")
-    positions = torch.arange(k, device=p.device)
-    p_x = p[positions, draft_tokens].double()  # [K]
-    q_x = q[positions, draft_tokens].double()  # [K]
-    u = torch.rand(k, generator=generator, dtype=torch.float64, device=p.device)  # [K]
+    p_x, q_x, u = drafted_numbers(p, q, draft_tokens, generator)  # [K] each
     accept, keep = judge(p_x, q_x, u)  # [K], [K]
     rejected = (~keep).nonzero()
     n_accepted = int(rejected[0, 0]) if rejected.numel() else k
