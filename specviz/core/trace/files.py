@@ -262,6 +262,32 @@ def parse_lines(
     return reader.finish()
 
 
+def _feed_file(
+    path: Path, reader: _Reader, progress: Callable[[float], None] | None
+) -> Iterator[None]:
+    """Feed a trace file to `reader` a line at a time, yielding after each line: a regular
+    file (a FIFO would block, a device never end), no NUL bytes, no line over MAX_LINE_BYTES.
+    progress(fraction of the bytes read) about every 1% and once with 1.0 at the end."""
+    check_regular_file(path)
+    with open(path, "rb") as f:
+        if b"\0" in f.read(4096):
+            raise TraceError(f"{path.name} is a binary file, not a specviz trace", 1)
+        f.seek(0)
+        total = os.fstat(f.fileno()).st_size
+        step = max(total // 100, 1)
+        done, next_report, number = 0, step, 0
+        while raw := f.readline(MAX_LINE_BYTES):
+            number += 1
+            if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise TraceError(f"longer than {MAX_LINE_BYTES >> 20} MiB: not a trace", number)
+            reader.feed(number, raw)
+            yield
+            done += len(raw)
+            if progress is not None and done >= next_report:
+                progress(done / total)
+                next_report = done + step
+
+
 def stream(
     path: str | os.PathLike[str], progress: Callable[[float], None] | None = None
 ) -> Iterator[Session | tuple[int, Round]]:
@@ -269,31 +295,15 @@ def stream(
     rounds), then (line number, round) for each round, whole (top-N lists parsed); the
     session's warnings are complete once the rounds are. For a reader whose memory must not
     grow with the file (`inspect` of a huge trace); the same checks as load."""
-    path = Path(path)
-    check_regular_file(path)
     reader = _Reader(keep=False)
-    with open(path, "rb") as f:
-        if b"\0" in f.read(4096):
-            raise TraceError(f"{path.name} is a binary file, not a specviz trace", 1)
-        f.seek(0)
-        total = os.fstat(f.fileno()).st_size
-        step = max(total // 100, 1)
-        done, next_report, number, announced = 0, step, 0, False
-        while raw := f.readline(MAX_LINE_BYTES):
-            number += 1
-            if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                raise TraceError(f"longer than {MAX_LINE_BYTES >> 20} MiB: not a trace", number)
-            reader.feed(number, raw)
-            if not announced and reader.session is not None:
-                announced = True
-                yield reader.session
-            if reader.out:
-                yield from reader.out
-                reader.out.clear()
-            done += len(raw)
-            if progress is not None and done >= next_report:
-                progress(done / total)
-                next_report = done + step
+    announced = False
+    for _ in _feed_file(Path(path), reader, progress):
+        if not announced and reader.session is not None:
+            announced = True
+            yield reader.session
+        if reader.out:
+            yield from reader.out
+            reader.out.clear()
     reader.finish()
     if progress is not None:
         progress(1.0)
@@ -308,30 +318,14 @@ def load(path: str | os.PathLike[str], progress: Callable[[float], None] | None 
     the file's size (benchmarks/trace_load.py). A round line is read without its top-N lists,
     which are parsed when a view or a check asks for them.
     """
-    path = Path(path)
-    check_regular_file(path)  # a FIFO would block, a device never end
     reader = _Reader()
     collecting = gc.isenabled()
     # Loading makes millions of small records and no reference cycles: the cyclic collector,
     # run again and again as they pile up, would take a third of the time.
     gc.disable()
     try:
-        with open(path, "rb") as f:
-            if b"\0" in f.read(4096):
-                raise TraceError(f"{path.name} is a binary file, not a specviz trace", 1)
-            f.seek(0)
-            total = os.fstat(f.fileno()).st_size
-            step = max(total // 100, 1)
-            done, next_report, number = 0, step, 0
-            while raw := f.readline(MAX_LINE_BYTES):
-                number += 1
-                if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                    raise TraceError(f"longer than {MAX_LINE_BYTES >> 20} MiB: not a trace", number)
-                reader.feed(number, raw)
-                done += len(raw)
-                if progress is not None and done >= next_report:
-                    progress(done / total)
-                    next_report = done + step
+        for _ in _feed_file(Path(path), reader, progress):
+            pass
     finally:
         if collecting:
             gc.enable()
