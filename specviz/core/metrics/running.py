@@ -152,7 +152,7 @@ def fold(session: Session) -> RunningStats:
 
 def summary(session: Session, window: int = WINDOW) -> dict:
     """The summary line of a trace and of `specviz run` / `specviz inspect`: counts over the
-    whole session, speedups over its last `window` rounds (speedup_figures)."""
+    whole session, speedups over its last `window` rounds (_speedup_keys)."""
     return SummaryFold(session.header, window).extend(session.rounds).summary()
 
 
@@ -195,17 +195,11 @@ class SummaryFold:
         }
 
 
-def speedup_figures(session: Session, s: RunningStats, window: int = WINDOW) -> dict[str, Any]:
-    """The summary's speedup keys, from the one speedup path (metrics.speedup through the
-    cost model over the last `window` rounds): speedup_measured (None unless it is a figure:
-    see speedup_status), speedup_ci, the bound, both predictions and their ratio. A trace
-    without probes (schema 1.0) takes the header's calibration as its baseline."""
-    rounds = session.rounds
-    probed = any(rnd.probes for rnd in rounds)
-    return _speedup_keys(CostModel(window=window).extend(rounds), probed, s)
-
-
 def _speedup_keys(model: CostModel, probed: bool, s: RunningStats) -> dict[str, Any]:
+    """The summary's speedup keys, from the one speedup path (metrics.speedup through the
+    cost model over its window of rounds): speedup_measured (None unless it is a figure: see
+    speedup_status), speedup_ci, the bound, both predictions and their ratio. A trace
+    without probes (schema 1.0) takes the header's calibration as its baseline."""
     fig = model.figures(calibration_ms=None if probed else s.baseline_ms_per_token)
     costs, first, sp = fig.costs, fig.first_round, fig.speedup
     if probed:
