@@ -1,7 +1,7 @@
 """A token tree in one target pass: every node scored with a 4-D attention mask (each node
 sees the context and its own ancestors) and tree position ids (context length + depth), and
-the cache cut down to the accepted path afterwards (the issue "Token trees"; the engine's
-tree drafter and verifier are to come, behind core.decoding.verifier's seam).
+the cache cut down to the accepted path afterwards. The engine's tree drafter
+(core.drafters.tree_draft) and verifier (core.decoding.tree_verifier) are built on it.
 
 transformers 5 takes a prepared 4-D mask as it is (masking_utils' _preprocess_mask_arguments),
 additive: 0 where a query may look, the dtype's minimum where it may not.
@@ -41,13 +41,43 @@ def score_tree(
 ) -> torch.Tensor:
     """Logits [n, V] of every node (what follows it on its own path), in one forward pass
     after what the cache holds; the cache grows by n positions (all nodes, in order)."""
+    return tree_forward(model, tokens, parents, list(range(len(tokens))), {}, cache, vocab)
+
+
+def tree_forward(
+    model: torch.nn.Module,
+    tokens: list[int],
+    parents: list[int],
+    new: list[int],
+    slots: dict[int, int],
+    cache: DynamicCache,
+    vocab: int,
+    context: int | None = None,
+) -> torch.Tensor:
+    """Logits [len(new), V] of the nodes `new` (indexes into tokens / parents), fed in one
+    pass after what the cache holds: the context's first `context` positions (default: all
+    of it) and the nodes in `slots` ({node: its cache position}, fed by earlier calls). Each
+    node sees the context, its ancestors (in slots, or earlier in `new`) and itself, at
+    position context + depth; `slots` gains the new nodes' positions (the tree drafter
+    grows a tree a level at a time this way)."""
     depth = depths(parents)
     device = model.get_input_embeddings().weight.device
-    past = cache.get_seq_length()
+    start = cache.get_seq_length()
+    context = start if context is None else context
+    width = start + len(new)
+    visible = torch.zeros((len(new), width), dtype=torch.bool)
+    visible[:, :context] = True
+    for row, node in enumerate(new):
+        slots[node] = start + row
+        ancestor = node
+        while ancestor >= 0:
+            visible[row, slots[ancestor]] = True  # KeyError: an ancestor never fed
+            ancestor = parents[ancestor]
     dtype = next(model.parameters()).dtype
-    input_ids = torch.tensor([tokens], dtype=torch.long, device=device)
-    positions = torch.tensor([[past + d for d in depth]], dtype=torch.long, device=device)
-    mask = tree_mask(parents, past, dtype, device)
+    mask = torch.zeros((len(new), width), dtype=dtype)
+    mask = mask.masked_fill(~visible, torch.finfo(dtype).min)[None, None].to(device)
+    input_ids = torch.tensor([[tokens[i] for i in new]], dtype=torch.long, device=device)
+    positions = torch.tensor([[context + depth[i] for i in new]], dtype=torch.long, device=device)
     out = model(
         input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache,
         use_cache=True,
@@ -55,11 +85,16 @@ def score_tree(
     return out.logits[0, :, :vocab]
 
 
+def keep_positions(cache: DynamicCache, keep: list[int]) -> None:
+    """Keep the cache positions `keep` (in this order), drop the rest: index_select per
+    layer (what follows a tree's pass: the context and the accepted path)."""
+    for layer in cache.layers:
+        index = torch.tensor(keep, device=layer.keys.device)
+        layer.keys = layer.keys.index_select(-2, index)
+        layer.values = layer.values.index_select(-2, index)
+
+
 def keep_path(cache: DynamicCache, past: int, path: list[int]) -> None:
     """Keep the context's `past` positions and the nodes of `path` (in order, as their
     positions after the pass), drop every other node: index_select per layer."""
-    for layer in cache.layers:
-        device = layer.keys.device
-        index = torch.tensor([*range(past), *(past + i for i in path)], device=device)
-        layer.keys = layer.keys.index_select(-2, index)
-        layer.values = layer.values.index_select(-2, index)
+    keep_positions(cache, [*range(past), *(past + i for i in path)])

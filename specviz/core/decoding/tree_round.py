@@ -1,16 +1,8 @@
-"""One speculative round on a token tree, end to end but outside the engine (its drafter,
-records and views are to come): the draft proposes a tree of `width` children per node to
-`depth` levels, the target scores every node in one pass (core.decoding.tree), and the exact
-multi-draft rule walks it from the root (core.lab.multidraft is its lab version).
-
-At a node whose target distribution is p, its children are tried in order:
-- draw "sample" (SpecInfer): children are i.i.d. draws from the draft's q there; a child x is
-  kept with min(1, p(x)/q(x)); on a rejection p becomes norm(max(0, p - q));
-- draw "topk" (EAGLE): children are q's top-W tokens; x is kept with the current p(x); on a
-  rejection p(x) becomes 0 and p is renormalised.
-A kept child is entered (its own p, its own children); if every child fails, one token is
-drawn from the last p ("resampled"); a kept leaf ends with a bonus token from its p. The
-emitted tokens follow the target's p exactly, as the chain's do.
+"""One speculative round on a full token tree from fresh forwards, outside the engine: the
+reference the engine's tree rounds (core.engine.tree_rounds) are tested against. The draft
+proposes `width` children per node to `depth` levels, each node's q from a fresh forward of
+its path; the target scores every node in one pass (core.decoding.tree); the multi-draft
+rule walks it (core.decoding.tree_walk; core.lab.multidraft is its lab version).
 """
 
 from __future__ import annotations
@@ -22,7 +14,7 @@ from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward
 from specviz.core.decoding.tree import score_tree
-from specviz.core.decoding.verify import residual_distribution
+from specviz.core.decoding.tree_walk import walk_tree
 from specviz.core.decoding.warp import SamplingConfig, sample, warp
 
 DRAWS = ("sample", "topk")
@@ -86,32 +78,6 @@ def tree_round(pair, context: list[int], width: int, depth: int, config: Samplin
     cache = DynamicCache()
     p_root = warp(forward(pair.target, context, cache, vocab, keep=1)[0], config)
     p_after = warp(score_tree(pair.target, tokens, parents, cache, vocab), config)  # [n, V]
-    kept: list[int] = []
-    node, p = -1, p_root.double()
-    while True:
-        children = [i for i, parent in enumerate(parents) if parent == node]
-        if not children:  # a kept leaf: the bonus token from its p
-            return TreeRound(tuple(tokens), tuple(parents), tuple(kept), sample(p, generator),
-                             "bonus")  # fmt: skip
-        q = q_at[node].double()
-        entered = None
-        for child in children:
-            x = tokens[child]
-            u = float(torch.rand((), generator=generator, dtype=torch.float64))
-            if draw == "topk":
-                if u < float(p[x]):
-                    entered = child
-                    break
-                p = p.clone()
-                p[x] = 0.0
-                p = p / p.sum()  # a rejection needs p(x) < 1: mass is left
-            else:
-                if u < min(1.0, float(p[x]) / float(q[x])):
-                    entered = child
-                    break
-                p = residual_distribution(p, q)
-        if entered is None:  # every child failed: one token from the last p
-            return TreeRound(tuple(tokens), tuple(parents), tuple(kept), sample(p, generator),
-                             "resampled")  # fmt: skip
-        kept.append(entered)
-        node, p = entered, p_after[entered].double()
+    p_rows = torch.cat([p_root[None], p_after])  # [n + 1, V]
+    walk = walk_tree(tokens, parents, p_rows, q_at, draw, generator)
+    return TreeRound(tuple(tokens), tuple(parents), walk.path, walk.next_token, walk.next_status)

@@ -90,6 +90,7 @@ class Drafter:
     kind = "?"
     info: ModelInfo  # the trace header's "draft": what drafted
     max_positions: int | None = None  # the longest context the drafter can read
+    drafts_trees = False  # True: propose_tree / keep_tree, for tree_width > 1 (model drafter)
 
     def describe(self) -> dict[str, Any]:
         """The trace header's `drafter` field: the kind and the parameters in use."""

@@ -10,6 +10,7 @@ from transformers import DynamicCache
 from specviz.core.decoding.forward import forward, max_positions, measure_ms_per_token, pick
 from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.drafters.base import Drafter, DrafterSpec, Proposal, draft_loop, fresh_q
+from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, draft_tree, keep_tree_path
 from specviz.core.trace.records import ModelInfo
 
 
@@ -17,6 +18,7 @@ class ModelDrafter(Drafter):
     """A second model with its own cache, which covers a prefix of ids[:-1]."""
 
     kind = "model"
+    drafts_trees = True  # propose_tree / keep_tree (the engine's tree rounds)
 
     def __init__(self, model: torch.nn.Module, info: ModelInfo, vocab: int, eos: int | None):
         self.model, self.info, self.vocab, self.eos = model, info, vocab, eos
@@ -33,6 +35,20 @@ class ModelDrafter(Drafter):
         return draft_loop(
             self.model, self.cache, feed, k, config, generator, keep_drafting, self.vocab, self.eos
         )
+
+    def propose_tree(self, ids, shape: TreeShape, config, generator) -> TreeProposal:
+        """A token tree after ids (core.drafters.tree_draft), on this drafter's cache."""
+        feed = ids[self.cache.get_seq_length() :]
+        self._tree = draft_tree(self.model, self.cache, feed, shape, config, generator,
+                                self.vocab, self.eos)  # fmt: skip
+        self._tree_context = len(ids)
+        return self._tree
+
+    def keep_tree(self, path: tuple[int, ...], length: int) -> None:
+        """After a tree round: the cache keeps the context and the accepted nodes it was fed,
+        then at most `length` positions (the new ids[:-1])."""
+        keep_tree_path(self.cache, self._tree, self._tree_context, path)
+        self.rollback(length)
 
     def next_q(self, ids, config):
         with torch.inference_mode():

@@ -30,6 +30,7 @@ from specviz.core.drafters.base import Proposal
 from specviz.core.drafters.registry import DrafterConfig, make_drafter
 from specviz.core.engine.clock import PhaseClock, on_cuda
 from specviz.core.engine.cost_probes import Prober
+from specviz.core.engine.tree_rounds import check_tree_drafter, tree_step
 from specviz.core.models.pair import ModelPair
 from specviz.core.trace.records import Round, SessionHeader, Settings
 
@@ -60,6 +61,8 @@ class SpeculativeEngine:
         self.calibration_tokens = calibration_tokens
         self._rule_numbers: dict = {}  # the last round's rule numbers: Round's block / typical
         self.drafter = make_drafter(drafter or DrafterConfig(), pair)
+        if settings.tree:
+            check_tree_drafter(self.drafter)
         self.policy = Policy(policy or PolicyConfig(), settings.k)
         self.header: SessionHeader | None = None
         self.finish_reason: str | None = None
@@ -139,6 +142,8 @@ class SpeculativeEngine:
         """K, sampling and max tokens apply from the next round; the seed from the next
         session (the generator is already running)."""
         settings.validate()
+        if settings.tree:
+            check_tree_drafter(self.drafter)
         if settings.k != self.settings.k:
             self.policy.reset(settings.k)
         self.settings = dataclasses.replace(settings, seed=self.settings.seed)
@@ -180,6 +185,8 @@ class SpeculativeEngine:
             raise RuntimeError(f"the session has finished ({self.finish_reason})")
         settings = self.settings
         config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
+        if settings.tree:
+            return tree_step(self, config)
         context_len = len(self.ids)
         policy_k = self.policy.next_k()
 
@@ -254,17 +261,22 @@ class SpeculativeEngine:
     def _advance(self, drafted: list[int], verdict: Verdict) -> tuple[list[int], str | None]:
         """Append the emitted tokens, roll both caches back to them, and say whether the
         session ends here: (emitted, finish_reason)."""
-        emitted = [*drafted[: verdict.n_accepted], verdict.next_token]
+        emitted, finish = self._emit([*drafted[: verdict.n_accepted], verdict.next_token])
+        # The target keeps ids[:-1] of the new sequence; the drafter at most that.
+        verifier_for(self.settings.verifier).commit(self.t_cache, len(self.ids) - 1)
+        self.drafter.observe(verdict.n_accepted, len(drafted))
+        self.drafter.rollback(len(self.ids) - 1)
+        return emitted, finish
+
+    def _emit(self, emitted: list[int]) -> tuple[list[int], str | None]:
+        """Append a round's tokens (up to an end-of-text token) to ids: (what was appended,
+        finish_reason or None). A chain's round and a tree's (core.engine.tree_rounds)."""
         finish = None
         eos = self.pair.eos_token_id
         if eos is not None and eos in emitted and not self.settings.ignore_eos:
             emitted = emitted[: emitted.index(eos) + 1]
             finish = "eos"
-        # The target keeps ids[:-1] of the new sequence; the drafter at most that.
         self.ids.extend(emitted)
-        verifier_for(self.settings.verifier).commit(self.t_cache, len(self.ids) - 1)
-        self.drafter.observe(verdict.n_accepted, len(drafted))
-        self.drafter.rollback(len(self.ids) - 1)
         if finish is None and self.n_generated >= self.settings.max_new_tokens:
             finish = "max_new_tokens"
         if finish is None and self.max_len is not None and len(self.ids) >= self.max_len:

@@ -29,6 +29,7 @@ from specviz.core.trace.records import (
 )
 from specviz.core.trace.rule_numbers import check_block, check_typical
 from specviz.core.trace.session import Session
+from specviz.core.trace.tree_numbers import check_tree
 
 __all__ = [
     "Problem", "RoundChecker", "check_session", "check_stream", "expected_accept_prob",
@@ -230,7 +231,7 @@ def check_round(
             line, "k", f"{rnd.k}, but the constant policy drafts K = {settings.k} every round"
         )
     rule = settings.verifier
-    for name, message in _rule_numbers(rnd, rule):
+    for name, message in _rule_numbers(rnd, rule, settings):
         yield Problem(line, name, message)
     for j, event in enumerate(rnd.tokens):
         for name, message in check_token(event, vocab, settings.top_n, lists, rule):
@@ -241,12 +242,15 @@ def check_round(
         so_far.emitted_ids.update(emitted)
 
 
-def _rule_numbers(rnd: Round, rule: str) -> Iterator[tuple[str, str]]:
-    """The round's block or typical numbers agree with its tokens (core.trace.rule_numbers)."""
+def _rule_numbers(rnd: Round, rule: str, settings: Settings) -> Iterator[tuple[str, str]]:
+    """The round's block, typical or tree numbers agree with its tokens
+    (core.trace.rule_numbers, core.trace.tree_numbers)."""
     if rule == "block" or rnd.block is not None:
         yield from check_block(rnd)
     if rule == "typical" or rnd.typical is not None:
         yield from check_typical(rnd)
+    if settings.tree or rnd.tree is not None:
+        yield from check_tree(rnd, settings)
 
 
 def _round_settings(
@@ -292,12 +296,17 @@ def _round_numbers(
         if fault is not None:
             yield Problem(line, name, fault)
     drafted = len(statuses) - statuses.count("resampled") - statuses.count("bonus")
-    if rnd.n_drafted != drafted:
+    if rnd.tree is not None:  # a tree's nodes; its depth against K: core.trace.tree_numbers
+        drafted = len(rnd.tree["parent"])
+        if rnd.n_drafted != drafted:
+            yield Problem(line, "n_drafted", f"{rnd.n_drafted}, but the tree has {drafted} nodes")
+    elif rnd.n_drafted != drafted:
         yield Problem(line, "n_drafted", f"{rnd.n_drafted}, but the round lists {drafted} drafts")
     # The round's K: the policy's choice (schema 1.1), else the settings' K.
-    if rnd.k is None and drafted > settings.k:
+    if rnd.k is None and drafted > settings.k and rnd.tree is None:
         yield Problem(line, "n_drafted", f"{drafted} drafts, more than K = {settings.k}")
-    if rnd.k is not None and not drafted <= rnd.k <= MAX_K:
+    chained = drafted if rnd.tree is None else 0  # a tree's depth is checked apart
+    if rnd.k is not None and not chained <= rnd.k <= MAX_K:
         yield Problem(
             line, "k", f"{rnd.k}, but the round drafted {drafted} tokens (K is at most {MAX_K})"
         )

@@ -31,6 +31,7 @@ from specviz.core.trace.records import (
     TraceError,
 )
 from specviz.core.trace.rule_numbers import parse_block, parse_typical
+from specviz.core.trace.tree_numbers import parse_tree
 
 _STATUSES = frozenset(STATUSES)
 _NUMBER_TYPES = {float, int, type(None)}
@@ -220,6 +221,8 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
     if "typical" in obj:
         typical = _get(obj, "typical", dict, line, optional=True)
         extras["typical"] = parse_typical(typical, line)
+    if "tree" in obj:
+        extras["tree"] = parse_tree(_get(obj, "tree", dict, line, optional=True), line)
     if "copied_from" in obj:
         span = _get(obj, "copied_from", list, line, optional=True)
         if span is not None:

@@ -1,6 +1,6 @@
 """The trace records (SessionHeader, Round, TokenEvent, Settings, ModelInfo), the format's
 vocabulary (statuses, which numbers each status carries, field lists), schema
-"specviz.trace/1.4". Their JSON form is specviz.core.trace.serialize.
+"specviz.trace/1.5". Their JSON form is specviz.core.trace.serialize.
 
 A trace is one JSON object per line: the session header, one line per round, and an
 optional summary. Records are plain frozen values: they cross from the worker thread to the
@@ -13,14 +13,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA = "specviz.trace/1.4"
+SCHEMA = "specviz.trace/1.5"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 4  # each minor version added optional fields only, so an older file reads
+SCHEMA_MINOR = 5  # each minor version added optional fields only, so an older file reads
 # as a newer one without them: 1.1 k, stop, events_ms, probes, copied_from, drafter, policy,
 # eos_token_id; 1.2 the UNJUDGED numbers below; 1.3 a probe's t1_ms and rule_ms, and the
 # summary's speedup interval and status (core.metrics.speedup), settings.verifier and a
 # round's block numbers; 1.4 the lossy verifier "typical", its settings and a round's
-# typical numbers
+# typical numbers; 1.5 token trees: the tree settings and a round's tree
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
@@ -111,6 +111,13 @@ LOSSY_WARNING = (
     "is not what the target alone would sample)"
 )
 TYPICAL_SETTINGS = ("typical_epsilon", "typical_delta")  # written under "typical" only
+# Schema 1.5, token trees (core.decoding.tree_walk): written when tree_width > 1 only.
+TREE_SETTINGS = ("tree_width", "tree_budget", "tree_draw", "tree_shape")
+TREE_DRAWS = ("sample", "topk")  # W i.i.d. draws from q (SpecInfer), or q's top W (EAGLE)
+TREE_SHAPES = ("full", "dynamic")  # every node W children, or the likeliest (EAGLE-2)
+MAX_TREE_WIDTH = 8  # children per node, at most
+MAX_TREE_BUDGET = 64  # drafted nodes in one round's tree, at most
+TREE_FATES = ("accepted", "rejected", "discarded")  # a node's: kept, tried and not, untried
 MAX_TOP_N = 1000  # tokens kept per position in a trace, at most
 
 
@@ -133,6 +140,18 @@ class Settings:
     verifier: str = "token"
     typical_epsilon: float = 0.3
     typical_delta: float = 0.09
+    # Schema 1.5: a token tree instead of a chain when tree_width > 1: each drafted node
+    # gets up to tree_width children (drawn from q, or q's top ones: tree_draw), to depth K,
+    # at most tree_budget nodes in all; "dynamic" expands the likeliest nodes only.
+    tree_width: int = 1
+    tree_budget: int = 16
+    tree_draw: str = "sample"
+    tree_shape: str = "full"
+
+    @property
+    def tree(self) -> bool:
+        """The rounds draft a token tree (tree_width > 1), not a chain."""
+        return self.tree_width > 1
 
     @property
     def lossy(self) -> bool:
@@ -154,6 +173,32 @@ class Settings:
             value = getattr(self, name)
             if not 0 < value <= 1:  # NaN fails too
                 raise ValueError(f"{name.replace('_', ' ')} must be in (0, 1], got {value}")
+        self._validate_tree()
+
+    def _validate_tree(self) -> None:
+        if type(self.tree_width) is not int or not 1 <= self.tree_width <= MAX_TREE_WIDTH:
+            raise ValueError(
+                f"the tree width must be between 1 (a chain) and {MAX_TREE_WIDTH}, "
+                f"got {self.tree_width}"
+            )
+        if type(self.tree_budget) is not int or not 1 <= self.tree_budget <= MAX_TREE_BUDGET:
+            raise ValueError(
+                f"the tree budget must be between 1 and {MAX_TREE_BUDGET} nodes, "
+                f"got {self.tree_budget}"
+            )
+        if self.tree_draw not in TREE_DRAWS:
+            raise ValueError(
+                f"unknown tree draw {self.tree_draw!r} (one of {', '.join(TREE_DRAWS)})"
+            )
+        if self.tree_shape not in TREE_SHAPES:
+            raise ValueError(
+                f"unknown tree shape {self.tree_shape!r} (one of {', '.join(TREE_SHAPES)})"
+            )
+        if self.tree and self.verifier != "token":
+            raise ValueError(
+                f"a token tree is verified by the multi-draft rule; --verifier {self.verifier} "
+                "judges chains only (use --tree-width 1, or --verifier token)"
+            )
 
 
 @dataclass(frozen=True, init=False)
@@ -265,6 +310,15 @@ class Round:
     # "typical"): {"threshold": [min(epsilon, delta exp(-H))]} at each judged position; a
     # drafted token is kept while its p exceeds its position's threshold.
     typical: dict[str, Any] | None = None
+    # Schema 1.5, optional: a token tree's round (settings.tree_width > 1), every drafted
+    # node in columns, parents before children (core.trace.tree_numbers): "parent" (-1: a
+    # child of the context), "token", "text", "fate" (TREE_FATES), "q" (the draft's q(x)
+    # where it was drawn), "p" (the target's p(x) there, from its one pass), and for the
+    # nodes the rule tried, "p_tried" (x's probability under the distribution it was tried
+    # against, after its earlier siblings' updates), "accept_prob" and "u" (null on the
+    # others). `tokens` reads as a chain: the accepted path, the last rejected child where
+    # the round ended on one, then the resampled or bonus token.
+    tree: dict[str, Any] | None = None
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:

@@ -18,6 +18,7 @@ from specviz.core.trace.records import (
     ROUND_FIELDS,
     ROUND_OPTIONAL,
     SCHEMA,
+    TREE_SETTINGS,
     TYPICAL_SETTINGS,
     ModelInfo,
     Round,
@@ -72,13 +73,20 @@ def round_to_json(rnd: Round) -> dict[str, Any]:
 def settings_to_json(settings: Settings) -> dict[str, Any]:
     """dataclasses.asdict for a record of plain numbers, without its recursive copy: every
     round line carries its settings, and a round's line is made about 1.5x faster without
-    it (benchmarks/trace_write.py). The typical rule's parameters go with that rule only."""
-    names = _SETTINGS_FIELDS if settings.verifier == "typical" else _PLAIN_SETTINGS
+    it (benchmarks/trace_write.py). The typical rule's parameters go with that rule only,
+    the tree's with a tree (a chain's line is as it was before schema 1.5)."""
+    names = _PLAIN_SETTINGS
+    if settings.verifier == "typical":
+        names = (*names, *TYPICAL_SETTINGS)
+    if settings.tree:
+        names = (*names, *TREE_SETTINGS)
     return {name: getattr(settings, name) for name in names}
 
 
 _SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(Settings))
-_PLAIN_SETTINGS = tuple(name for name in _SETTINGS_FIELDS if name not in TYPICAL_SETTINGS)
+_PLAIN_SETTINGS = tuple(
+    name for name in _SETTINGS_FIELDS if name not in (*TYPICAL_SETTINGS, *TREE_SETTINGS)
+)
 
 
 def _plain_number(value: Any) -> float | int:

@@ -1,0 +1,45 @@
+"""The tree verifier: a token tree's side of the Verifier seam (core.decoding.verifier).
+
+It scores the last emitted token and every drafted node in one target pass (a 4-D mask:
+each node sees the context and its ancestors, core.decoding.tree), judges the tree with the
+exact multi-draft rule (core.decoding.tree_walk) and commits the target's cache to the
+accepted path (index_select per layer), as a chain verifier crops it to the kept prefix.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from specviz.core.decoding.tree import keep_path, score_tree
+from specviz.core.decoding.tree_walk import TreeWalk, walk_tree
+from specviz.core.decoding.warp import SamplingConfig, warp
+
+
+class TreeVerifier:
+    kind = "tree"
+    lossless = True
+
+    def score(
+        self,
+        target: torch.nn.Module,
+        last_token: int,
+        tokens: list[int],
+        parents: list[int],
+        cache: DynamicCache,
+        vocab: int,
+        config: SamplingConfig,
+    ) -> torch.Tensor:
+        """p [n + 1, V]: row 0 the target's warped p after the last emitted token, row i + 1
+        its p after node i; the cache grows by n + 1 positions."""
+        shifted = [-1, *(parent + 1 for parent in parents)]  # the last token is the root
+        logits = score_tree(target, [last_token, *tokens], shifted, cache, vocab)
+        return warp(logits, config)
+
+    def judge(self, tokens, parents, p_rows, q_at, rule, generator) -> TreeWalk:
+        return walk_tree(tokens, parents, p_rows, q_at, rule, generator)
+
+    def commit(self, cache: DynamicCache, past: int, path: tuple[int, ...], length: int) -> None:
+        """Keep the context's `past` positions, the last token and the accepted nodes, then
+        at most `length` positions (after an end-of-text token the path is cut short)."""
+        keep_path(cache, past, [0, *(node + 1 for node in path)][: max(length - past, 0)])
