@@ -14,7 +14,7 @@ import math
 import re
 import sys
 
-from specviz.core.trace.records import VERIFIERS, Settings
+from specviz.core.trace.records import TREE_DRAWS, TREE_SETTINGS, TREE_SHAPES, VERIFIERS, Settings
 
 EXIT_BAD_INPUT = 2
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes 0 .. 2**64 - 1
@@ -285,12 +285,43 @@ def add_sampling_args(parser: argparse.ArgumentParser) -> None:
         help="--verifier typical: the entropy-scaled threshold's factor "
         f"(default {d.typical_delta})",
     )
+    add_tree_args(group)
     group.add_argument(
         "--use-generation-config",
         action="store_true",
         help="take temperature, top-k, top-p and max new tokens from the target's "
         "generation_config.json where the command line does not give them",
     )
+
+
+def add_tree_args(group) -> None:
+    """--tree-width, --tree-budget, --tree-draw, --tree-shape: a token tree for a chain."""
+    d = Settings()
+    group.add_argument(
+        "--tree-width", type=int, default=d.tree_width,
+        help="children per drafted node: 1 = a chain (default), 2-8 = a token tree of depth "
+        "K, verified in one target pass by the exact multi-draft rule (draft model only)",
+    )  # fmt: skip
+    group.add_argument(
+        "--tree-budget", type=int, default=d.tree_budget,
+        help=f"a tree's drafted nodes, at most (1-64, default {d.tree_budget})",
+    )  # fmt: skip
+    group.add_argument(
+        "--tree-draw", choices=TREE_DRAWS, default=d.tree_draw,
+        help="a node's children: sample = W draws from q (SpecInfer; default), topk = q's "
+        "top W (EAGLE)",
+    )  # fmt: skip
+    group.add_argument(
+        "--tree-shape", choices=TREE_SHAPES, default=d.tree_shape,
+        help="full = every node gets children, breadth first, to the budget (default); "
+        "dynamic = only the W likeliest nodes of a level (EAGLE-2)",
+    )  # fmt: skip
+
+
+def tree_settings(args: argparse.Namespace) -> dict:
+    """The tree fields of Settings from the flags (the defaults where a command has none)."""
+    d = Settings()
+    return {name: getattr(args, name, getattr(d, name)) for name in TREE_SETTINGS}
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -306,6 +337,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         verifier=getattr(args, "verifier", "token"),
         typical_epsilon=getattr(args, "typical_epsilon", d.typical_epsilon),
         typical_delta=getattr(args, "typical_delta", d.typical_delta),
+        **tree_settings(args),
     )
     try:
         settings.validate()

@@ -91,9 +91,12 @@ def check_tree(rnd: Round, settings: Settings) -> Found:
         yield "tree", f"{max(depth.values())} levels deep, more than K = {rnd.k}"
     for node, kids in children.items():
         if len(kids) > settings.tree_width:
-            yield f"tree.parent[{kids[-1]}]", (
-                f"node {node} has {len(kids)} children, more than the width "
-                f"{settings.tree_width}"
+            yield (
+                f"tree.parent[{kids[-1]}]",
+                (
+                    f"node {node} has {len(kids)} children, more than the width "
+                    f"{settings.tree_width}"
+                ),
             )
             return
     yield from _numbers(tree, tree["rule"])
@@ -134,8 +137,12 @@ def _walk(rnd: Round, tree: dict, children: dict[int, list[int]]) -> Found:
     while True:
         kids = children.get(node, [])
         first = kids[0] if kids else None
-        if first is not None and tree["p_tried"][first] is not None and not math.isclose(
-            tree["p_tried"][first], tree["p"][first], rel_tol=1e-6, abs_tol=TOL
+        if (
+            first is not None
+            and tree["p_tried"][first] is not None
+            and not math.isclose(
+                tree["p_tried"][first], tree["p"][first], rel_tol=1e-6, abs_tol=TOL
+            )
         ):
             yield f"tree.p_tried[{first}]", "a first child is tried against p itself"
             return
