@@ -160,7 +160,7 @@ def test_a_tree_that_contradicts_its_numbers_is_named(pair):
     assert broken(fate=fates)  # a rejected node called accepted
     u = list(rnd.tree["u"])
     u[i] = 0.0
-    assert "tree.fate[%d]" % i in broken(u=u)  # u = 0 passes any test: not a rejection
+    assert f"tree.fate[{i}]" in broken(u=u)  # u = 0 passes any test: not a rejection
     parents = list(rnd.tree["parent"])
     parents[-1] = len(parents)
     assert broken(parent=parents)  # a parent after its child
