@@ -358,6 +358,20 @@ def test_a_block_session_is_served_as_run_locally(server, pair):
         P.settings_from_json({"verifier": 3})
 
 
+def test_a_tree_session_is_served_as_run_locally(server, pair):
+    """The tree settings travel in the settings: a served tree session's rounds are the local
+    engine's, every node included; a width the engine cannot draft is refused."""
+    settings = Settings(k=3, seed=4, max_new_tokens=20, tree_width=2, tree_budget=6)
+    with RemoteEngine(server.address, TOKEN) as remote:
+        remote.start(PROMPT, settings, calibrate=False)
+        got = list(remote.run())
+    want = local_rounds(pair, settings, [None])
+    assert got[0].tree is not None and [r.tree for r in got] == [r.tree for r in want]
+    assert [wire(r) for r in got] == [wire(r) for r in want]
+    with pytest.raises(ValueError, match="tree width"):
+        P.settings_from_json({"tree_width": 99})
+
+
 FLOOD = """
 import sys, time, zmq
 ctx = zmq.Context()

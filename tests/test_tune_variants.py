@@ -137,3 +137,33 @@ def test_run_sweep_interleaves_combinations_per_prompt(pair, tmp_path):
         "p001-bible-lookup-constant-k01.jsonl", "p001-bible-lookup-constant-k02.jsonl",
         "p001-bible-model-constant-k01.jsonl", "p001-bible-model-constant-k02.jsonl",
     ]  # fmt: skip
+
+
+def test_tune_sweeps_tree_shapes_beside_the_chain(pair_dirs, tmp_path, capsys):
+    """--tree-width 1,2 --tree-budget 6: the chain and the tree at every K, each run's trace
+    a tree session (or a chain's), the shape advice naming both with their pass costs; a
+    width without a budget that fits is refused."""
+    target, draft = pair_dirs
+    args = ["tune", "--target", str(target), "--draft", str(draft), "--prompts"]
+    args += [write_prompts(tmp_path), "--k", "2", "--max-new-tokens", "8", "--json"]
+    traces = tmp_path / "traces"
+    argv = [*args, "--tree-width", "1,2", "--tree-budget", "6", "--traces", str(traces)]
+    assert main([*argv, "--export", "vllm"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {(r["verifier"], r["k"]) for r in out["runs"]} == {("token", 2), ("tree2x6", 2)}
+    rows = {r["verifier"]: r for r in out["runs"]}
+    assert rows["tree2x6"]["pass_tokens"] > rows["token"]["pass_tokens"]
+    assert rows["tree2x6"]["speedup_leviathan"] is None  # a chain's formula
+    from specviz.core.trace.files import load
+
+    for run in out["prompt_runs"]:
+        settings = load(run["trace"]).header.settings
+        assert (settings.tree_width, settings.tree_budget) == (
+            (2, 6) if run["verifier"] == "tree2x6" else (1, 16)
+        )
+    if out["best"]["verifier"] == "tree2x6":
+        assert any("token tree" in note for note in out["export"]["notes"])
+    assert {line.split()[0] for line in out["shape_advice"]} == {"token", "tree2x6"}
+    assert all("T_t(" in line for line in out["shape_advice"])
+    assert main([*args, "--tree-width", "2", "--tree-budget", "99"]) == 2
+    assert "tree budget" in capsys.readouterr().err

@@ -136,3 +136,61 @@ def pair_spec(args: argparse.Namespace, drafter: DrafterConfig):
 
     target, draft = pair_specs(args, drafter)
     return PairSpec(target, draft, load_options(args))
+
+
+def add_tree_sweep_args(group) -> None:
+    """`tune`'s tree shapes: lists of widths and budgets, each pair swept beside the chain."""
+    from specviz.core.trace.records import TREE_DRAWS, TREE_SHAPES
+
+    group.add_argument(
+        "--tree-width", default="1", metavar="W[,W...]",
+        help="children per node, a list: 1 = the chain (default), 2-8 = a token tree of "
+        "depth K; every width x budget is swept like a verifier (e.g. 1,2,4)",
+    )  # fmt: skip
+    group.add_argument("--tree-budget", default="16", metavar="N[,N...]",
+                       help="a tree's nodes, at most, a list (1-64, default 16)")  # fmt: skip
+    group.add_argument(
+        "--tree-draw",
+        choices=TREE_DRAWS,
+        default="sample",
+        help="children drawn from q (sample, default) or q's top W (topk)",
+    )
+    group.add_argument(
+        "--tree-shape",
+        choices=TREE_SHAPES,
+        default="full",
+        help="full (default) or dynamic (the likeliest nodes only, EAGLE-2)",
+    )
+
+
+def rule_list(args: argparse.Namespace) -> tuple[str, ...]:
+    """`tune`'s rules: each --verifier's chain, and with --tree-width above 1 each tree
+    (core.tune.sweep.tree_label, judged by the multi-draft rule), or UsageError."""
+    from specviz.core.trace.records import Settings
+    from specviz.core.tune.sweep import tree_label
+
+    verifiers = verifier_list(args.verifier)
+    widths = _numbers("--tree-width", args.tree_width)
+    budgets = _numbers("--tree-budget", args.tree_budget)
+    rules = [v for v in verifiers if 1 in widths or v != "token"]
+    for w in (w for w in widths if w > 1):
+        for b in budgets:
+            try:
+                Settings(tree_width=w, tree_budget=b).validate()
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+            rules.append(tree_label(w, b))
+    if not rules:
+        raise UsageError("--tree-width without 1 sweeps trees, which are judged token-wise: "
+                         "add --verifier token")  # fmt: skip
+    return tuple(rules)
+
+
+def _numbers(option: str, text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"{option}: expected integers like 1,2,4, got {text!r}") from None
+    if len(set(values)) != len(values):
+        raise UsageError(f"{option}: {text!r} names one twice")
+    return values

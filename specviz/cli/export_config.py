@@ -37,6 +37,12 @@ def export(engine: str, best: Best) -> tuple[str, list[str]]:
     }[engine](best)
     if best.draft and best.draft.startswith("builtin:"):
         notes.append(f"{best.draft} is specviz's own pair: give the engine its folder")
+    if best.verifier.startswith("tree"):
+        notes.append(
+            f"the token tree ({best.verifier}: width x budget) is not exported: the "
+            "engines' draft-model speculation drafts a chain (their trees are EAGLE "
+            "heads'); this is the chain of depth K"
+        )
     return command, notes
 
 

@@ -67,7 +67,8 @@ def describe(session, problems: list, reading: _Reading | None = None) -> dict[s
         **reading.fold.summary(),
         "accepted_lengths": stats.accepted_lengths,
         "undrafted": stats.undrafted,
-        "whatif": whatif(reading.fates, reading.k),
+        # a smaller K's estimate reads a chain's judged positions; a tree has none
+        "whatif": [] if header.settings.tree else whatif(reading.fates, reading.k),
     }
 
 
@@ -108,7 +109,16 @@ def _settings(s: dict[str, Any]) -> str:
         f"K {s['k']}  temperature {s['temperature']:g}{greedy}"
         f"  top-k {s['top_k'] or 'off'}  top-p {s['top_p'] if s['top_p'] < 1 else 'off'}"
         f"  seed {s['seed']}  max new tokens {s['max_new_tokens']}  top-N {s['top_n']}"
-        f"  verifier {s['verifier']}{_typical(s)}"
+        f"  verifier {s['verifier']}{_typical(s)}{_tree(s)}"
+    )
+
+
+def _tree(s: dict[str, Any]) -> str:
+    if s.get("tree_width", 1) < 2:
+        return ""
+    return (
+        f"  tree: width {s['tree_width']}, budget {s['tree_budget']}, draw {s['tree_draw']}, "
+        f"shape {s['tree_shape']} (K = its depth)"
     )
 
 
@@ -125,6 +135,7 @@ def _figures(d: dict[str, Any]) -> list[str]:
         lines.append(f"  from round {change['round']}: {_settings(change['settings'])}")
     finish = d["finish_reason"]
     by_position = enumerate(d["acceptance_by_position"], start=1)
+    tree = d["settings"].get("tree_width", 1) > 1
     lengths = enumerate(d["accepted_lengths"])
     lines += [
         f"rounds      {d['rounds']}  ({'finished: ' + finish if finish else 'not finished'})",
@@ -139,7 +150,9 @@ def _figures(d: dict[str, Any]) -> list[str]:
         f"speedup     {speedup_text.measured(d)}",
         f"            {speedup_text.predicted(d)}",
         f"            {speedup_text.basis(d)}",
-        "acceptance by position (accepted/judged at draft position 1..K):",
+        "acceptance by depth (accepted/tried tree nodes at depth 1..K):"
+        if tree
+        else "acceptance by position (accepted/judged at draft position 1..K):",
         "            " + ("  ".join(f"{i}: {_f(a)}" for i, a in by_position) or "n/a"),
         "accepted per round (how many rounds that drafted kept 0, 1, ... drafts):",
         "            "
@@ -165,7 +178,7 @@ def whatif(fates: list, k: int) -> list[dict[str, Any]]:
     """costmodel.whatif_fates for K' = 1 .. K - 1 (at most WHATIF_KS of them, spread over
     that range), from each round's judged fates; K the largest the rounds asked for. Each is
     labelled an estimate."""
-    from specviz.core.metrics.costmodel import whatif_fates
+    from specviz.core.metrics.whatif import whatif_fates
 
     if k < 2:
         return []

@@ -20,9 +20,10 @@ import threading
 
 from specviz.cli.drafting_options import (
     add_drafter_options,
+    add_tree_sweep_args,
     drafting_lists,
     pair_spec,
-    verifier_list,
+    rule_list,
 )
 from specviz.cli.export_config import ENGINES
 from specviz.cli.options import UsageError, add_model_args, fail
@@ -57,6 +58,7 @@ def add_parser(sub) -> None:
         help="how each run judges its drafts: token (default), block (Sun et al. 2024), or "
         "both as token,block, each swept like the drafters",
     )
+    add_tree_sweep_args(group)
     group.add_argument("--seed", type=int, default=0, help="sampling seed and K order")
     group.add_argument("--limit", type=int, help="use only the first N prompts")
     group.add_argument(
@@ -141,6 +143,8 @@ def format_costs(costs) -> str:
 
 
 def format_advisor(curve, best) -> str:
+    if not curve:  # a tree was fastest (its K is swept, not predicted), or nothing measured
+        return "advisor (refined prediction over K): n/a (a chain's only)"
     points = "  ".join(f"{k}:{v:.2f}" for k, v in curve)
     return f"advisor (refined prediction, K:speedup): {points}\nadvisor's best K: {_f(best, '{}')}"
 
@@ -179,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         ks = parse_ks(args.k)
         drafters, policies = drafting_lists(args)
-        verifiers = verifier_list(args.verifier)
+        verifiers = rule_list(args)
         variants = tuple((d, p) for d in drafters for p in policies)
         config = SweepConfig(
             drafter=drafters[0],
@@ -194,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
             check_greedy=args.check_greedy,
             verifier=verifiers[0],
             verifiers=verifiers if len(verifiers) > 1 else (),
+            tree_draw=args.tree_draw,
+            tree_shape=args.tree_shape,
         )
         config.settings(ks[0])  # sampling settings a user can fix
         if args.check_greedy and args.temperature != 0:
@@ -315,7 +321,7 @@ def _export(args, result, drafters, policies, draft) -> dict | None:
 
 
 def print_result(args, result, target: str, draft: str) -> None:
-    from specviz.core.tune.table import prompt_rows, tables_by_category
+    from specviz.core.tune.table import prompt_rows, shape_advice, tables_by_category
 
     if not result.runs:
         tables = {}
@@ -348,6 +354,7 @@ def print_result(args, result, target: str, draft: str) -> None:
         }
         if overall is not None:
             obj.update(_table_json(overall), costs=_costs_json(overall.costs))
+            obj["shape_advice"] = shape_advice(overall)
             obj["categories"] = {n: _table_json(t) for n, t in tables.items() if n != "overall"}
             obj["prompt_runs"] = [r.to_json() for r in prompt_rows(result.runs, overall.costs)]
         if args.check_greedy:
@@ -367,6 +374,8 @@ def print_result(args, result, target: str, draft: str) -> None:
     print(format_table("overall", overall))
     print(format_costs(overall.costs))
     print(format_advisor(overall.curve, overall.advisor_best_k))
+    for line in shape_advice(overall):  # chains and trees swept: why the fastest is
+        print(f"shape: {plain(line)}")
     if args.traces:
         print(f"traces: {sum(r.trace_path is not None for r in result.runs)} written to "
               f"{plain(args.traces)}")  # fmt: skip

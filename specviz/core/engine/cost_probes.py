@@ -119,11 +119,14 @@ class Prober:
         settings = engine.settings
         config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
         t_len = engine.t_cache.get_seq_length()
-        room = self.plan.n_max if engine.max_len is None else engine.max_len - t_len
-        n_hi = min(self.plan.n_max, room)
+        # a round's pass: the last token and K drafts, or a tree's nodes (up to its budget)
+        size = settings.tree_budget + 1 if settings.tree else settings.k + 1
+        n_max = max(self.plan.n_max, size)
+        room = n_max if engine.max_len is None else engine.max_len - t_len
+        n_hi = min(n_max, room)
         if n_hi < 1:
             return None
-        k1 = min(settings.k + 1, n_hi)
+        k1 = min(size, n_hi)
         # Steps of a decoding loop follow one another, with the model's weights warm in the
         # CPU caches: T_d(1) and T_t(1) are timed over consecutive passes after one untimed
         # pass (timed right after other work they read ~15% slow on this CPU's tiny pair).
@@ -136,7 +139,7 @@ class Prober:
             plan = [k1] * self.plan.repeats + [n for n in range(2, n_hi + 1) if n != k1]
         else:
             extra = self._next_n if self._next_n <= n_hi else 2
-            self._next_n = extra + 1 if extra < self.plan.n_max else 2
+            self._next_n = extra + 1 if extra < n_max else 2
             plan = [k1] * self.plan.repeats + ([extra] if 2 <= n_hi and extra != k1 else [])
         rule_ms = None
         for n in plan:

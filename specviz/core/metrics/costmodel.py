@@ -125,8 +125,21 @@ def _median(values: Iterable[float]) -> float | None:
 
 
 def judged_fates(rnd: Round) -> list[bool]:
-    """Accepted (True) / rejected (False) for each judged drafted position, in order."""
+    """Accepted (True) / rejected (False) for each judged drafted position, in order (a
+    tree's: each node the rule tried, in node order)."""
+    if rnd.tree is not None:
+        return [fate == "accepted" for fate in rnd.tree["fate"] if fate != "discarded"]
     return [t.status == "accepted" for t in rnd.tokens if t.status in ("accepted", "rejected")]
+
+
+def tree_depth(rnd: Round) -> int:
+    """A tree round's depth (its draft passes), 0 for a chain's round."""
+    if rnd.tree is None:
+        return 0
+    depth = {-1: 0}
+    for i, parent in enumerate(rnd.tree["parent"]):
+        depth[i] = depth[parent] + 1
+    return max(depth.values())
 
 
 def round_k(rnd: Round) -> int:
@@ -148,6 +161,7 @@ class Folded(NamedTuple):
     draft_ms: float
     verify_ms: float
     fates: tuple[bool, ...]  # judged positions: accepted?
+    tree: int = 0  # a token tree's round: its depth (draft passes); n counts its nodes
 
     @property
     def ms(self) -> float:
@@ -265,7 +279,16 @@ class CostModel:
         fates = tuple(judged_fates(rnd))
         n = rnd.n_drafted
         self.rounds.append(
-            Folded(rnd.index, round_k(rnd), n, rnd.n_emitted, rnd.draft_ms, rnd.verify_ms, fates)
+            Folded(
+                rnd.index,
+                round_k(rnd),
+                n,
+                rnd.n_emitted,
+                rnd.draft_ms,
+                rnd.verify_ms,
+                fates,
+                rnd.tree is not None,
+            )  # fmt: skip
         )
         if rnd.probes:
             self.add_probes(rnd.probes)
@@ -321,6 +344,8 @@ class CostModel:
 
     def whatif(self, k: int) -> dict:
         """whatif_fates over the window: an estimate for K' = k."""
+        from specviz.core.metrics.whatif import whatif_fates
+
         return whatif_fates((r.fates for r in self.rounds), k)
 
     def figures(self, advisor: bool = True, calibration_ms: float | None = None) -> Figures:
@@ -352,6 +377,8 @@ class CostModel:
                 refined = costs.refined(acceptance_for(by_pos, k, alpha))
                 c = costs.cost_ratio
                 leviathan = predicted_speedup(alpha, k, c) if c is not None else None
+        if any(r.tree for r in rounds):  # a chain's formulas do not hold: tree_refined
+            refined, leviathan, curve = tree_refined(rounds, costs), None, []
         best = max(curve, key=lambda kv: kv[1])[0] if curve else None
         return Figures(
             rounds=len(rounds),
@@ -368,6 +395,21 @@ class CostModel:
             curve=tuple(curve),
             best_k=best,
         )
+
+
+def tree_refined(rounds: Sequence[Folded], costs: Costs) -> float | None:
+    """A token tree's prediction: E T_t(1) / (d T_d(1) + T_t(n + 1) + o(d)), E the emitted
+    tokens per round (a tree's acceptance is no product over positions), d the mean depth
+    of the trees, n the mean nodes (one draft pass per level, one target pass over the tree)."""
+    if not rounds:
+        return None
+    d = sum(r.tree for r in rounds) / len(rounds)
+    n = round(sum(r.n for r in rounds) / len(rounds))
+    t1, tn = costs.t_target(1), costs.t_target(n + 1)
+    if t1 is None or tn is None or costs.draft is None:
+        return None
+    emitted = sum(r.emitted for r in rounds) / len(rounds)
+    return emitted * t1 / (d * costs.draft + tn + costs.overhead(d))
 
 
 def figures(
@@ -397,47 +439,4 @@ def figures_json(fig: Figures) -> dict:
         "speedup_leviathan": fig.speedup_leviathan,
         "refined_ratio": fig.refined_ratio,
         "advisor": {"curve": [list(kv) for kv in fig.curve], "best_k": fig.best_k},
-    }
-
-
-def whatif_acceptance(rounds: Iterable[Round], k: int) -> dict:
-    """whatif_fates over round records."""
-    return whatif_fates((judged_fates(rnd) for rnd in rounds), k)
-
-
-def whatif_fates(rounds: Iterable[Sequence[bool]], k: int) -> dict:
-    """An ESTIMATE of what a session with K' = k (smaller than the one run) would have seen:
-    from the first k judged positions of each stored round. A K' round ends at the first
-    rejection among them, or after k acceptances (then a bonus token); the later positions
-    of the real round were drafted with more context and are ignored.
-
-    Returns {"k", "rounds", "acceptance" (accepted / judged), "tokens_per_round",
-    "acceptance_by_position"}; rounds with fewer than k judged positions that were not
-    ended by a rejection (an end-of-text, a length limit) count with what they have.
-    """
-    judged = accepted = emitted = n_rounds = 0
-    by_judged = [0] * k
-    by_accepted = [0] * k
-    for fates in rounds:
-        fates = list(fates)[:k]
-        n_rounds += 1
-        judged += len(fates)
-        got = 0
-        for i, ok in enumerate(fates):
-            by_judged[i] += 1
-            by_accepted[i] += ok
-            if not ok:
-                break
-            got += 1
-        accepted += got
-        emitted += got + 1
-    return {
-        "k": k,
-        "rounds": n_rounds,
-        "acceptance": accepted / judged if judged else None,
-        "tokens_per_round": emitted / n_rounds if n_rounds else None,
-        "acceptance_by_position": [
-            a / j if j else None for a, j in zip(by_accepted, by_judged, strict=True)
-        ],
-        "estimate": True,
     }

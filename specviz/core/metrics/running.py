@@ -78,23 +78,27 @@ class RunningStats:
         stay bounded by the record whatever its n_drafted / n_accepted say."""
         judged = [t for t in rnd.tokens if t.status in JUDGED]
         alphas = [t.alpha for t in judged if t.alpha is not None]
-        n_acc = sum(1 for t in judged if t.status == "accepted")
-        n_drafted = sum(1 for t in rnd.tokens if t.status in DRAFTED)
+        tried = _tried(rnd, judged)  # (position, accepted?) of each judged draft
+        n_acc = sum(ok for _, ok in tried)
+        n_drafted = (
+            len(rnd.tree["parent"]) if rnd.tree is not None
+            else sum(1 for t in rnd.tokens if t.status in DRAFTED)
+        )  # fmt: skip
         self.rounds += 1
         self.drafted += n_drafted
-        self.judged += len(judged)
+        self.judged += len(tried)
         self.accepted += n_acc
         self.emitted += rnd.n_emitted
         self.ms += rnd.ms
         self.alpha_sum += sum(alphas)
         self.alpha_n += len(alphas)
         self.k_sum += n_drafted
-        for pos, t in enumerate(judged):
+        for pos, ok in tried:
             while len(self.by_position_judged) <= pos:
                 self.by_position_judged.append(0)
                 self.by_position_accepted.append(0)
             self.by_position_judged[pos] += 1
-            self.by_position_accepted[pos] += t.status == "accepted"
+            self.by_position_accepted[pos] += ok
         if n_drafted:
             while len(self.accepted_lengths) <= n_acc:
                 self.accepted_lengths.append(0)
@@ -106,7 +110,7 @@ class RunningStats:
             n_drafted=rnd.n_drafted,
             n_accepted=rnd.n_accepted,
             n_emitted=rnd.n_emitted,
-            acceptance=n_acc / len(judged) if judged else None,
+            acceptance=n_acc / len(tried) if tried else None,
             alpha=sum(alphas) / len(alphas) if alphas else None,
             acceptance_running=self.acceptance,
             alpha_running=self.alpha,
@@ -141,6 +145,20 @@ class RunningStats:
             a / j if j else None
             for a, j in zip(self.by_position_accepted, self.by_position_judged, strict=True)
         ]
+
+
+def _tried(rnd: Round, judged: list) -> list[tuple[int, bool]]:
+    """(position, accepted?) of a round's judged drafts: a chain's in order; a tree's every
+    node the rule tried, at its depth - 1 (so that acceptance by position is by depth)."""
+    if rnd.tree is None:
+        return [(pos, t.status == "accepted") for pos, t in enumerate(judged)]
+    depth: dict[int, int] = {-1: -1}
+    out = []
+    for i, (parent, fate) in enumerate(zip(rnd.tree["parent"], rnd.tree["fate"], strict=True)):
+        depth[i] = depth[parent] + 1
+        if fate != "discarded":
+            out.append((depth[i], fate == "accepted"))
+    return out
 
 
 def fold(session: Session) -> RunningStats:
@@ -190,6 +208,7 @@ class SummaryFold:
             "acceptance_by_position": s.acceptance_by_position,
             "mean_accepted": s.accepted / s.rounds if s.rounds else None,
             "tokens_per_forward": s.emitted / s.rounds if s.rounds else None,
+            "tokens_per_pass": s.emitted / s.rounds if s.rounds else None,  # the same figure
             "ms_per_token": s.ms / s.emitted if s.emitted else None,
             **_speedup_keys(self.model, self.probed, s),
         }

@@ -19,7 +19,7 @@ from specviz.core.trace.records import (
     EVENT_LISTS,
     EVENT_NUMBERS,
     HEADER_KEYS,
-    MAX_K,
+    MAX_TREE_BUDGET,
     SCHEMA_MAJOR,
     STATUSES,
     STOP_REASONS,
@@ -232,12 +232,13 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
     return extras
 
 
+MAX_PASS = MAX_TREE_BUDGET + 1  # tokens in one target pass: a tree's nodes and the last token
 MAX_PROBE_STEPS = 64  # timed T_t(1) steps in one probe record, at most
 
 
 def _probes(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
     """A cost-model probe record (core/engine/cost_probes.py): {"context_len": n >= 0, "target_ms":
-    [[n, ms], ...] with distinct n in 1..MAX_K + 1, "draft_ms": ms, "t1_ms": [ms, ...],
+    [[n, ms], ...] with distinct n in 1..MAX_PASS, "draft_ms": ms, "t1_ms": [ms, ...],
     "rule_ms": ms}, times finite and >= 0.
     Checked here because the cost model folds it into every summary."""
     if value is None:
@@ -250,15 +251,15 @@ def _probes(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
         out["draft_ms"] = _probe_ms(value["draft_ms"], line, "probes.draft_ms")
     pairs = _get(value, "target_ms", list, line, optional=True, prefix="probes.")
     if pairs is not None:
-        if len(pairs) > MAX_K + 1:
+        if len(pairs) > MAX_PASS:
             raise TraceError(f"{len(pairs)} entries, more than K + 1", line, "probes.target_ms")
         seen: set[int] = set()
         for i, pair in enumerate(pairs):
             name = f"probes.target_ms[{i}]"
             if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not int:
                 raise TraceError("expected [n, ms] with n an integer", line, name)
-            if not 1 <= pair[0] <= MAX_K + 1 or pair[0] in seen:
-                raise TraceError(f"n = {pair[0]}: not a new n in 1..{MAX_K + 1}", line, name)
+            if not 1 <= pair[0] <= MAX_PASS or pair[0] in seen:
+                raise TraceError(f"n = {pair[0]}: not a new n in 1..{MAX_PASS}", line, name)
             seen.add(pair[0])
         out["target_ms"] = [
             [n, _probe_ms(ms, line, f"probes.target_ms[{i}]")] for i, (n, ms) in enumerate(pairs)

@@ -42,9 +42,13 @@ class SweepConfig:
     seed: int = 0  # each run's sampling seed, and the shuffling of the K orders
     probe_every: int = 4  # at least this many rounds between cost-model probes in a run
     check_greedy: bool = False  # greedy only: compare each run with the target alone
-    verifier: str = "token"  # how each run judges its drafts (trace Settings.verifier)
-    # Several verifiers, each with every combination at every K (empty: just the one above).
+    # How each run drafts and judges: a chain verifier (trace Settings.verifier), or a token
+    # tree's label (tree_label: "tree2x16", width x budget, judged by the multi-draft rule).
+    verifier: str = "token"
+    # Several of them, each with every combination at every K (empty: just the one above).
     verifiers: tuple[str, ...] = ()
+    tree_draw: str = "sample"  # the trees' children and shape (trace Settings.tree_*)
+    tree_shape: str = "full"
     # Who drafts and how K is chosen (core.drafters / core.decoding.k_policy); None: the draft
     # model and a constant K. With a policy that varies K, each swept K is its --k.
     drafter: DrafterConfig | None = None
@@ -65,10 +69,28 @@ class SweepConfig:
             top_p=self.top_p,
             seed=self.seed,
             max_new_tokens=self.max_new_tokens,
-            verifier=self.verifier,
+            tree_draw=self.tree_draw,
+            tree_shape=self.tree_shape,
+            **rule_fields(self.verifier),
         )
         s.validate()
         return s
+
+
+def tree_label(width: int, budget: int) -> str:
+    """A sweep's name for a token tree shape: "tree2x16" (width 2, at most 16 nodes)."""
+    return f"tree{width}x{budget}"
+
+
+_TREE_LABEL = re.compile(r"tree([0-9]+)x([0-9]+)")
+
+
+def rule_fields(label: str) -> dict:
+    """The Settings fields of a sweep's rule: a chain verifier's name, or a tree_label."""
+    match = _TREE_LABEL.fullmatch(label)
+    if match is None:
+        return {"verifier": label}
+    return {"verifier": "token", "tree_width": int(match[1]), "tree_budget": int(match[2])}
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specviz.core.metrics.costmodel import ADVISOR_KS, CostModel, Costs, acceptance_for, capped_ms
+from specviz.core.metrics.costmodel import (
+    ADVISOR_KS,
+    CostModel,
+    Costs,
+    acceptance_for,
+    capped_ms,
+    judged_fates,
+    tree_refined,
+)
 from specviz.core.metrics.running import predicted_speedup
 from specviz.core.metrics.speedup import Speedup, measure
 from specviz.core.trace.records import Round
 from specviz.core.tune.promptsets import Prompt, categories
-from specviz.core.tune.sweep import SweepRun
+from specviz.core.tune.sweep import SweepRun, rule_fields
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,8 @@ class KRow:
     speedup_leviathan: float | None
     drafter: str = "model"
     policy: str = "constant"
-    verifier: str = "token"
+    verifier: str = "token"  # or a tree's label (core.tune.sweep.tree_label)
+    pass_tokens: float | None = None  # tokens in a round's target pass: drafts + 1, mean
 
     @property
     def speedup_measured(self) -> float | None:
@@ -69,6 +78,7 @@ class KRow:
             "rounds": self.rounds,
             "alpha": self.alpha,
             "tokens_per_pass": self.tokens_per_pass,
+            "pass_tokens": self.pass_tokens,
             "speedup_measured": self.speedup_measured,
             "speedup_measured_raw": self.speedup.value,
             "speedup_ci": None if self.speedup.interval is None else list(self.speedup.interval),
@@ -99,8 +109,8 @@ def _alpha_and_speedup(rounds: Sequence[Round], costs: Costs) -> tuple[float | N
     speedup = measure(
         costs.t1_steps, [(t, r.n_emitted) for t, r in zip(capped, rounds, strict=True)]
     )
-    judged = [t.status for r in rounds for t in r.tokens if t.status in ("accepted", "rejected")]
-    alpha = judged.count("accepted") / len(judged) if judged else None
+    judged = [ok for r in rounds for ok in judged_fates(r)]
+    alpha = sum(judged) / len(judged) if judged else None
     return alpha, speedup
 
 
@@ -202,6 +212,15 @@ def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTa
         for k in sorted({run.k for run in combo_runs}):
             rounds = [r for run in combo_runs if run.k == k for r in run.rounds]
             alpha, measured = _alpha_and_speedup(rounds, costs)
+            tree = any(r.tree is not None for r in rounds)
+            if tree:  # the chain's formulas do not hold (costmodel.tree_refined)
+                folded = CostModel(window=None).extend(rounds).rounds
+                refined, leviathan = tree_refined(list(folded), c_costs), None
+            else:
+                refined = c_costs.refined(acceptance_for(by_pos, k, alpha_all))
+                leviathan = (
+                    predicted_speedup(alpha, k, c) if alpha is not None and c is not None else None
+                )
             rows.append(
                 KRow(
                     k=k,
@@ -212,15 +231,14 @@ def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTa
                         sum(r.n_emitted for r in rounds) / len(rounds) if rounds else None
                     ),
                     speedup=measured,
-                    speedup_refined=c_costs.refined(acceptance_for(by_pos, k, alpha_all)),
-                    speedup_leviathan=(
-                        predicted_speedup(alpha, k, c)
-                        if alpha is not None and c is not None
-                        else None
-                    ),
+                    speedup_refined=refined,
+                    speedup_leviathan=leviathan,
                     drafter=combo[0],
                     policy=combo[1],
                     verifier=combo[2],
+                    pass_tokens=(
+                        sum(r.n_drafted + 1 for r in rounds) / len(rounds) if rounds else None
+                    ),
                 )
             )
     possible = [r for r in rows if r.comparable is not None]
@@ -228,7 +246,8 @@ def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTa
     best = (*best_row.combo, best_row.k) if best_row else None
     curve_combo = best[:3] if best else (combos[0] if combos else None)
     curve: tuple[tuple[int, float], ...] = ()
-    if curve_combo is not None:
+    if curve_combo is not None and curve_combo[2] == rule_fields(curve_combo[2])["verifier"]:
+        # the advisor's curve over K is a chain's (a tree's best K is swept, not predicted)
         c_costs, by_pos, alpha_all = predictors[curve_combo]
         curve = tuple(
             (k, v)
@@ -237,6 +256,34 @@ def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTa
         )
     advisor = max(curve, key=lambda kv: kv[1])[0] if curve else None
     return SweepTable(tuple(rows), costs, best[3] if best else None, curve, advisor, best)
+
+
+def shape_advice(table: SweepTable) -> list[str]:
+    """Why the fastest shape is fastest, when chains and trees were swept: the best row of
+    each kind, its tokens per target pass against its pass's cost T_t(n) (n tokens read)."""
+
+    def rank(row: KRow) -> float:  # measured first; one still measuring after any figure
+        return row.comparable if row.comparable is not None else -1.0
+
+    best: dict[bool, KRow] = {}
+    for row in table.rows:
+        tree = rule_fields(row.verifier)["verifier"] != row.verifier
+        if row.tokens_per_pass is not None and (tree not in best or rank(row) > rank(best[tree])):
+            best[tree] = row
+    if len(best) < 2:
+        return []
+    lines = []
+    for row in sorted(best.values(), key=lambda r: -rank(r)):
+        n = round(row.pass_tokens or 1)
+        t_n = table.costs.t_target(n)
+        rate = f"{row.tokens_per_pass / t_n:.3f}" if t_n and row.tokens_per_pass else "n/a"
+        cost = f"{t_n:.2f} ms" if t_n else "n/a"
+        lines.append(
+            f"{row.verifier} K {row.k}: {row.tokens_per_pass or 0:.2f} tokens per target pass, "
+            f"a pass over {n} tokens at T_t({n}) = {cost}: {rate} tokens per pass-ms "
+            f"(measured {row.speedup.short()})"
+        )
+    return lines
 
 
 def tables_by_category(runs: Sequence[SweepRun]) -> dict[str, SweepTable]:
