@@ -1,7 +1,7 @@
 """Tokens per target pass of a token tree against a chain of the same depth, on the same
-contexts and seeds, interleaved (core.decoding.tree_round: width 1 is the chain), and what
+contexts and seeds, interleaved (core.tree.reference: width 1 is the chain), and what
 one target pass over the tree's nodes costs against the chain's (median of interleaved
-timings of core.decoding.tree.score_tree on the same context). The drafting is left out
+timings of core.tree.attention.score_tree on the same context). The drafting is left out
 (the tree's draft here makes a fresh forward per node). Not a test: never part of the run.
 
     python benchmarks/tree_tokens.py --pair tiny --depth 4 --width 2 --rounds 200
@@ -19,11 +19,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from specviz.core.decoding.tree_round import tree_round  # noqa: E402
 from specviz.core.decoding.warp import SamplingConfig  # noqa: E402
 from specviz.core.engine.threads import set_threads  # noqa: E402
 from specviz.core.models.pair import load_pair  # noqa: E402
 from specviz.core.resources import example_prompts  # noqa: E402
+from specviz.core.tree.reference import tree_round  # noqa: E402
 
 
 def main() -> int:
@@ -85,7 +85,7 @@ def _pass_ms(pair, context: list[int], width: int, depth: int, repeats: int = 41
 
     from specviz.core.decoding.forward import forward
     from specviz.core.decoding.kv_cache import crop_to
-    from specviz.core.decoding.tree import score_tree
+    from specviz.core.tree.attention import score_tree
 
     parents, frontier = [], [-1]
     for _ in range(depth):

@@ -37,3 +37,21 @@ def test_every_core_module_imports_with_qt_blocked():
     files = [p for p in (ROOT / "specviz" / "core").rglob("*.py") if p.name != "__init__.py"]
     assert int(count) >= len(files) > 30  # every module below core, sub-packages included
     assert "specviz.core.engine.speculative" in "\n".join(names)
+
+
+MAX_LINES = 450  # a module, at most
+MAX_MODULES = 16  # modules in one folder, its __init__ included, at most
+
+
+def test_modules_are_small_and_folders_few():
+    too_long = [
+        f"{p.relative_to(ROOT)}: {n} lines"
+        for p in (ROOT / "specviz").rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    ]
+    crowded = [
+        f"{d.relative_to(ROOT)}: {n} modules"
+        for d in [ROOT / "specviz", *(ROOT / "specviz").rglob("*/")]
+        if d.is_dir() and (n := len(list(d.glob("*.py")))) > MAX_MODULES
+    ]
+    assert not too_long and not crowded, too_long + crowded

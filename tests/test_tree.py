@@ -1,4 +1,4 @@
-"""A token tree in one target pass (core.decoding.tree): every node's logits equal a fresh
+"""A token tree in one target pass (core.tree.attention): every node's logits equal a fresh
 forward of the context and its own path, with a 4-D mask and tree position ids, on GPT-2
 (absolute positions) and Llama (rotary); after the pass, the cache cut to an accepted path
 gives what a fresh forward of that path gives."""
@@ -12,7 +12,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward
-from specviz.core.decoding.tree import depths, keep_path, score_tree, tree_mask
+from specviz.core.tree.attention import depths, keep_path, score_tree, tree_mask
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +85,8 @@ def test_the_mask_and_depths_by_hand():
 def test_a_tree_round_follows_the_target(pair, draw):
     """Whole tree rounds (width 3, depth 2, a weak draft) from one prompt: the emitted tokens
     follow the target's p at every position (the project's sequences test) with either draw."""
-    from specviz.core.decoding.tree_round import tree_round
     from specviz.core.decoding.warp import SamplingConfig
+    from specviz.core.tree.reference import tree_round
     from tests.test_block import weak_draft
     from tests.test_drafters import TEMPERATURE, looping_prompt, sequence_pvalue
     from tests.test_sampling import LEVEL
@@ -103,8 +103,8 @@ def test_a_tree_round_follows_the_target(pair, draw):
 
 @pytest.mark.parametrize("draw", ["sample", "topk"])
 def test_a_greedy_tree_round_is_the_targets_greedy_text(pair, draw):
-    from specviz.core.decoding.tree_round import tree_round
     from specviz.core.decoding.warp import SamplingConfig
+    from specviz.core.tree.reference import tree_round
     from tests.test_drafters import PROMPTS, greedy_reference
 
     for prompt in PROMPTS:

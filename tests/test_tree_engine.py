@@ -4,7 +4,7 @@ under both draws and both shapes, K 1 and 4, T 1 and 0.7 and a weak draft; greed
 the target's greedy decoding; both caches equal a fresh forward after every round; the
 trace is valid, reads back, and a tree whose numbers contradict its fates is named. A
 drafter that prunes its drawn children by their q (a reranked sampled tree) fails the
-end-to-end test: what core.decoding.tree_walk says makes the rule exact."""
+end-to-end test: what core.tree.walk says makes the rule exact."""
 
 from __future__ import annotations
 

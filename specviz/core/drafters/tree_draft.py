@@ -2,7 +2,7 @@
 
 The root's children come from the draft's q after the context; then each level's nodes that
 get children are fed together, each seeing the context and its own ancestors (a 4-D mask,
-core.decoding.tree.tree_forward). A node gets up to `width` children:
+core.tree.attention.tree_forward). A node gets up to `width` children:
 - draw "sample": i.i.d. draws from q there (duplicates kept: the rule needs the draws as
   drawn), or "topk": q's top `width` tokens (distinct);
 - shape "full": every node of a level gets children, breadth first, until `budget` nodes;
@@ -11,7 +11,7 @@ core.decoding.tree.tree_forward). A node gets up to `width` children:
 Under greedy decoding (T = 0) q is one-hot: the children are the top `width` of the draft's
 raw softmax instead, and the rule is "topk" (the longest path the target's argmax takes).
 
-A node's children are never pruned after they are drawn (core.decoding.tree_walk says why);
+A node's children are never pruned after they are drawn (core.tree.walk says why);
 an end-of-text node gets none (nothing after it can be emitted).
 """
 
@@ -24,8 +24,8 @@ import torch
 from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward
-from specviz.core.decoding.tree import keep_positions, tree_forward
 from specviz.core.decoding.warp import SamplingConfig, sample, warp
+from specviz.core.tree.attention import keep_positions, tree_forward
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class TreeShape:
     shape: str = "full"  # "full" | "dynamic"
 
     def rule(self, config: SamplingConfig) -> str:
-        """The multi-draft rule the children's law calls for (core.decoding.tree_walk)."""
+        """The multi-draft rule the children's law calls for (core.tree.walk)."""
         return "topk" if self.draw == "topk" or config.greedy else "sample"
 
     @classmethod

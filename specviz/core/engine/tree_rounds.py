@@ -3,8 +3,8 @@
 The same four steps as a chain's round (core.engine.speculative): K = the tree's depth from
 the policy; the model drafter proposes a tree on its own cache (core.drafters.tree_draft);
 the target scores the last token and every node in one pass and the multi-draft rule judges
-them (core.decoding.tree_verifier); the emitted tokens are appended and both caches keep the
-accepted path only. Then the records: the chain view and the tree (core.decoding.tree_events).
+them (core.tree.verifier); the emitted tokens are appended and both caches keep the
+accepted path only. Then the records: the chain view and the tree (core.tree.events).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import time
 
 import torch
 
-from specviz.core.decoding.tree_events import tree_events
-from specviz.core.decoding.tree_verifier import TreeVerifier
 from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.drafters.tree_draft import TreeProposal, TreeShape
 from specviz.core.trace.records import Round
+from specviz.core.tree.events import tree_events
+from specviz.core.tree.verifier import TreeVerifier
 
 VERIFIER = TreeVerifier()
 

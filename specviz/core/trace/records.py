@@ -111,7 +111,7 @@ LOSSY_WARNING = (
     "is not what the target alone would sample)"
 )
 TYPICAL_SETTINGS = ("typical_epsilon", "typical_delta")  # written under "typical" only
-# Schema 1.5, token trees (core.decoding.tree_walk): written when tree_width > 1 only.
+# Schema 1.5, token trees (core.tree.walk): written when tree_width > 1 only.
 TREE_SETTINGS = ("tree_width", "tree_budget", "tree_draw", "tree_shape")
 TREE_DRAWS = ("sample", "topk")  # W i.i.d. draws from q (SpecInfer), or q's top W (EAGLE)
 TREE_SHAPES = ("full", "dynamic")  # every node W children, or the likeliest (EAGLE-2)

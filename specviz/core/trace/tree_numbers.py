@@ -2,7 +2,7 @@
 (structure: columns of one length, bounded by MAX_TREE_BUDGET) and checked against the
 round (meaning: one tree under the context, parents before children, the accepted nodes a
 path, the multi-draft rule reproduced from the recorded numbers, the chain view's tokens the
-path's). The rule itself is core.decoding.tree_walk.
+path's). The rule itself is core.tree.walk.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A token tree in one target pass: every node scored with a 4-D attention mask (each node
 sees the context and its own ancestors) and tree position ids (context length + depth), and
 the cache cut down to the accepted path afterwards. The engine's tree drafter
-(core.drafters.tree_draft) and verifier (core.decoding.tree_verifier) are built on it.
+(core.drafters.tree_draft) and verifier (core.tree.verifier) are built on it.
 
 transformers 5 takes a prepared 4-D mask as it is (masking_utils' _preprocess_mask_arguments),
 additive: 0 where a query may look, the dtype's minimum where it may not.

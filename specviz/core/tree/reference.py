@@ -1,8 +1,8 @@
 """One speculative round on a full token tree from fresh forwards, outside the engine: the
 reference the engine's tree rounds (core.engine.tree_rounds) are tested against. The draft
 proposes `width` children per node to `depth` levels, each node's q from a fresh forward of
-its path; the target scores every node in one pass (core.decoding.tree); the multi-draft
-rule walks it (core.decoding.tree_walk; core.lab.multidraft is its lab version).
+its path; the target scores every node in one pass (core.tree.attention); the multi-draft
+rule walks it (core.tree.walk; core.lab.multidraft is its lab version).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import torch
 from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward
-from specviz.core.decoding.tree import score_tree
-from specviz.core.decoding.tree_walk import walk_tree
 from specviz.core.decoding.warp import SamplingConfig, sample, warp
+from specviz.core.tree.attention import score_tree
+from specviz.core.tree.walk import walk_tree
 
 DRAWS = ("sample", "topk")
 

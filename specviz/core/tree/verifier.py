@@ -1,8 +1,8 @@
 """The tree verifier: a token tree's side of the Verifier seam (core.decoding.verifier).
 
 It scores the last emitted token and every drafted node in one target pass (a 4-D mask:
-each node sees the context and its ancestors, core.decoding.tree), judges the tree with the
-exact multi-draft rule (core.decoding.tree_walk) and commits the target's cache to the
+each node sees the context and its ancestors, core.tree.attention), judges the tree with the
+exact multi-draft rule (core.tree.walk) and commits the target's cache to the
 accepted path (index_select per layer), as a chain verifier crops it to the kept prefix.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from specviz.core.decoding.tree import keep_path, score_tree
-from specviz.core.decoding.tree_walk import TreeWalk, walk_tree
 from specviz.core.decoding.warp import SamplingConfig, warp
+from specviz.core.tree.attention import keep_path, score_tree
+from specviz.core.tree.walk import TreeWalk, walk_tree
 
 
 class TreeVerifier:

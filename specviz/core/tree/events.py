@@ -16,9 +16,9 @@ from typing import Any
 import torch
 
 from specviz.core.decoding.token_events import round_events
-from specviz.core.decoding.tree_walk import TreeWalk
 from specviz.core.decoding.verify import Verdict
 from specviz.core.trace.records import TokenEvent
+from specviz.core.tree.walk import TreeWalk
 
 
 def tree_events(
