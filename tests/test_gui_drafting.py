@@ -258,3 +258,21 @@ def test_rounds_that_drafted_nothing_are_said_so_and_not_counted_as_zero_accepte
         stats.add(rnd)
     assert stats.undrafted == len(empty)
     assert sum(stats.accepted_lengths) == len(rounds) - len(empty)
+
+
+def test_a_tree_chosen_with_a_new_drafter_waits_for_its_session(qtbot, window):
+    """A lookup session; the user picks the draft model and a tree width of 2: the running
+    lookup session cannot draft a tree, so the tree waits for the next session (no refusal,
+    no dialog), which Step starts with the draft model and drafts trees."""
+    box = window.controls.drafting_box
+    box.drafter_combo.setCurrentIndex(box.drafter_combo.findData("lookup"))
+    step(qtbot, window, 2)
+    assert window.session.header.drafter["kind"] == "lookup"
+    shown = len(dialogs.shown)
+    box.drafter_combo.setCurrentIndex(box.drafter_combo.findData("model"))
+    box.tree_width_spin.setValue(2)  # an edit: applied to the running session's next round
+    qtbot.wait(200)
+    assert len(dialogs.shown) == shown and window.state != "error"
+    step(qtbot, window, 1)  # the drafter changed: a new session, with the tree
+    assert window.session.header.drafter["kind"] == "model"
+    assert window.session.rounds[0].tree is not None

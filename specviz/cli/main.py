@@ -45,12 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
 WINDOW_SETTINGS = {
     "k": int, "temperature": float, "top_k": int, "top_p": float, "seed": int,
     "max_new_tokens": int, "verifier": str,
+    "tree_width": int, "tree_budget": int, "tree_draw": str, "tree_shape": str,
 }  # fmt: skip
 
 
 def _add_session_args(parser: argparse.ArgumentParser) -> None:
-    from specviz.cli.options import finite_float
-    from specviz.core.trace.records import VERIFIERS
+    from specviz.cli.options import add_tree_args, finite_float
+    from specviz.core.trace.records import TREE_SETTINGS, VERIFIERS
 
     group = parser.add_argument_group("the first session (the Setup panel)")
     group.add_argument("--prompt", help="the text to continue")
@@ -58,13 +59,15 @@ def _add_session_args(parser: argparse.ArgumentParser) -> None:
         flag = "--" + name.replace("_", "-")
         if name == "verifier":
             group.add_argument(flag, choices=VERIFIERS, default=None)
-        else:
+        elif name not in TREE_SETTINGS:
             group.add_argument(flag, type=finite_float if kind is float else int, default=None)
+    add_tree_args(group)  # as `specviz run` takes them, with its help
+    parser.set_defaults(**dict.fromkeys(TREE_SETTINGS))  # not given: the window's own
 
 
-def _window_settings(args: argparse.Namespace):
+def _window_settings(args: argparse.Namespace, drafter=None):
     """(the Setup's settings with what the command line gave, the prompt or None), or a
-    UsageError naming the bad value."""
+    UsageError naming the bad value (a tree for a `drafter` that drafts chains only)."""
     from specviz.cli.options import UsageError
     from specviz.core.resources import DEMO_SEED
     from specviz.core.trace.records import Settings
@@ -75,6 +78,13 @@ def _window_settings(args: argparse.Namespace):
         settings.validate()
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if settings.tree and drafter is not None:
+        from specviz.core.drafters.registry import check_tree_kind
+
+        try:
+            check_tree_kind(drafter.kind)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     if args.prompt is not None and not args.prompt.strip():
         raise UsageError("--prompt is empty: give some text for the models to continue")
     return (settings if given else None), args.prompt
@@ -152,7 +162,7 @@ def _open_window(args: argparse.Namespace) -> int:
     try:
         drafter, policy = drafting_from(args)
         target, draft = pair_specs(args, drafter)
-        settings, prompt = _window_settings(args)
+        settings, prompt = _window_settings(args, drafter)
     except UsageError as e:
         return fail(str(e))
     from specviz.gui.app import main as gui_main

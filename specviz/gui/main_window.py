@@ -30,6 +30,7 @@ from specviz.gui.session.state import State
 from specviz.gui.setup.controls import Controls
 from specviz.gui.status_bar import StatusBar, engine_words
 from specviz.gui.stream.panel import StreamPanel
+from specviz.gui.tree.presenter import TreePresenter
 from specviz.gui.tune.presenter import TunePresenter
 from specviz.gui.view_menu import ViewMenu
 from specviz.gui.window_files import Files, local_trace
@@ -84,6 +85,7 @@ class MainWindow(QMainWindow):
         self.distribution = DistributionView()
         self.plots = Plots()
         self._compose()
+        self.tree = TreePresenter(self)  # a Tree tab and plot while the session has trees
         self.status = StatusBar(self)
         self.setStatusBar(self.status)
         exporters = {name: self.plots for name in self.plots.plots}
@@ -392,6 +394,7 @@ class MainWindow(QMainWindow):
         self.stream.view.select(round_index, position)
         self.stream.show_round(round_index)
         self.distribution.show_position(rnd, position, self.session)
+        self.tree.show_position(rnd, position)
         self.plots.mark_round(round_index)
 
     # ------------------------------------------------------------------------------ files

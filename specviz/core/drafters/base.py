@@ -70,6 +70,7 @@ class DrafterSpec:
     params: tuple[DrafterParam, ...]
     build: Callable[[Mapping[str, Any], Any], Drafter]  # (parameter values, ModelPair)
     words: Callable[[Mapping[str, Any]], str]  # what drafts, in words (Models box, status)
+    drafts_trees: bool = False  # its Drafter has propose_tree / keep_tree (tree_width > 1)
 
 
 @dataclass(frozen=True)

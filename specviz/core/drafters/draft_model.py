@@ -89,4 +89,5 @@ SPEC = DrafterSpec(
     params=(),
     build=_build,
     words=lambda params: "the draft model",
+    drafts_trees=True,
 )

@@ -113,3 +113,13 @@ def make_drafter(config: DrafterConfig, pair) -> Drafter:
     "early-exit")."""
     config.validate()
     return config.spec.build(config.values(), pair)
+
+
+def check_tree_kind(kind: str) -> None:
+    """ValueError unless drafters of this kind draft token trees (DrafterSpec.drafts_trees):
+    what the engine, the command line and the Drafting box refuse a tree with."""
+    if not spec(kind).drafts_trees:
+        raise ValueError(
+            f"a token tree is drafted by the draft model; the {kind} drafter drafts chains "
+            "only (use --drafter model, or --tree-width 1)"
+        )

@@ -14,6 +14,7 @@ import time
 import torch
 
 from specviz.core.decoding.warp import SamplingConfig
+from specviz.core.drafters.registry import check_tree_kind
 from specviz.core.drafters.tree_draft import TreeProposal, TreeShape
 from specviz.core.trace.records import Round
 from specviz.core.tree.events import tree_events
@@ -25,10 +26,8 @@ VERIFIER = TreeVerifier()
 def check_tree_drafter(drafter) -> None:
     """ValueError unless the drafter drafts trees (the model drafter)."""
     if not getattr(drafter, "drafts_trees", False):
-        raise ValueError(
-            f"a token tree is drafted by the draft model; the {drafter.kind} drafter drafts "
-            "chains only (use --drafter model, or --tree-width 1)"
-        )
+        check_tree_kind(drafter.kind)  # its message; a kind that claims trees fails below
+        raise ValueError(f"the {drafter.kind} drafter drafts chains only")
 
 
 @torch.inference_mode()

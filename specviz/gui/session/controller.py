@@ -22,7 +22,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.metrics.running import RoundStats, RunningStats
-from specviz.core.trace.records import Round, SessionHeader, Settings
+from specviz.core.trace.records import TREE_SETTINGS, Round, SessionHeader, Settings
 from specviz.core.trace.session import Session
 from specviz.gui.session.local_engine import EngineThread, Loaded
 from specviz.gui.session.replay import ReplayMixin
@@ -300,8 +300,17 @@ class SessionController(ReplayMixin, QObject):
 
     def apply_settings(self, settings: Settings) -> None:
         if self.state.live and self.session is not None and not self.session.finished:
+            if self.drafting != self._session_drafting:  # a new drafter: a new session's
+                settings = self._session_tree(settings)  # tree (its drafter may draft none)
             self.engine.request_settings.emit(settings)  # applies from the next round
             self.message.emit("Settings apply from the next round", 3000)
+
+    def _session_tree(self, settings: Settings) -> Settings:
+        """settings with the running session's tree fields (they wait for the next
+        session while another drafter is chosen for it)."""
+        rounds = self.session.rounds
+        now = (rounds[-1].settings if rounds else None) or self.session.header.settings
+        return dataclasses.replace(settings, **{n: getattr(now, n) for n in TREE_SETTINGS})
 
     def continue_session(self, settings: Settings, run: bool = True) -> bool:
         """Go on after max new tokens or end-of-text, with `settings` (a larger maximum, or

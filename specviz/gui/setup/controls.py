@@ -34,6 +34,16 @@ CUSTOM = "Custom: hub id or folder"
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "bfloat16", "float16")
 MAX_K = 32  # as Settings.validate allows
+VERIFIER_TIP = (
+    "How the drafts are judged: one at a time (Leviathan et al.) or as a block (Sun et "
+    "al. 2024: keeps at least as many in expectation), both keeping the target's "
+    "output; or Medusa's typical acceptance, which keeps a draft while p(x) > "
+    "min(0.3, 0.09 exp(-H(p))) and does NOT reproduce the target's distribution"
+)
+VERIFIER_TREE_TIP = (
+    "A token tree is judged token-wise (the multi-draft rule): set Tree width to 1 for "
+    "block or typical"
+)
 
 
 def builtin_pairs() -> list[str]:
@@ -59,6 +69,9 @@ class Controls(QWidget):
         layout.addWidget(self._models_box())
         self.drafting_box.changed.connect(self._drafter_changed)
         self._drafter_changed()
+        self.drafting_box.tree_shown.connect(self._hold_verifier)
+        self.drafting_box.tree_edited.connect(self._emit_settings)
+        self._hold_verifier(self.drafting_box.tree_settings()["tree_width"] > 1)
         layout.addStretch(1)
 
     # ------------------------------------------------------------------------------ prompt
@@ -248,12 +261,7 @@ class Controls(QWidget):
         self.verifier_combo.addItem("token-wise", "token")
         self.verifier_combo.addItem("block", "block")
         self.verifier_combo.addItem("typical (LOSSY)", "typical")
-        self.verifier_combo.setToolTip(
-            "How the drafts are judged: one at a time (Leviathan et al.) or as a block (Sun et "
-            "al. 2024: keeps at least as many in expectation), both keeping the target's "
-            "output; or Medusa's typical acceptance, which keeps a draft while p(x) > "
-            "min(0.3, 0.09 exp(-H(p))) and does NOT reproduce the target's distribution"
-        )
+        self.verifier_combo.setToolTip(VERIFIER_TIP)
         form = QFormLayout(box)
         form.addRow("K (drafts / round)", self.k_spin)
         form.addRow("Temperature", self.temperature_spin)
@@ -298,6 +306,7 @@ class Controls(QWidget):
             top_n=self.top_n_spin.value(),
             ignore_eos=self.ignore_eos_check.isChecked(),
             verifier=self.verifier_combo.currentData() or "token",
+            **self.drafting_box.tree_settings(),
         )
 
     def set_settings(self, s: Settings) -> None:
@@ -313,6 +322,18 @@ class Controls(QWidget):
         self.verifier_combo.blockSignals(True)
         self.verifier_combo.setCurrentIndex(max(self.verifier_combo.findData(s.verifier), 0))
         self.verifier_combo.blockSignals(False)
+        self.drafting_box.set_tree(s)  # holds the verifier for a tree (tree_shown)
+
+    def _hold_verifier(self, tree: bool) -> None:
+        """A token tree is judged token-wise: while the rounds draft one, the verifier is
+        held at token-wise (without emitting; the tree's own change emits)."""
+        combo = self.verifier_combo
+        if tree:
+            combo.blockSignals(True)
+            combo.setCurrentIndex(combo.findData("token"))
+            combo.blockSignals(False)
+        combo.setEnabled(not tree)
+        combo.setToolTip(VERIFIER_TREE_TIP if tree else VERIFIER_TIP)
 
     def show_session(self, header) -> None:
         """Show the prompt and settings a session (live or replayed) started with, without

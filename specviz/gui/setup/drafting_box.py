@@ -1,13 +1,16 @@
 """The Drafting box of the controls: who proposes the K tokens (the draft model, prompt
-lookup, the target's first layers) and how K is chosen each round. GUI thread only.
+lookup, the target's first layers), how K is chosen each round, and whether they form a
+chain or a token tree. GUI thread only.
 
 It holds values: `drafting()` is the (DrafterConfig, PolicyConfig) pair the next session
-starts with; `changed` says the user chose another.
+starts with; `changed` says the user chose another. `tree_settings()` are the Settings'
+tree fields (applied from the next round, as K); `tree_edited` says the user changed one,
+`tree_shown` whether the rounds now draft a tree (also when set without emitting).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -20,12 +23,19 @@ from PySide6.QtWidgets import (
 
 from specviz.core.decoding.k_policy import POLICIES, PolicyConfig
 from specviz.core.drafters.registry import SPECS, DrafterConfig, all_params, spec
+from specviz.core.trace.records import MAX_TREE_BUDGET, MAX_TREE_WIDTH, Settings
 
 POLICY_LABELS = {
     "constant": "constant K",
     "heuristic": "heuristic (+2 / -1)",
     "threshold": "confidence threshold",
 }
+TREE_DRAW_LABELS = {"sample": "from q (SpecInfer)", "topk": "q's top W (EAGLE)"}
+TREE_SHAPE_LABELS = {"full": "full", "dynamic": "dynamic (EAGLE-2)"}
+WIDTH_TIP = (
+    "Children per drafted node: 1 drafts a chain; 2-8 a token tree of depth K, verified "
+    "in one target pass (draft model only)"
+)
 
 
 def describe_drafter(drafter: DrafterConfig) -> str:
@@ -35,6 +45,8 @@ def describe_drafter(drafter: DrafterConfig) -> str:
 
 class DraftingBox(QGroupBox):
     changed = Signal(object, object)  # DrafterConfig, PolicyConfig
+    tree_edited = Signal()  # the user changed a tree setting
+    tree_shown = Signal(bool)  # the rounds draft a tree (width > 1, a drafter that can)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Drafting", parent)
@@ -83,7 +95,11 @@ class DraftingBox(QGroupBox):
         self.threshold_spin.setDecimals(2)
         self.threshold_spin.setValue(p.threshold)
         self.threshold_spin.setToolTip("threshold policy: assistant_confidence_threshold")
-        note = QLabel("The drafter and the policy start a new session.")
+        self._tree_controls()
+        note = QLabel(
+            "The drafter and the policy start a new session; the tree settings apply from "
+            "the next round."
+        )
         note.setWordWrap(True)
         note.setStyleSheet("color: #666;")
         form = QFormLayout(self)
@@ -92,12 +108,117 @@ class DraftingBox(QGroupBox):
             form.addRow(param.label, self.param_spins[param.name])
         form.addRow("K policy", self.policy_combo)
         form.addRow("Threshold", self.threshold_spin)
+        form.addRow("Tree width", self.tree_width_spin)
+        form.addRow("Tree budget", self.tree_budget_spin)
+        form.addRow("Tree children", self.tree_draw_combo)
+        form.addRow("Tree shape", self.tree_shape_combo)
+        form.addRow(self.tree_note)
         form.addRow(note)
         for combo in (self.drafter_combo, self.policy_combo):
             combo.currentIndexChanged.connect(self._changed)
         for spin in (*self.param_spins.values(), self.threshold_spin):
             spin.valueChanged.connect(self._changed)
+        for spin in (self.tree_width_spin, self.tree_budget_spin):
+            spin.valueChanged.connect(self._tree_edited)
+        for combo in (self.tree_draw_combo, self.tree_shape_combo):
+            combo.currentIndexChanged.connect(self._tree_edited)
         self._enable()
+
+    # ------------------------------------------------------------------------------ tree
+
+    def _tree_controls(self) -> None:
+        d = Settings()
+        self.tree_width_spin = QSpinBox()
+        self.tree_width_spin.setRange(1, MAX_TREE_WIDTH)
+        self.tree_width_spin.setSpecialValueText("1 (a chain)")
+        self.tree_width_spin.setValue(d.tree_width)
+        self.tree_width_spin.setToolTip(WIDTH_TIP)
+        # The width asked for while a chain-only drafter holds the spin at 1.
+        self._width_kept = d.tree_width
+        self.tree_budget_spin = QSpinBox()
+        self.tree_budget_spin.setRange(1, MAX_TREE_BUDGET)
+        self.tree_budget_spin.setValue(d.tree_budget)
+        self.tree_budget_spin.setToolTip("Drafted nodes in one round's tree, at most")
+        self.tree_draw_combo = _combo(TREE_DRAW_LABELS, d.tree_draw)
+        self.tree_draw_combo.setToolTip(
+            "A node's W children: W draws from q (SpecInfer), or q's W likeliest (EAGLE)"
+        )
+        self.tree_shape_combo = _combo(TREE_SHAPE_LABELS, d.tree_shape)
+        self.tree_shape_combo.setToolTip(
+            "full: every node gets children, breadth first, to the budget; dynamic: only "
+            "the W likeliest nodes of a level (EAGLE-2)"
+        )
+        self.tree_note = QLabel()  # why the width is held, or what a tree holds
+        self.tree_note.setWordWrap(True)
+        self.tree_note.setTextFormat(Qt.TextFormat.PlainText)
+        self.tree_note.setStyleSheet("color: #666;")
+
+    def _tree_widgets(self) -> tuple:
+        return (self.tree_width_spin, self.tree_budget_spin, self.tree_draw_combo,
+                self.tree_shape_combo)  # fmt: skip
+
+    @property
+    def drafts_trees(self) -> bool:
+        """The drafter chosen can draft a token tree."""
+        kind = self.drafter_combo.currentData()
+        return kind is not None and spec(kind).drafts_trees  # the registry's DrafterSpec
+
+    def tree_settings(self) -> dict:
+        """The tree fields of Settings (TREE_SETTINGS) as shown (a chain-only drafter
+        holds the width at 1: _enable_tree)."""
+        return {
+            "tree_width": self.tree_width_spin.value(),
+            "tree_budget": self.tree_budget_spin.value(),
+            "tree_draw": self.tree_draw_combo.currentData(),
+            "tree_shape": self.tree_shape_combo.currentData(),
+        }
+
+    def set_tree(self, settings: Settings) -> None:
+        """Show a session's tree settings without emitting `tree_edited`."""
+        for w in self._tree_widgets():
+            w.blockSignals(True)
+        self._width_kept = settings.tree_width
+        if self.tree_width_spin.isEnabled():
+            self.tree_width_spin.setValue(settings.tree_width)
+        self.tree_budget_spin.setValue(settings.tree_budget)
+        for combo, value in ((self.tree_draw_combo, settings.tree_draw),
+                             (self.tree_shape_combo, settings.tree_shape)):  # fmt: skip
+            combo.setCurrentIndex(max(combo.findData(value), 0))
+        for w in self._tree_widgets():
+            w.blockSignals(False)
+        self._enable()
+
+    def _enable_tree(self) -> None:
+        """A chain-only drafter holds the width at 1 (restored with a drafter that drafts
+        trees); the other tree settings only matter for a tree."""
+        spin = self.tree_width_spin
+        if self.drafts_trees != spin.isEnabled():
+            if spin.isEnabled():
+                self._width_kept = spin.value()
+            spin.blockSignals(True)
+            spin.setValue(self._width_kept if self.drafts_trees else 1)
+            spin.blockSignals(False)
+            spin.setEnabled(self.drafts_trees)
+        tree = self.tree_settings()["tree_width"] > 1
+        for w in self._tree_widgets()[1:]:
+            w.setEnabled(tree)
+        kind = self.drafter_combo.currentData()
+        if not self.drafts_trees:
+            why = f"A token tree is drafted by the draft model: the {kind} drafter drafts chains"
+            spin.setToolTip(why + " only (Tree width held at 1)")
+            self.tree_note.setText(why + " only, so Tree width is held at 1.")
+        else:
+            spin.setToolTip(WIDTH_TIP)
+            self.tree_note.setText(
+                "A tree is judged token-wise (the multi-draft rule): the Verifier is held at "
+                "token-wise while the width is above 1."
+            )
+        self.tree_note.setVisible(tree or not self.drafts_trees)
+        self.tree_shown.emit(tree)
+
+    def _tree_edited(self) -> None:
+        self._enable()
+        self.tree_edited.emit()
 
     def _param_value(self, name: str) -> int | None:
         spin = self.param_spins[name]
@@ -145,7 +266,18 @@ class DraftingBox(QGroupBox):
         for name, spin in self.param_spins.items():
             spin.setEnabled(name in taken)
         self.threshold_spin.setEnabled(self.policy_combo.currentData() == "threshold")
+        self._enable_tree()
 
     def _changed(self) -> None:
         self._enable()
         self.changed.emit(*self.drafting())
+
+
+def _combo(labels: dict[str, str], value: str) -> QComboBox:
+    combo = QComboBox()
+    for data, label in labels.items():
+        combo.addItem(label, data)
+    combo.setCurrentIndex(max(combo.findData(value), 0))
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(12)
+    return combo

@@ -1,0 +1,82 @@
+"""The Tree tab: the selected round's tree above, the explanation of its selected node below
+(plain text: it quotes a model's tokens). A tree handed over while the tab is hidden is drawn
+when it shows. GUI thread only.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSplitter, QVBoxLayout, QWidget
+
+from specviz.gui.tree.model import RoundTree
+from specviz.gui.tree.text import explanation, round_line
+from specviz.gui.tree.view import TreeView
+
+HINT = "hover: numbers \u00b7 click: explain \u00b7 Ctrl+wheel: zoom \u00b7 drag: pan"
+NO_TREE = "No tree round selected: Step a session with a tree width above 1."
+EXPLANATION_LINES = 7  # the explanation's starting height
+
+
+class TreePanel(QWidget):
+    """TreeView and its explanation."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.view = TreeView()
+        self.view.node_clicked.connect(lambda _round, key: self.explain(key))
+        self.explanation = QPlainTextEdit()
+        self.explanation.setReadOnly(True)
+        self.explanation.setObjectName("tree-explanation")
+        self.explanation.setPlaceholderText(NO_TREE)
+        hint = QLabel(HINT)
+        hint.setTextFormat(Qt.TextFormat.PlainText)
+        hint.setStyleSheet("color: #666666;")
+        self.splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter.addWidget(self.view)
+        self.splitter.addWidget(self.explanation)
+        self.splitter.setChildrenCollapsible(False)
+        self.splitter.setStretchFactor(0, 1)
+        line = self.explanation.fontMetrics().lineSpacing()
+        self.splitter.setSizes([600, EXPLANATION_LINES * line + 10])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(2)
+        layout.addWidget(hint)
+        layout.addWidget(self.splitter, 1)
+        self._pending: tuple[RoundTree | None, int | None] | None = None
+
+    @property
+    def tree(self) -> RoundTree | None:
+        if self._pending is not None:
+            return self._pending[0]
+        return self.view.tree
+
+    def show_tree(self, tree: RoundTree | None, key: int | None = None) -> None:
+        """Show a round's tree with `key` selected (drawn now if the tab is shown)."""
+        if not self.isVisible():
+            self._pending = (tree, key)
+            return
+        self._pending = None
+        if tree is not self.view.tree:
+            self.view.draw(tree, key)
+        self.explain(key)
+
+    def explain(self, key: int | None) -> None:
+        """Select a node of the shown tree and say what happened to it."""
+        tree = self.view.tree
+        if tree is None:
+            self.explanation.setPlainText("")
+            return
+        self.view.select(key)
+        text = round_line(tree)
+        if key is not None and key in tree.nodes:
+            text += "\n" + explanation(tree, key)
+        else:
+            text += "\nClick a node to see what happened to it."
+        if self.explanation.toPlainText() != text:
+            self.explanation.setPlainText(text)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._pending is not None:
+            self.show_tree(*self._pending)
