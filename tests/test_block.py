@@ -192,14 +192,12 @@ def test_greedy_block_equals_generate(pair, k):
 
 
 def test_block_rounds_keep_the_caches_exact_and_the_trace_valid(pair, tmp_path):
-    from specviz.core.decoding.forward import forward
-    from specviz.core.decoding.kv_cache import crop_to
     from specviz.core.engine.speculative import SpeculativeEngine
     from specviz.core.trace.check_session import check_session
     from specviz.core.trace.files import load, save
     from specviz.core.trace.records import Settings
     from specviz.core.trace.session import Session
-    from tests.test_engine import fresh_logits
+    from tests.test_engine import assert_caches_fresh
 
     settings = Settings(k=4, temperature=1.0, seed=5, max_new_tokens=60, verifier="block")
     engine = SpeculativeEngine(pair, settings)
@@ -207,16 +205,7 @@ def test_block_rounds_keep_the_caches_exact_and_the_trace_valid(pair, tmp_path):
     for rnd in engine.run(max_rounds=10):
         session.append(rnd)
         assert rnd.block is not None and len(rnd.block["h"]) == rnd.n_drafted
-        ids = list(engine.ids)
-        for model, cache in ((pair.target, engine.t_cache), (pair.draft, engine.d_cache)):
-            cached_len = cache.get_seq_length()
-            assert cached_len <= len(ids) - 1
-            with torch.inference_mode():
-                cached = forward(model, ids[cached_len:], cache, pair.vocab_size, 1)
-            crop_to(cache, cached_len)  # as found: the next round goes on from here
-            torch.testing.assert_close(
-                cached[0], fresh_logits(model, ids, pair.vocab_size), atol=1e-4, rtol=1e-4
-            )
+        assert_caches_fresh(engine, pair)
     assert check_session(session) == []
     path = tmp_path / "block.jsonl"
     save(session, path)

@@ -41,24 +41,30 @@ def fresh_logits(model, ids, vocab):
         return model(input_ids=torch.tensor([ids])).logits[0, -1, :vocab]
 
 
+def assert_caches_fresh(engine, pair) -> None:
+    """Both caches, fed what they lack of the engine's ids, give a fresh forward's next
+    logits (then are cut back to where they were, for the next round)."""
+    from specviz.core.decoding.kv_cache import crop_to
+
+    ids = list(engine.ids)
+    for model, cache in ((pair.target, engine.t_cache), (pair.draft, engine.d_cache)):
+        cached_len = cache.get_seq_length()
+        assert cached_len <= len(ids) - 1
+        with torch.inference_mode():
+            cached = decode_module.forward(model, ids[cached_len:], cache, pair.vocab_size, 1)
+        crop_to(cache, cached_len)
+        torch.testing.assert_close(
+            cached[0], fresh_logits(model, ids, pair.vocab_size), atol=1e-4, rtol=1e-4
+        )
+
+
 def test_cached_logits_equal_fresh_forward(pair):
     engine = SpeculativeEngine(pair, Settings(k=4, temperature=1.0, seed=3, max_new_tokens=60))
     engine.prefill("And the earth was", calibrate=False)
     statuses = set()
     for rnd in engine.run(max_rounds=12):
         statuses.update(t.status for t in rnd.tokens)
-        ids = list(engine.ids)
-        for model, cache in ((pair.target, engine.t_cache), (pair.draft, engine.d_cache)):
-            cached_len = cache.get_seq_length()
-            assert cached_len <= len(ids) - 1
-            with torch.inference_mode():
-                cached = decode_module.forward(model, ids[cached_len:], cache, pair.vocab_size, 1)[
-                    0
-                ]
-            torch.testing.assert_close(
-                cached, fresh_logits(model, ids, pair.vocab_size), atol=1e-4, rtol=1e-4
-            )
-            cache.crop(-(len(ids) - cached_len))  # undo the probe
+        assert_caches_fresh(engine, pair)
         if engine.finished:
             break
     assert {"accepted", "rejected", "resampled"} <= statuses  # both paths were exercised

@@ -103,13 +103,11 @@ def test_greedy_trees_equal_generate(pair, draw, shape):
 
 @pytest.mark.parametrize("shape", ["full", "dynamic"])
 def test_tree_rounds_keep_the_caches_exact_and_the_trace_valid(pair, tmp_path, shape):
-    from specviz.core.decoding.forward import forward
-    from specviz.core.decoding.kv_cache import crop_to
     from specviz.core.engine.speculative import SpeculativeEngine
     from specviz.core.trace.check_session import check_session
     from specviz.core.trace.files import load, save
     from specviz.core.trace.session import Session
-    from tests.test_engine import fresh_logits
+    from tests.test_engine import assert_caches_fresh
 
     settings = tree_settings(4, "sample", shape, width=3, budget=20, temperature=1.0, seed=5,
                              max_new_tokens=50)  # fmt: skip
@@ -118,16 +116,7 @@ def test_tree_rounds_keep_the_caches_exact_and_the_trace_valid(pair, tmp_path, s
     for rnd in engine.run(max_rounds=10):
         session.append(rnd)
         assert len(rnd.tree["parent"]) == rnd.n_drafted <= 20
-        ids = list(engine.ids)
-        for model, cache in ((pair.target, engine.t_cache), (pair.draft, engine.d_cache)):
-            cached_len = cache.get_seq_length()
-            assert cached_len <= len(ids) - 1
-            with torch.inference_mode():
-                cached = forward(model, ids[cached_len:], cache, pair.vocab_size, 1)
-            crop_to(cache, cached_len)
-            torch.testing.assert_close(
-                cached[0], fresh_logits(model, ids, pair.vocab_size), atol=1e-4, rtol=1e-4
-            )
+        assert_caches_fresh(engine, pair)
     assert check_session(session) == []
     path = tmp_path / "tree.jsonl"
     save(session, path)
