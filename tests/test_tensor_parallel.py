@@ -128,3 +128,19 @@ def test_a_served_split_target_answers_as_one_process(llama_dirs, tmp_path, pair
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+def test_split_ranks_probe_after_the_same_rounds(monkeypatch):
+    """Under a split target every rank probes on a fixed period (the time budget differs from
+    rank to rank, and a probe's pass waits on every rank's layers); one process keeps the
+    budget."""
+    import torch.distributed as dist
+
+    from specviz.core.engine.cost_probes import Prober
+
+    assert Prober().plan.budget is not None
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    prober = Prober()
+    assert prober.plan.budget is None
+    assert [i for i in range(4, 20) if prober.due(i)] == [4, 8, 12, 16]  # rounds, not seconds

@@ -18,7 +18,7 @@ from specviz.core.metrics.position_bars import position_bars, positions
 from specviz.core.trace import files as tracefile
 from specviz.core.trace.check_session import check_session
 from specviz.core.trace.files import load, parse_lines, save, session_lines, write_atomic
-from specviz.core.trace.records import Settings, TraceError
+from specviz.core.trace.records import SCHEMA_MINOR, Settings, TraceError
 from specviz.core.trace.round_lines import without_top_lists
 from specviz.core.trace.serialize import dumps
 from specviz.core.trace.session import Session
@@ -168,7 +168,8 @@ def test_not_a_specviz_trace(tmp_path):
 def test_newer_minor_version_fields_are_kept_or_ignored(tmp_path):
     session = synthetic_session(4)
     lines = [json.loads(line) for line in lines_of(session)]
-    lines[0]["schema"] = "specviz.trace/1.5"
+    newer = f"specviz.trace/1.{SCHEMA_MINOR + 1}"  # a minor version after this specviz's
+    lines[0]["schema"] = newer
     lines[0]["gpu"] = {"name": "H200"}  # unknown header field: kept
     lines[0]["settings"]["draft_temperature"] = 0.5  # unknown setting: ignored
     lines[1]["energy_j"] = 1.5  # unknown round field: ignored
@@ -180,7 +181,7 @@ def test_newer_minor_version_fields_are_kept_or_ignored(tmp_path):
     assert all_details(back) == session.rounds
     assert back.header.extra == {"gpu": {"name": "H200"}}
     assert back.header.settings == session.header.settings
-    assert any("specviz.trace/1.5" in w for w in back.warnings)
+    assert any(newer in w for w in back.warnings)
     assert any("'annotation'" in w for w in back.warnings)
     resaved = tmp_path / "resaved.jsonl"
     save(back, resaved)

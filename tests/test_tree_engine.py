@@ -17,7 +17,6 @@ from tests.test_block import LEVEL, weak_draft
 
 TREE_CASES = {  # (K, draw, shape, sampling, tokens per session, weak draft)
     "sample-K4-T1": (4, "sample", "full", dict(temperature=1.0), 6, False),
-    "topk-K4-T1": (4, "topk", "full", dict(temperature=1.0), 6, False),
     "dynamic-sample-K4-T0.7": (4, "sample", "dynamic", dict(temperature=0.7), 6, False),
     "dynamic-topk-K1-T1": (1, "topk", "dynamic", dict(temperature=1.0), 4, False),
     "sample-K1-weak": (1, "sample", "full", dict(temperature=1.0), 4, True),

@@ -60,11 +60,19 @@ class ProbePlan:
     warmup: int = 3
 
 
+def _split() -> bool:
+    """A target split over ranks (core.models.tensor_parallel): every rank must probe after
+    the same rounds, or one rank's probe pass waits forever on the others' layers. The time
+    budget differs between ranks; a fixed period does not."""
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
 class Prober:
     """Times target and draft passes between rounds of one engine. One owner thread."""
 
     def __init__(self, plan: ProbePlan | None = None):
-        self.plan = plan or ProbePlan()
+        self.plan = plan or (ProbePlan(budget=None) if _split() else ProbePlan())
         self.generator = torch.Generator()  # the probes' own draws: the session's stay intact
         self.generator.manual_seed(0)
         self._next_n = 2  # the one extra n each later probe measures, in rotation
