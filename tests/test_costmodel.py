@@ -21,8 +21,8 @@ from specviz.core.metrics.costmodel import (
     expected_tokens,
     refined_speedup,
     theil_sen,
+    whatif_acceptance,
 )
-from specviz.core.metrics.whatif import whatif_acceptance
 from specviz.core.trace.records import Round, Settings, TokenEvent
 
 

@@ -11,9 +11,8 @@ from specviz.cli.options import fail
 
 
 def describe_trace(session) -> dict:
-    from specviz.core.metrics.costmodel import figures, figures_json, round_k
+    from specviz.core.metrics.costmodel import figures, figures_json, round_k, whatif_acceptance
     from specviz.core.metrics.speed_tracker import WINDOW
-    from specviz.core.metrics.whatif import whatif_acceptance
 
     rounds = session.rounds
     # The window every other view of a trace uses (run, inspect, the summary, the window,

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from specviz.core.metrics.speedup import MIN_PROBES, MIN_STEPS, Speedup, clean_ms, measure
+from specviz.core.metrics.whatif import whatif_fates
 from specviz.core.trace.records import Round
 
 ADVISOR_KS = tuple(range(1, 17))  # the K the advisor's curve covers
@@ -342,12 +343,6 @@ class CostModel:
                     accepted[i] += 1
         return [a / j if j else None for a, j in zip(accepted, judged, strict=True)]
 
-    def whatif(self, k: int) -> dict:
-        """whatif_fates over the window: an estimate for K' = k."""
-        from specviz.core.metrics.whatif import whatif_fates
-
-        return whatif_fates((r.fates for r in self.rounds), k)
-
     def figures(self, advisor: bool = True, calibration_ms: float | None = None) -> Figures:
         """The window's figures; advisor=False leaves out the curve over ADVISOR_KS (the
         window's per-round speedup needs only the session's own K). calibration_ms: a 1.0
@@ -440,3 +435,8 @@ def figures_json(fig: Figures) -> dict:
         "refined_ratio": fig.refined_ratio,
         "advisor": {"curve": [list(kv) for kv in fig.curve], "best_k": fig.best_k},
     }
+
+
+def whatif_acceptance(rounds: Iterable[Round], k: int) -> dict:
+    """metrics.whatif.whatif_fates over round records."""
+    return whatif_fates((judged_fates(rnd) for rnd in rounds), k)

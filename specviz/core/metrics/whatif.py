@@ -5,14 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from specviz.core.metrics.costmodel import judged_fates
-from specviz.core.trace.records import Round
-
-
-def whatif_acceptance(rounds: Iterable[Round], k: int) -> dict:
-    """whatif_fates over round records."""
-    return whatif_fates((judged_fates(rnd) for rnd in rounds), k)
-
 
 def whatif_fates(rounds: Iterable[Sequence[bool]], k: int) -> dict:
     """An ESTIMATE of what a session with K' = k (smaller than the one run) would have seen:

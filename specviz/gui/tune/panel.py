@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
 
 from specviz.core.metrics.costmodel import CostModel, Figures, leviathan_curve
 from specviz.core.metrics.speedup import MIN_PROBES
+from specviz.core.metrics.whatif import whatif_fates
 from specviz.core.trace.records import Round, Settings
 from specviz.core.tune.promptsets import PromptSetError, load_prompt_set
 from specviz.core.tune.sweep import SweepConfig, SweepResult
@@ -264,7 +265,7 @@ class TunePanel(QWidget):
             + ", ".join(
                 f"K'={w['k']} acceptance {_f(w['acceptance'], '{:.3f}')} "
                 f"({_f(w['tokens_per_round'])} tokens/pass)"
-                for w in (self.model.whatif(k) for k in ks)
+                for w in (whatif_fates((r.fates for r in self.model.rounds), k) for k in ks)
             )
             if ks
             else ""
