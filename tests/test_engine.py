@@ -47,7 +47,8 @@ def assert_caches_fresh(engine, pair) -> None:
     from specviz.core.decoding.kv_cache import crop_to
 
     ids = list(engine.ids)
-    for model, cache in ((pair.target, engine.t_cache), (pair.draft, engine.d_cache)):
+    caches = [(pair.target, engine.t_cache), (pair.draft, engine.d_cache)]
+    for model, cache in caches[: 1 if pair.draft is None else 2]:  # no draft model: the target's
         cached_len = cache.get_seq_length()
         assert cached_len <= len(ids) - 1
         with torch.inference_mode():
@@ -72,18 +73,22 @@ def test_cached_logits_equal_fresh_forward(pair):
 
 def test_caches_are_cropped_not_recomputed(pair, monkeypatch):
     fed: list[tuple[str, int]] = []
-    real = decode_module.forward
+    real, real_states = decode_module.forward, decode_module.forward_states
 
     def spy(model, tokens, cache, vocab, keep):
         fed.append(("target" if model is pair.target else "draft", len(tokens)))
         return real(model, tokens, cache, vocab, keep)
 
+    def spy_states(model, tokens, cache, vocab, keep, layers=()):
+        fed.append(("target" if model is pair.target else "draft", len(tokens)))
+        return real_states(model, tokens, cache, vocab, keep, layers)
+
     import specviz.core.decoding.verifier as verifier_module
     import specviz.core.drafters.base as drafters_module
     import specviz.core.engine.speculative as engine_module
 
-    monkeypatch.setattr(engine_module, "forward", spy)  # the prefill
-    monkeypatch.setattr(verifier_module, "forward", spy)  # the round's target pass
+    monkeypatch.setattr(engine_module, "forward_states", spy_states)  # the prefill
+    monkeypatch.setattr(verifier_module, "forward_states", spy_states)  # a round's target pass
     monkeypatch.setattr(drafters_module, "forward", spy)
     engine = SpeculativeEngine(pair, Settings(k=3, seed=1, max_new_tokens=40))
     engine.prefill("A fool and his money", calibrate=False)

@@ -22,15 +22,37 @@ def forward(
 
     Returns float logits [keep, vocab]; the cache grows by len(tokens).
     """
+    return forward_states(model, tokens, cache, vocab, keep, ())[0]
+
+
+def forward_states(
+    model: torch.nn.Module,
+    tokens: list[int],
+    cache: DynamicCache,
+    vocab: int,
+    keep: int,
+    layers: tuple[int, ...],
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """forward(), and the hidden states a drafter asked for: (logits [keep, V], states
+    [len(tokens), len(layers) x H] or None when layers is empty). A layer i's state is its
+    input (transformers' hidden_states[i], what vLLM's EAGLE-3 hooks read)."""
     device = model.get_input_embeddings().weight.device  # where the ids go in (device_map)
     input_ids = torch.tensor([tokens], dtype=torch.long, device=device)  # [1, T]
     # No padding, ever; an explicit all-ones mask says so (and keeps transformers from
     # warning when a token equals the pad id).
     mask = torch.ones((1, cache.get_seq_length() + len(tokens)), dtype=torch.long, device=device)
     out = model(
-        input_ids=input_ids, attention_mask=mask, cache=cache, use_cache=True, logits_to_keep=keep
-    )
-    return out.logits[0, -keep:, :vocab]  # [keep, V]
+        input_ids=input_ids, attention_mask=mask, cache=cache, use_cache=True,
+        logits_to_keep=keep, **({"output_hidden_states": True} if layers else {}),
+    )  # fmt: skip
+    return out.logits[0, -keep:, :vocab], layer_states(out, layers)  # [keep, V]
+
+
+def layer_states(out, layers: tuple[int, ...]) -> torch.Tensor | None:
+    """[T, len(layers) x H]: the inputs of `layers` from a forward's output (batch 1)."""
+    if not layers:
+        return None
+    return torch.cat([out.hidden_states[i][0] for i in layers], -1)
 
 
 def max_positions(model: torch.nn.Module) -> int | None:

@@ -17,7 +17,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.core.decoding.block import block_as_verdict, verify_block
-from specviz.core.decoding.forward import forward
+from specviz.core.decoding.forward import forward_states
 from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.decoding.typical import TYPICAL_DELTA, TYPICAL_EPSILON, verify_typical
 from specviz.core.decoding.verify import Verdict, verify
@@ -38,11 +38,15 @@ class Verifier:
         cache: DynamicCache,
         vocab: int,
         config: SamplingConfig,
-    ) -> torch.Tensor:
-        """p [K+1, V]: the target's warped distributions at each draft and one more; the
-        cache grows by K + 1 positions."""
-        logits = forward(target, [last_token, *drafted], cache, vocab, keep=len(drafted) + 1)
-        return warp(logits, config)
+        layers: tuple[int, ...] = (),
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(p [K+1, V], states): the target's warped distributions at each draft and one
+        more, and the hidden states of `layers` at those K + 1 positions ([K+1, n x H], None
+        when no drafter asked); the cache grows by K + 1 positions."""
+        logits, states = forward_states(
+            target, [last_token, *drafted], cache, vocab, len(drafted) + 1, layers
+        )
+        return warp(logits, config), states
 
     def judge(
         self, p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator, settings=None

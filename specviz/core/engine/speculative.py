@@ -20,7 +20,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz import __version__
-from specviz.core.decoding.forward import forward, max_positions, measure_ms_per_token
+from specviz.core.decoding.forward import forward_states, max_positions, measure_ms_per_token
 from specviz.core.decoding.k_policy import Policy, PolicyConfig
 from specviz.core.decoding.token_events import round_events
 from specviz.core.decoding.verifier import verifier_for
@@ -112,7 +112,12 @@ class SpeculativeEngine:
         self.n_prompt = len(ids)
         self.t_cache = DynamicCache()
         if len(ids) > 1:  # the caches cover ids[:-1]; the last token is fed next round
-            forward(self.pair.target, ids[:-1], self.t_cache, self.pair.vocab_size, keep=1)
+            layers = self.drafter.target_layers
+            _, states = forward_states(
+                self.pair.target, ids[:-1], self.t_cache, self.pair.vocab_size, 1, layers
+            )
+            if states is not None:
+                self.drafter.accept_states(states)
         self.drafter.prefill(ids, self.t_cache)
         self.policy.reset(self.settings.k)
         self.generator = torch.Generator(device=self.pair.device)
@@ -195,8 +200,8 @@ class SpeculativeEngine:
         proposal = self._draft(policy_k, config)
         clock.mark()
         drafted, q = proposal.tokens, proposal.q.to(self.pair.device)  # a draft may live apart
-        p, verdict = self._verify(drafted, q, config)
-        emitted, finish = self._advance(drafted, verdict)
+        p, verdict, states = self._verify(drafted, q, config)
+        emitted, finish = self._advance(drafted, verdict, states)
         clock.mark()
         draft_ms, verify_ms = clock.spans()
         self.policy.update(len(drafted), verdict.n_accepted)
@@ -244,28 +249,40 @@ class SpeculativeEngine:
 
     def _verify(
         self, drafted: list[int], q: torch.Tensor, config: SamplingConfig
-    ) -> tuple[torch.Tensor, Verdict]:
+    ) -> tuple[torch.Tensor, Verdict, torch.Tensor | None]:
         """The settings' verifier (core.decoding.verifier) scores the last emitted token and
-        every draft in one target pass and judges them: (p [k+1, V], verdict)."""
+        every draft in one target pass and judges them: (p [k+1, V], verdict, the hidden
+        states the drafter asked for at those k + 1 positions or None)."""
         pair = self.pair
         verifier = verifier_for(self.settings.verifier)
-        p = verifier.score(
-            pair.target, self.ids[-1], drafted, self.t_cache, pair.vocab_size, config
+        p, states = verifier.score(
+            pair.target,
+            self.ids[-1],
+            drafted,
+            self.t_cache,
+            pair.vocab_size,
+            config,
+            self.drafter.target_layers,
         )  # [K+1, V]
         draft_tokens = torch.tensor(drafted, dtype=torch.long, device=pair.device)  # [K]
         verdict, self._rule_numbers = verifier.judge(
             p, q, draft_tokens, self.generator, self.settings
         )
-        return p, verdict
+        return p, verdict, states
 
-    def _advance(self, drafted: list[int], verdict: Verdict) -> tuple[list[int], str | None]:
-        """Append the emitted tokens, roll both caches back to them, and say whether the
-        session ends here: (emitted, finish_reason)."""
+    def _advance(
+        self, drafted: list[int], verdict: Verdict, states: torch.Tensor | None = None
+    ) -> tuple[list[int], str | None]:
+        """Append the emitted tokens, roll both caches back to them, hand the drafter the
+        target's states at the positions kept, and say whether the session ends here:
+        (emitted, finish_reason)."""
         emitted, finish = self._emit([*drafted[: verdict.n_accepted], verdict.next_token])
         # The target keeps ids[:-1] of the new sequence; the drafter at most that.
         verifier_for(self.settings.verifier).commit(self.t_cache, len(self.ids) - 1)
         self.drafter.observe(verdict.n_accepted, len(drafted))
         self.drafter.rollback(len(self.ids) - 1)
+        if states is not None:  # rows of the last token and the drafts kept: one per emitted
+            self.drafter.accept_states(states[: len(emitted)])
         return emitted, finish
 
     def _emit(self, emitted: list[int]) -> tuple[list[int], str | None]:

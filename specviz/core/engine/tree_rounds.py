@@ -49,13 +49,17 @@ def tree_step(engine, config: SamplingConfig) -> Round:
     tokens, parents = proposal.tokens, proposal.parents
     q_at = {node: q.to(pair.device) for node, q in proposal.q_at.items()}
     past = engine.t_cache.get_seq_length()
-    p_rows = VERIFIER.score(pair.target, engine.ids[-1], tokens, parents, engine.t_cache,
-                            pair.vocab_size, config)  # fmt: skip
+    p_rows, states = VERIFIER.score(pair.target, engine.ids[-1], tokens, parents,
+                                    engine.t_cache, pair.vocab_size, config,
+                                    engine.drafter.target_layers)  # fmt: skip
     walk = VERIFIER.judge(tokens, parents, p_rows, q_at, proposal.rule, engine.generator)
     emitted, finish = engine._emit([*(tokens[node] for node in walk.path), walk.next_token])
     VERIFIER.commit(engine.t_cache, past, walk.path, len(engine.ids) - 1)
     if depth:
         engine.drafter.keep_tree(walk.path, len(engine.ids) - 1)
+    if states is not None:  # rows of the last token and the path's nodes, as the cache keeps
+        kept = [0, *(node + 1 for node in walk.path)][: len(engine.ids) - 1 - past]
+        engine.drafter.accept_states(states[kept])
     clock.mark()
     draft_ms, verify_ms = clock.spans()
     engine.policy.update(proposal.depth, len(walk.path))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from specviz.core.decoding.forward import layer_states
+
 
 def depths(parents: list[int]) -> list[int]:
     """Each node's depth (a root, parent -1, is at depth 0); parents come before children."""
@@ -37,11 +39,18 @@ def tree_mask(parents: list[int], past: int, dtype: torch.dtype, device=None) ->
 
 
 def score_tree(
-    model: torch.nn.Module, tokens: list[int], parents: list[int], cache: DynamicCache, vocab: int
-) -> torch.Tensor:
+    model: torch.nn.Module,
+    tokens: list[int],
+    parents: list[int],
+    cache: DynamicCache,
+    vocab: int,
+    layers: tuple[int, ...] = (),
+):
     """Logits [n, V] of every node (what follows it on its own path), in one forward pass
-    after what the cache holds; the cache grows by n positions (all nodes, in order)."""
-    return tree_forward(model, tokens, parents, list(range(len(tokens))), {}, cache, vocab)
+    after what the cache holds; the cache grows by n positions (all nodes, in order). With
+    `layers`: (logits, states [n, len(layers) x H]), the inputs of those layers per node."""
+    return tree_forward(model, tokens, parents, list(range(len(tokens))), {}, cache, vocab,
+                        layers=layers)  # fmt: skip
 
 
 def tree_forward(
@@ -53,19 +62,39 @@ def tree_forward(
     cache: DynamicCache,
     vocab: int,
     context: int | None = None,
-) -> torch.Tensor:
+    layers: tuple[int, ...] = (),
+):
     """Logits [len(new), V] of the nodes `new` (indexes into tokens / parents), fed in one
     pass after what the cache holds: the context's first `context` positions (default: all
     of it) and the nodes in `slots` ({node: its cache position}, fed by earlier calls). Each
     node sees the context, its ancestors (in slots, or earlier in `new`) and itself, at
     position context + depth; `slots` gains the new nodes' positions (the tree drafter
-    grows a tree a level at a time this way)."""
+    grows a tree a level at a time this way). With `layers`: (logits, states), as
+    score_tree."""
     depth = depths(parents)
     device = model.get_input_embeddings().weight.device
     start = cache.get_seq_length()
     context = start if context is None else context
-    width = start + len(new)
-    visible = torch.zeros((len(new), width), dtype=torch.bool)
+    visible = visibility(parents, new, slots, start, context)
+    dtype = next(model.parameters()).dtype
+    mask = additive(visible, dtype).to(device)
+    input_ids = torch.tensor([[tokens[i] for i in new]], dtype=torch.long, device=device)
+    positions = torch.tensor([[context + depth[i] for i in new]], dtype=torch.long, device=device)
+    out = model(
+        input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache,
+        use_cache=True, **({"output_hidden_states": True} if layers else {}),
+    )  # fmt: skip
+    if layers:
+        return out.logits[0, :, :vocab], layer_states(out, layers)
+    return out.logits[0, :, :vocab]
+
+
+def visibility(parents: list[int], new: list[int], slots: dict[int, int], start: int,
+               context: int) -> torch.Tensor:  # fmt: skip
+    """[len(new), start + len(new)] bool: what each new node may look at (the context's first
+    `context` positions, its ancestors where `slots` put them, itself); `slots` gains the
+    new nodes' positions start, start + 1, ..."""
+    visible = torch.zeros((len(new), start + len(new)), dtype=torch.bool)
     visible[:, :context] = True
     for row, node in enumerate(new):
         slots[node] = start + row
@@ -73,16 +102,13 @@ def tree_forward(
         while ancestor >= 0:
             visible[row, slots[ancestor]] = True  # KeyError: an ancestor never fed
             ancestor = parents[ancestor]
-    dtype = next(model.parameters()).dtype
-    mask = torch.zeros((len(new), width), dtype=dtype)
-    mask = mask.masked_fill(~visible, torch.finfo(dtype).min)[None, None].to(device)
-    input_ids = torch.tensor([[tokens[i] for i in new]], dtype=torch.long, device=device)
-    positions = torch.tensor([[context + depth[i] for i in new]], dtype=torch.long, device=device)
-    out = model(
-        input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache,
-        use_cache=True,
-    )  # fmt: skip
-    return out.logits[0, :, :vocab]
+    return visible
+
+
+def additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[1, 1, n, S]: 0 where visible, the dtype's minimum elsewhere."""
+    mask = torch.zeros(visible.shape, dtype=dtype)
+    return mask.masked_fill(~visible, torch.finfo(dtype).min)[None, None]
 
 
 def keep_positions(cache: DynamicCache, keep: list[int]) -> None:

@@ -29,12 +29,17 @@ class TreeVerifier:
         cache: DynamicCache,
         vocab: int,
         config: SamplingConfig,
-    ) -> torch.Tensor:
-        """p [n + 1, V]: row 0 the target's warped p after the last emitted token, row i + 1
-        its p after node i; the cache grows by n + 1 positions."""
+        layers: tuple[int, ...] = (),
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(p [n + 1, V], states): row 0 the target's warped p after the last emitted token,
+        row i + 1 its p after node i, and the same rows of the hidden states of `layers`
+        (None when no drafter asked); the cache grows by n + 1 positions."""
         shifted = [-1, *(parent + 1 for parent in parents)]  # the last token is the root
-        logits = score_tree(target, [last_token, *tokens], shifted, cache, vocab)
-        return warp(logits, config)
+        if not layers:
+            return warp(score_tree(target, [last_token, *tokens], shifted, cache, vocab),
+                        config), None  # fmt: skip
+        logits, states = score_tree(target, [last_token, *tokens], shifted, cache, vocab, layers)
+        return warp(logits, config), states
 
     def judge(self, tokens, parents, p_rows, q_at, rule, generator) -> TreeWalk:
         return walk_tree(tokens, parents, p_rows, q_at, rule, generator)
