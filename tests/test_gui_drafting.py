@@ -276,3 +276,26 @@ def test_a_tree_chosen_with_a_new_drafter_waits_for_its_session(qtbot, window):
     step(qtbot, window, 1)  # the drafter changed: a new session, with the tree
     assert window.session.header.drafter["kind"] == "model"
     assert window.session.rounds[0].tree is not None
+
+
+def test_an_eagle3_head_typed_in_the_drafting_box_drafts_the_next_session(qtbot, window, pair,
+                                                                          tmp_path):  # fmt: skip
+    from specviz.core.drafters.eagle3_format import save_head
+    from tests.test_eagle3 import random_head
+
+    folder = tmp_path / "eagle3"
+    save_head(random_head(pair, pair.vocab_size // 2), folder, verifier="fixture")
+    box = window.controls.drafting_box
+    changes = []
+    box.changed.connect(lambda drafter, policy: changes.append(drafter))
+    box.drafter_combo.setCurrentIndex(box.drafter_combo.findData("eagle3"))
+    edit = box.param_spins["head"]
+    assert edit.isEnabled() and not box.param_spins["ngram_max"].isEnabled()
+    assert edit.placeholderText() == "the pair's own"
+    edit.setText(str(folder))
+    edit.editingFinished.emit()
+    edit.editingFinished.emit()  # focus out after Return: the same text, no second change
+    assert [c.values().get("head") for c in changes] == [None, str(folder)]
+    step(qtbot, window, 2)
+    assert window.session.header.drafter == {"kind": "eagle3", "head": str(folder)}
+    assert any(r.n_drafted for r in window.session.rounds)  # the head drafted

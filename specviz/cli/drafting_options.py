@@ -36,9 +36,9 @@ def add_drafter_options(parser: argparse.ArgumentParser, lists: bool = False) ->
         group.add_argument(
             param.flag,
             dest=param.name,
-            type=int,
+            type=str if param.text else int,
             default=None,
-            metavar="N",
+            metavar=param.metavar,
             help=f"{param.help}{default}",
         )
     group.add_argument(

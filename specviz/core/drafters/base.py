@@ -29,27 +29,45 @@ KeepDrafting = Callable[[float], bool]
 DRAFTER_CONTEXT = 128  # context tokens a drafter without a cache of its own is timed on
 
 
+TEXT_MAX = 4096  # characters of a text parameter (a folder or a hub id)
+
+
 @dataclass(frozen=True)
 class DrafterParam:
-    """One integer parameter a drafter takes. Its name is the key in the config, the trace
+    """One parameter a drafter takes: an integer in [low, high], or (text=True) a folder or
+    hub id of at most TEXT_MAX characters. Its name is the key in the config, the trace
     header and the wire format; the flag (--ngram-max) and the Drafting box's row derive
     from it."""
 
     name: str  # "ngram_max"
     label: str  # the Drafting box's row: "N-gram max"
     help: str  # the flag's help and the row's tooltip
-    default: int | None
-    low: int
-    high: int
+    default: int | str | None
+    low: int = 0
+    high: int = 0
     none_label: str | None = None  # a parameter that may be None says what None means
+    text: bool = False  # a string (--head DIR), not an integer
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    @property
+    def metavar(self) -> str:
+        return "DIR|HF_ID" if self.text else "N"
+
     def check(self, value: Any) -> None:
-        """ValueError unless value is an int in [low, high] (or None where None is allowed)."""
+        """ValueError unless value is an int in [low, high] (a text parameter: a non-empty
+        string without control characters), or None where None is allowed."""
         if value is None and self.none_label is not None:
+            return
+        if self.text:
+            if (type(value) is not str or not value.strip() or len(value) > TEXT_MAX
+                    or any(ord(c) < 32 for c in value)):  # fmt: skip
+                raise ValueError(
+                    f"the {self.label.lower()} must be a folder or a hub id (at most "
+                    f"{TEXT_MAX} characters, no control characters), got {value!r:.80}"
+                )
             return
         if type(value) is not int or not self.low <= value <= self.high:
             raise ValueError(
@@ -92,6 +110,9 @@ class Drafter:
     info: ModelInfo  # the trace header's "draft": what drafted
     max_positions: int | None = None  # the longest context the drafter can read
     drafts_trees = False  # True: propose_tree / keep_tree, for tree_width > 1 (model drafter)
+    # The target layers whose hidden states (their inputs) the drafter reads (EAGLE-3's aux
+    # layers); the target's passes return them only when asked: () costs nothing.
+    target_layers: tuple[int, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         """The trace header's `drafter` field: the kind and the parameters in use."""
@@ -122,6 +143,11 @@ class Drafter:
 
     def rollback(self, length: int) -> None:
         """After verification: only ids[:length] are valid context from now on."""
+
+    def accept_states(self, states: torch.Tensor) -> None:
+        """The target's hidden states of `target_layers` ([n, len x H]) at the next n
+        positions its cache now holds: the prompt's (before prefill), then after each round
+        (after rollback) those of the last token and the drafts it kept."""
 
     def measure_ms(self, ids: list[int], n_tokens: int) -> float:
         """Median time of one drafting step after ids (the c of the predicted speedup)."""

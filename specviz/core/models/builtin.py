@@ -143,6 +143,18 @@ SMOLLM2 = CachedPair(
 BUILTIN_PAIRS: dict[str, BuiltinPair] = {pair.name: pair for pair in (TINY, SMOLLM2)}
 
 
+def builtin_head(name: str) -> Path:
+    """The EAGLE-3 head folder of a built-in pair ("builtin:smollm2"), BuiltinError if it
+    has none (core.drafters.eagle3 loads it; a head stored without lm_head takes the
+    target's rows by d2t)."""
+    pair = get_pair(name)
+    folder = pair.folder / "eagle3"
+    if not (folder / "config.json").is_file() or not (folder / "model.safetensors").is_file():
+        raise BuiltinError(f"the built-in pair {PREFIX}{pair.name} has no EAGLE-3 head "
+                           f"({folder} is missing)")  # fmt: skip
+    return folder
+
+
 def get_pair(name: str) -> BuiltinPair:
     """The pair called `name` ("tiny" or "builtin:tiny"); BuiltinError for unknown names."""
     key = name.removeprefix(PREFIX)

@@ -17,11 +17,13 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QLabel,
+    QLineEdit,
     QSpinBox,
     QWidget,
 )
 
 from specviz.core.decoding.k_policy import POLICIES, PolicyConfig
+from specviz.core.drafters.base import TEXT_MAX
 from specviz.core.drafters.registry import SPECS, DrafterConfig, all_params, spec
 from specviz.core.trace.records import MAX_TREE_BUDGET, MAX_TREE_WIDTH, Settings
 
@@ -66,8 +68,18 @@ class DraftingBox(QGroupBox):
         self.drafter_combo.setMinimumContentsLength(12)
         # A spin box per drafter parameter (the registry's); enabled for the drafters
         # that take it. A parameter that may be None shows its meaning at the low end.
-        self.param_spins: dict[str, QSpinBox] = {}
+        # A text parameter (eagle3's head: a folder or hub id) is a line edit, read when
+        # editing finishes; empty means its none_label (the pair's own).
+        self.param_spins: dict[str, QSpinBox | QLineEdit] = {}
         for param in all_params():
+            if param.text:
+                edit = QLineEdit("" if param.default is None else str(param.default))
+                edit.setPlaceholderText(param.none_label or "")
+                edit.setMaxLength(TEXT_MAX)
+                edit.setToolTip(param.help)
+                edit.setMinimumWidth(120)
+                self.param_spins[param.name] = edit
+                continue
             spin = QSpinBox()
             if param.none_label is not None:
                 spin.setRange(param.low - 1, param.high)
@@ -117,11 +129,16 @@ class DraftingBox(QGroupBox):
         for combo in (self.drafter_combo, self.policy_combo):
             combo.currentIndexChanged.connect(self._changed)
         for spin in (*self.param_spins.values(), self.threshold_spin):
-            spin.valueChanged.connect(self._changed)
+            if isinstance(spin, QLineEdit):
+                spin.editingFinished.connect(self._text_edited)
+            else:
+                spin.valueChanged.connect(self._changed)
         for spin in (self.tree_width_spin, self.tree_budget_spin):
             spin.valueChanged.connect(self._tree_edited)
         for combo in (self.tree_draw_combo, self.tree_shape_combo):
             combo.currentIndexChanged.connect(self._tree_edited)
+        self._texts = {n: w.text() for n, w in self.param_spins.items()
+                       if isinstance(w, QLineEdit)}  # fmt: skip
         self._enable()
 
     # ------------------------------------------------------------------------------ tree
@@ -220,8 +237,10 @@ class DraftingBox(QGroupBox):
         self._enable()
         self.tree_edited.emit()
 
-    def _param_value(self, name: str) -> int | None:
+    def _param_value(self, name: str) -> int | str | None:
         spin = self.param_spins[name]
+        if isinstance(spin, QLineEdit):
+            return spin.text().strip() or None
         value = spin.value()
         return None if spin.specialValueText() and value == spin.minimum() else value
 
@@ -244,7 +263,11 @@ class DraftingBox(QGroupBox):
         self.policy_combo.setCurrentIndex(max(self.policy_combo.findData(policy.kind), 0))
         for name, value in drafter.values().items():
             spin = self.param_spins[name]
-            spin.setValue(spin.minimum() if value is None else value)
+            if isinstance(spin, QLineEdit):
+                spin.setText("" if value is None else str(value))
+                self._texts[name] = spin.text()
+            else:
+                spin.setValue(spin.minimum() if value is None else value)
         self.threshold_spin.setValue(policy.threshold)
         for w in widgets:
             w.blockSignals(False)
@@ -271,6 +294,14 @@ class DraftingBox(QGroupBox):
     def _changed(self) -> None:
         self._enable()
         self.changed.emit(*self.drafting())
+
+    def _text_edited(self) -> None:
+        """A text parameter changes the drafting once per edit (focus out or Return), and
+        only when its text did change."""
+        texts = {n: w.text() for n, w in self.param_spins.items() if isinstance(w, QLineEdit)}
+        if texts != self._texts:
+            self._texts = texts
+            self._changed()
 
 
 def _combo(labels: dict[str, str], value: str) -> QComboBox:
