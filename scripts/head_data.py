@@ -1,0 +1,266 @@
+#!/usr/bin/env python
+"""Data a built-in pair's target writes itself, for its EAGLE-3 head and its draft model.
+
+smollm2 (an instruct target) writes chats Magpie-style (Xu et al., arXiv:2406.08464): it is
+given its own chat template up to the user turn and continues it at temperature 1 (half the
+turns with an opening word drawn from STARTERS, so that every Spec-Bench category shows up),
+then answers each turn itself, greedy or sampled. tiny (a text model) continues openings of
+its corpus' held-in lines. Nothing is downloaded.
+
+Each shard holds, per sequence, the token ids, where the answer starts, and the target's
+hidden states at every position: the inputs of the aux layers (transformers'
+`hidden_states[i]`, what vLLM's EAGLE-3 hooks read) and the final normed state (the target's
+logits are `lm_head(last)`, recomputed at training time). Shards are written atomically and
+counted on restart, so an interrupted run resumes where it stopped.
+
+    python scripts/head_data.py --pair smollm2 --out /tmp/chat --shards 40
+    python scripts/head_data.py --pair tiny --out /tmp/tinydata --shards 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run from a checkout without installing
+
+from specviz.core.models.builtin import get_pair  # noqa: E402
+
+FORTUNE_DIR = Path("/usr/share/games/fortunes")
+# Opening words for half the user turns, so that the target's own prompts cover writing,
+# translation, summarisation, question answering, maths and reading a passage (Spec-Bench's
+# six groups); the target writes the rest of the turn.
+STARTERS = (
+    "Write a short story about",
+    "Write a poem about",
+    "Write an email to",
+    "Write a",
+    "Translate the following sentence into French:",
+    "Translate into Spanish:",
+    "Translate this to German:",
+    "Summarize the following text:",
+    "Summarize this article:",
+    "Give me a summary of",
+    "What is",
+    "What are",
+    "Who was",
+    "Where is",
+    "When did",
+    "Why do",
+    "Why is",
+    "How do I",
+    "How does",
+    "How can I",
+    "Explain",
+    "Explain why",
+    "Describe",
+    "Can you help me",
+    "Can you explain",
+    "List five",
+    "Give me three tips for",
+    "What are the benefits of",
+    "Compare",
+    "Solve",
+    "Calculate",
+    "If a train travels",
+    "A store sells",
+    "What is the sum of",
+    "Read the passage and answer the question.",
+    "Based on the following information,",
+    "Here is a paragraph:",
+    "Tell me about",
+    "I need advice on",
+    "Please rewrite this sentence:",
+    "Generate a list of",
+)
+
+
+def log(msg: str) -> None:
+    print(time.strftime("%H:%M:%S"), msg, flush=True)
+
+
+def load_target(pair: str, dtype: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target_dir, _ = get_pair(pair).resolve(log)
+    tok = AutoTokenizer.from_pretrained(target_dir)
+    model = AutoModelForCausalLM.from_pretrained(target_dir, dtype=getattr(torch, dtype))
+    return model.eval(), tok, target_dir
+
+
+def default_layers(n_layers: int) -> list[int]:
+    """EAGLE-3's aux layers: speculators' and vLLM's (2, L // 2, L - 3), spread apart when
+    the target is too shallow for three distinct ones."""
+    ids = [2, n_layers // 2, n_layers - 3]
+    return ids if len(set(ids)) == 3 and ids[0] < ids[1] else [1, n_layers // 2, n_layers - 1]
+
+
+# ---------------------------------------------------------------------------- prompts
+
+
+def magpie_turns(model, tok, n: int, rng: random.Random, gen: torch.Generator) -> list[str]:
+    """n user turns the target writes after its own template's user header."""
+    header = tok.apply_chat_template([{"role": "user", "content": "X"}], tokenize=False)
+    header = header[: header.index("X")]  # system turn + "<|im_start|>user\n"
+    starts = [rng.choice(STARTERS) + " " if rng.random() < 0.5 else "" for _ in range(n)]
+    rows = [tok(header + s, add_special_tokens=False)["input_ids"] for s in starts]
+    out = sample_batch(model, tok, rows, 64, temperature=1.0, gen=gen)
+    turns = []
+    for s, ids in zip(starts, out, strict=True):
+        text = (s + tok.decode(ids, skip_special_tokens=True)).strip()
+        turns.append(text)
+    return turns
+
+
+def usable(turn: str) -> bool:
+    return 12 <= len(turn) <= 400 and len(turn.split()) >= 3 and "<|" not in turn
+
+
+def corpus_prompts() -> list[str]:
+    """tiny's prompt sources: KJV verses and fortunes (Debian packages)."""
+    if shutil.which("bible") is None or not FORTUNE_DIR.is_dir():
+        raise SystemExit("apt-get install bible-kjv bible-kjv-text fortunes fortunes-min")
+    out = subprocess.run(["bible", "-l0", "Gen1:1-Rev22:21"], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    verses = [m.group(1).strip() for m in re.finditer(r"^\s+\d+ (.*)$", out, re.M)]
+    fortunes = []
+    for path in sorted(FORTUNE_DIR.iterdir()):
+        if path.is_file() and not path.is_symlink() and path.suffix not in (".dat", ".u8"):
+            text = path.read_bytes().decode("utf-8", errors="replace")
+            fortunes += [" ".join(e.split()) for e in text.split("\n%\n") if e.strip()]
+    return verses + fortunes
+
+
+# -------------------------------------------------------------------------- generation
+
+
+@torch.inference_mode()
+def sample_batch(model, tok, rows, max_new: int, temperature: float, gen) -> list[list[int]]:
+    """Continue each row (left-padded into one batch) up to an end token or max_new; the
+    new tokens of each row, the end token included. temperature 0: greedy."""
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    stops = torch.tensor(sorted({tok.eos_token_id, pad}))
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])  # [B, P]
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    position = (mask.cumsum(1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=position, cache=cache,
+                   use_cache=True, logits_to_keep=1).logits[:, -1]  # fmt: skip
+    done = torch.zeros(len(rows), dtype=torch.bool)
+    new: list[torch.Tensor] = []
+    for _ in range(max_new):
+        if temperature > 0:
+            probs = torch.softmax(logits.float() / temperature, -1)
+            nxt = torch.multinomial(probs, 1, generator=gen)[:, 0]
+        else:
+            nxt = logits.argmax(-1)
+        nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
+        new.append(nxt)
+        done |= torch.isin(nxt, stops)
+        if done.all():
+            break
+        mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=mask.dtype)], 1)
+        position = position[:, -1:] + 1
+        logits = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=position,
+                       cache=cache, use_cache=True).logits[:, -1]  # fmt: skip
+    seqs = torch.stack(new, 1).tolist() if new else [[] for _ in rows]
+    out = []
+    for seq in seqs:
+        cut = next((i for i, t in enumerate(seq) if t in stops.tolist()), None)
+        out.append(seq if cut is None else seq[: cut + 1])
+    return out
+
+
+@torch.inference_mode()
+def states(model, ids: list[int], layers: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(aux [T, len(layers) * H], last [T, H]) in bf16: the inputs of the aux layers and
+    the final normed state at every position, from one teacher-forced pass."""
+    out = model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+    hs = out.hidden_states
+    aux = torch.cat([hs[i][0] for i in layers], -1)
+    return aux.to(torch.bfloat16), hs[-1][0].to(torch.bfloat16)
+
+
+def make_shard(model, tok, args, index: int, layers, pool) -> list[dict]:
+    rng = random.Random(index * 7919 + args.seed)
+    gen = torch.Generator().manual_seed(index * 104729 + args.seed)
+    chat = tok.chat_template is not None and args.pair != "tiny"
+    if chat:
+        turns = [t for t in magpie_turns(model, tok, args.batch, rng, gen) if usable(t)]
+        texts = [tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
+                                         add_generation_prompt=True) for t in turns]  # fmt: skip
+        rows = [tok(text, add_special_tokens=False)["input_ids"] for text in texts]
+    else:
+        turns = [rng.choice(pool) for _ in range(args.batch)]
+        rows = []
+        for t in turns:
+            ids = tok(t)["input_ids"]
+            rows.append(ids[: rng.randint(4, max(4, min(len(ids), 24)))])
+    greedy = rng.random() < args.greedy_share
+    answers = sample_batch(model, tok, rows, args.max_new, 0.0 if greedy else 1.0, gen)
+    shard = []
+    for turn, row, answer in zip(turns, rows, answers, strict=True):
+        if len(answer) < 4:
+            continue
+        ids = row + answer
+        aux, last = states(model, ids, layers)
+        shard.append({"ids": torch.tensor(ids, dtype=torch.int32), "start": len(row),
+                      "aux": aux, "last": last, "greedy": greedy, "turn": turn})  # fmt: skip
+    return shard
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pair", default="smollm2", choices=("smollm2", "tiny"))
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--shards", type=int, default=40, help="shards in all (resumes)")
+    ap.add_argument("--batch", type=int, default=48, help="sequences per shard")
+    ap.add_argument("--max-new", type=int, default=160, help="answer tokens at most")
+    ap.add_argument("--greedy-share", type=float, default=0.75, help="shards answered greedy")
+    ap.add_argument("--layers", default=None, help="aux layer ids, e.g. 2,15,27")
+    ap.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    model, tok, target_dir = load_target(args.pair, args.dtype)
+    n_layers = model.config.num_hidden_layers
+    layers = ([int(x) for x in args.layers.split(",")] if args.layers
+              else default_layers(n_layers))  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    meta = {"pair": args.pair, "target": str(target_dir), "layers": layers,
+            "n_layers": n_layers, "dtype": args.dtype, "max_new": args.max_new,
+            "batch": args.batch, "greedy_share": args.greedy_share, "seed": args.seed}  # fmt: skip
+    (args.out / "meta.json").write_text(json.dumps(meta, indent=1))
+    pool = corpus_prompts() if args.pair == "tiny" else []
+    t0 = time.perf_counter()
+    for index in range(args.shards):
+        path = args.out / f"shard-{index:04d}.pt"
+        if path.exists():
+            continue
+        shard = make_shard(model, tok, args, index, layers, pool)
+        tmp = path.with_suffix(".tmp")
+        torch.save(shard, tmp)
+        os.replace(tmp, path)
+        tokens = sum(len(s["ids"]) - s["start"] for s in shard)
+        log(f"shard {index + 1}/{args.shards}: {len(shard)} sequences, {tokens} answer "
+            f"tokens, {time.perf_counter() - t0:.0f}s")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
