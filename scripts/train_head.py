@@ -22,17 +22,21 @@ import argparse
 import json
 import math
 import os
+import platform
 import random
 import sys
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+import transformers
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from specviz.core.drafters.eagle3_fit import ttt_passes  # noqa: E402
 from specviz.core.drafters.eagle3_format import save_head  # noqa: E402
 from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig  # noqa: E402
 
@@ -106,9 +110,8 @@ def batches(seqs, pack: int, rng: random.Random):
 
 def ttt_loss(head, batch, embed, target_rows, ttt: int, decay: float):
     """(loss, [agreement at each step]) of a packed batch: speculators' shifted pairs
-    (x_{t+1}, h_t) -> the target's p at t+1, then ttt - 1 steps on the head's own states."""
-    from transformers import DynamicCache
-
+    (x_{t+1}, h_t) -> the target's p at t+1, then ttt - 1 steps on the head's own states
+    (core.drafters.eagle3_fit.ttt_passes, which check-head measures with too)."""
     ids = torch.cat([s["ids"][1:].long() for s in batch])  # [T] x_{t+1}
     aux = torch.cat([s["aux"][:-1] for s in batch]).float()  # [T, n*H] h_t
     last = torch.cat([s["last"][1:] for s in batch]).float()  # [T, H] target at t+1
@@ -119,17 +122,8 @@ def ttt_loss(head, batch, embed, target_rows, ttt: int, decay: float):
     n = ids.shape[0]
     with torch.no_grad():
         logp_target = torch.log_softmax(last @ target_rows.T, -1)  # [T, Vd]
-    same = doc[:, None] == doc[None, :]
-    causal = torch.ones(n, n, dtype=torch.bool).tril() & same
-    dtype = head.fc.weight.dtype
-    cache = DynamicCache()
-    states = head.project(aux)
-    tokens = ids
     loss, agree = 0.0, []
-    for s in range(ttt):
-        visible = torch.cat([causal] + [torch.eye(n, dtype=torch.bool)] * s, 1)  # [T, (s+1)T]
-        mask = torch.zeros(visible.shape, dtype=dtype).masked_fill(~visible, torch.finfo(dtype).min)
-        logits, states = head(embed[tokens], states, pos + s, mask[None, None], cache)
+    for s, logits in enumerate(ttt_passes(head, embed, ids, aux, pos, doc, ttt)):
         # logits at t predict x_{t+2+s}: the target's p at index t + s, same document
         valid = torch.zeros(n, dtype=torch.bool)
         valid[: n - s] = (doc[s:] == doc[: n - s]) & answer[s:]
@@ -139,7 +133,6 @@ def ttt_loss(head, batch, embed, target_rows, ttt: int, decay: float):
         kl = (tp.exp() * (tp - lp)).sum(-1).mean()
         loss = loss + (decay**s) * kl
         agree.append(float((lp.argmax(-1) == tp.argmax(-1)).float().mean()))
-        tokens = torch.cat([ids[1 + s :], ids.new_zeros(1 + s)])  # teacher forcing
     return loss, agree
 
 
@@ -171,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save-every", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-lm-head", action="store_true",
+                    help="store no lm_head (loaders take the target rows by d2t)")  # fmt: skip
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -255,8 +250,16 @@ def main(argv: list[str] | None = None) -> int:
     held_agree = evaluate(head, held, embed, target_rows, args.ttt, args.pack)
     log(f"held-out agreement with the target's argmax by step: {held_agree}")
     out = args.out / "eagle3"
-    save_head(head, out, verifier=f"builtin:{meta['pair']}", with_lm_head=True)
+    save_head(head, out, verifier=f"builtin:{meta['pair']}", with_lm_head=not args.no_lm_head,
+              verifier_architectures=tuple(target_config.architectures or ()))  # fmt: skip
+    shards = sorted(args.data.glob("shard-*.pt"))
     report = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "python scripts/train_head.py " + " ".join(sys.argv[1:] if argv is None
+                                                              else argv),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "transformers": transformers.__version__},
+        "data": {**meta, "shards": len(shards), "sequences": len(seqs)},
         "pair": meta["pair"], "layers": meta["layers"], "steps": step, "total_steps": total,
         "finished": step >= total, "train_seconds": round(seconds, 1),
         "train_sequences": len(train), "answer_tokens": answer_tokens,
@@ -267,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         "params": sum(p.numel() for p in head.parameters()),
         "trainable_params": sum(p.numel() for p in params),
     }  # fmt: skip
-    (args.out / "training.json").write_text(json.dumps(report, indent=1) + "\n")
+    for where in (args.out, out):  # beside the checkpoint, and in the head's folder
+        (where / "training.json").write_text(json.dumps(report, indent=1) + "\n")
     log(f"saved {out} ({'finished' if step >= total else 'stopped at the time budget'})")
     return 0
 

@@ -15,7 +15,7 @@ import sys
 from specviz import __version__
 
 # name -> module under specviz.cli, each with add_parser(subparsers) and run(args).
-COMMANDS = ("run", "models", "inspect", "lab", "tune", "serve")
+COMMANDS = ("run", "models", "inspect", "lab", "tune", "serve", "check_head")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             return fail(problem)
         return _open_window(args)
-    module = importlib.import_module(f"specviz.cli.{args.command}")
+    module = importlib.import_module(f"specviz.cli.{args.command.replace('-', '_')}")
     try:
         result = module.run(args)
     except KeyboardInterrupt:  # Ctrl-C while models load: no traceback (run saves its rounds)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from specviz.cli.options import fail, finish_trace
 from specviz.cli.terminal import printable
 from specviz.core.trace.check_session import RoundChecker
-from specviz.core.trace.records import LOSSY_WARNING
+from specviz.core.trace.records import LOSSY_WARNING, drafter_notes
 
 EXIT_LOST = 1
 
@@ -76,6 +76,8 @@ def drive(
         if header.settings.lossy:
             rule = header.settings.verifier
             print(f"[specviz] warning: {LOSSY_WARNING.format(rule=rule)}", file=sys.stderr)
+        for note in drafter_notes(header):
+            print(f"[specviz] warning: {printable(note)}", file=sys.stderr)
         if args.trace:
             live = LiveTrace(args.trace, force=args.force)
             try:

@@ -113,6 +113,9 @@ class Drafter:
     # The target layers whose hidden states (their inputs) the drafter reads (EAGLE-3's aux
     # layers); the target's passes return them only when asked: () costs nothing.
     target_layers: tuple[int, ...] = ()
+    # What a user should know before the first round (a head that fits other layers): the
+    # trace header keeps them (`drafter_notes`), the command line and the window say them.
+    notes: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         """The trace header's `drafter` field: the kind and the parameters in use."""

@@ -27,6 +27,7 @@ from transformers import DynamicCache
 from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.decoding.warp import sample, warp
 from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec, Proposal
+from specviz.core.drafters.eagle3_fit import fit, misfit_note, probe_sequence
 from specviz.core.drafters.eagle3_format import HeadError, build_head
 from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig
 from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, _children, _expanded
@@ -43,7 +44,7 @@ class Eagle3Drafter(Drafter):
     def __init__(self, head: Eagle3Head, config: HeadConfig, target, source: str,
                  info: ModelInfo, vocab: int, eos: int | None, notes: list[str]):  # fmt: skip
         self.head, self.config, self.target, self.source = head, config, target, source
-        self.info, self.vocab, self.eos, self.notes = info, vocab, eos, notes
+        self.info, self.vocab, self.eos, self.notes = info, vocab, eos, tuple(notes)
         self.target_layers = tuple(config.aux_layers)
         self.embed = head.embed if head.embed is not None else target.get_input_embeddings().weight
         self.ids_map = head.draft_to_target  # [Vd] target id of each draft id
@@ -299,6 +300,11 @@ def _build(params, pair) -> Eagle3Drafter:
                      f"({pair.target_info.name}): expect little acceptance")  # fmt: skip
     device = next(target.parameters()).device
     head.to(device=device, dtype=next(target.parameters()).dtype)
+    embed = head.embed if head.embed is not None else target.get_input_embeddings().weight
+    ids, start = probe_sequence(pair.tokenizer)  # one target pass, three head passes
+    misfit = misfit_note(fit(head, embed, target, [ids], [start], steps=1))
+    if misfit:
+        notes.append(misfit)
     info = ModelInfo(name=name, path=str(folder.resolve()), vocab_size=pair.vocab_size,
                      params=sum(p.numel() for p in head.parameters()),
                      dtype=str(next(head.parameters()).dtype).removeprefix("torch."),

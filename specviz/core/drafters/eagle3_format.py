@@ -214,7 +214,8 @@ def _check_maps(d2t: torch.Tensor, t2d: torch.Tensor | None, config: HeadConfig,
 
 
 def save_head(head: Eagle3Head, folder: Path, verifier: str, with_lm_head: bool = True,
-              dtype: torch.dtype = torch.bfloat16) -> None:  # fmt: skip
+              dtype: torch.dtype = torch.bfloat16,
+              verifier_architectures: tuple[str, ...] = ("LlamaForCausalLM",)) -> None:  # fmt: skip
     """Write a head in the speculators format (config.json, model.safetensors); without
     lm_head when the loader rebuilds it from the target (the built-in heads)."""
     from safetensors.torch import save_file
@@ -238,7 +239,7 @@ def save_head(head: Eagle3Head, folder: Path, verifier: str, with_lm_head: bool 
             "proposal_methods": [{"proposal_type": "greedy",
                                   "speculative_tokens": c.speculative_tokens}],
             "default_proposal_method": "greedy",
-            "verifier": {"name_or_path": verifier, "architectures": ["LlamaForCausalLM"]},
+            "verifier": {"name_or_path": verifier, "architectures": list(verifier_architectures)},
         },
     }  # fmt: skip
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")

@@ -140,6 +140,7 @@ class SpeculativeEngine:
             drafter=self.drafter.describe(),
             policy=self.policy.config.to_json(),
             eos_token_id=self.pair.eos_token_id,
+            extra={"drafter_notes": list(self.drafter.notes)} if self.drafter.notes else {},
         )
         return self.header
 

@@ -370,6 +370,16 @@ class SessionHeader:
 
 # ---------------------------------------------------------------- field lists, derived once
 
+
+def drafter_notes(header: SessionHeader) -> list[str]:
+    """The drafter's warnings the header keeps (extra "drafter_notes": strings, at most 8 of
+    at most 1000 characters from a file); [] when there are none."""
+    notes = header.extra.get("drafter_notes")
+    if not isinstance(notes, list):
+        return []
+    return [n[:1000] for n in notes if isinstance(n, str)][:8]
+
+
 # What a trace line holds is what the records hold: the writer and the reader take their
 # field lists from the dataclasses below, never from lists of their own.
 

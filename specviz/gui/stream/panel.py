@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.trace.records import LOSSY_WARNING, Round, Settings
+from specviz.core.trace.records import LOSSY_WARNING, Round, Settings, drafter_notes
 from specviz.gui import keys, palette
 from specviz.gui.stream.rich_line import RichLine
 from specviz.gui.stream.token_view import TokenView, k_text
@@ -54,6 +54,7 @@ class LossyBanner(QLabel):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("lossy-banner")
+        self._notes: list[str] = []
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setWordWrap(True)
         border = palette.fate("rejected").foreground
@@ -63,17 +64,25 @@ class LossyBanner(QLabel):
         )
         self.hide()
 
-    def note(self, settings: Settings | None) -> None:
-        """Show the banner for a lossy session (kept until clear())."""
+    def note(self, settings: Settings | None, notes: list[str] | None = None) -> None:
+        """Show the banner for a lossy session and for the drafter's warnings (kept until
+        clear()); `notes` None keeps the session's."""
+        if notes is not None:
+            self._notes = list(notes)
+        lines = [f"The drafter: {n}" for n in self._notes]
         if settings is not None and settings.lossy:
             warning = LOSSY_WARNING.format(rule=settings.verifier)
-            self.setText(
+            lossy = (
                 f"{warning[0].upper()}{warning[1:]}: this rule does not reproduce "
                 "the target's distribution, whatever the acceptance figures say."
             )
+            lines.insert(0, lossy)
+        if lines:
+            self.setText("\n".join(lines))
             self.show()
 
     def clear(self) -> None:
+        self._notes = []
         self.hide()
 
 
@@ -235,7 +244,8 @@ class StreamPanel(QWidget):
         self._total = 0
         self.follow_button.hide()
         self.lossy.clear()
-        self.lossy.note(None if header is None else header.settings)
+        self.lossy.note(*((None, None) if header is None else (header.settings,
+                                                              drafter_notes(header))))  # fmt: skip
         self.view.clear_session(header)
         self.slider.blockSignals(True)
         self.slider.setRange(0, 0)

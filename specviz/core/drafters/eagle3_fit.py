@@ -1,0 +1,227 @@
+"""How well an EAGLE-3 head fits a target, and on which layers: teacher-forced passes.
+
+A head reads the target's states at its aux layers. The engines' users' most common
+failure is a head whose layer ids are off by one (or trained for another target): it loads,
+drafts, and its acceptance silently falls to a few percent. `fit` measures, on sequences
+the target wrote itself (greedy), how often the head's greedy draft at each position equals
+the target's greedy token, given that the drafts before it did (the conditional acceptance
+of greedy drafting, EAGLE's alpha per position), once with the configured layer ids and once
+with each shifted by -1 and +1. The passes are those of training-time test
+(speculators' `Eagle3DraftModel`): step s feeds the head its own output states of step s - 1
+and sees, besides the true context, only its own earlier steps at the same position; with
+teacher-forced tokens this equals drafting wherever the earlier drafts matched, which is
+where the rate at step s is counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from specviz.core.drafters.eagle3_head import Eagle3Head
+
+SHIFTS = (-1, 0, 1)
+# What the load-time probe reads: questions and answers the project wrote, in the target's
+# chat template where it has one (about 400 tokens: one target pass).
+PROBE = (
+    ("Why is the sky blue? Explain it in simple terms.",
+     "The sky looks blue because of the way sunlight is scattered by the air. Sunlight is "
+     "made of many colours. When it enters the atmosphere, it hits tiny molecules of gas. "
+     "Blue light has a shorter wavelength than red light, so it is scattered much more. "
+     "This scattered blue light comes to our eyes from every part of the sky."),
+    ("Write a short email to a friend inviting them to dinner on Saturday.",
+     "Hi Sam,\n\nI hope you are well! Would you like to come over for dinner on Saturday "
+     "evening? I am planning to cook a big pot of pasta and bake an apple pie. Let me know "
+     "if seven o'clock works for you.\n\nBest wishes,\nAlex"),
+    ("A shop sells apples at 40 cents each. How much do 5 apples cost?",
+     "Each apple costs 40 cents, so 5 apples cost 5 x 40 = 200 cents. Since 100 cents make "
+     "one dollar, 200 cents is 2 dollars. The answer is 2 dollars."),
+    ("Give me three tips for sleeping better.",
+     "1. Go to bed and wake up at the same time every day, even at weekends.\n2. Keep your "
+     "bedroom dark, quiet and cool, and avoid screens for an hour before bed.\n3. Avoid "
+     "coffee and heavy meals in the evening, and get some exercise during the day."),
+)  # fmt: skip
+
+
+def ttt_passes(
+    head: Eagle3Head,
+    embed: torch.Tensor,
+    ids: torch.Tensor,
+    aux: torch.Tensor,
+    pos: torch.Tensor,
+    doc: torch.Tensor,
+    steps: int,
+) -> Iterator[torch.Tensor]:
+    """The head's logits [T, draft_vocab] at each of `steps` training-time-test steps over
+    T packed pairs (ids[t] = x_{t+1}, aux[t] = the target's aux states at t, pos[t] = t + 1
+    within its document, doc[t] = its document). Row t of step s predicts x_{t+2+s}."""
+    n = ids.shape[0]
+    causal = torch.ones(n, n, dtype=torch.bool, device=ids.device).tril()
+    causal &= doc[:, None] == doc[None, :]
+    eye = torch.eye(n, dtype=torch.bool, device=ids.device)
+    dtype = head.fc.weight.dtype
+    cache = DynamicCache()
+    states, tokens = head.project(aux), ids
+    for s in range(steps):
+        visible = torch.cat([causal] + [eye] * s, 1)  # [T, (s + 1) T]
+        mask = torch.zeros(visible.shape, dtype=dtype, device=ids.device)
+        mask = mask.masked_fill(~visible, torch.finfo(dtype).min)
+        logits, states = head(embed[tokens], states, pos + s, mask[None, None], cache)
+        yield logits
+        tokens = torch.cat([ids[1 + s :], ids.new_zeros(1 + s)])  # teacher forcing
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The head on one choice of layers: acceptance at each draft position."""
+
+    shift: int
+    layers: tuple[int, ...] | None  # None: a shifted id falls outside the target
+    acceptance: tuple[float, ...]  # conditional, per draft position (1..steps)
+    counted: tuple[int, ...]  # positions each rate is counted over
+    # [positions] bool: where the draft at position 1 matched (z_score pairs two fits on it)
+    first: torch.Tensor | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def mean_accepted(self) -> float:
+        """Expected drafts accepted per round of len(acceptance) greedy drafts."""
+        total, run = 0.0, 1.0
+        for a in self.acceptance:
+            run *= a
+            total += run
+        return total
+
+    def to_json(self) -> dict:
+        return {
+            "shift": self.shift,
+            "layers": None if self.layers is None else list(self.layers),
+            "acceptance": [round(a, 4) for a in self.acceptance],
+            "positions": list(self.counted),
+            "mean_accepted": round(self.mean_accepted, 4),
+        }
+
+
+def target_states(target, sequences: Sequence[Sequence[int]]):
+    """Per sequence: (all hidden states [L + 1, T, H], the target's greedy ids [T])."""
+    out = []
+    device = next(target.parameters()).device
+    with torch.inference_mode():
+        for seq in sequences:
+            result = target(input_ids=torch.tensor([list(seq)], device=device),
+                            output_hidden_states=True)  # fmt: skip
+            states = torch.stack([h[0] for h in result.hidden_states])
+            out.append((states, result.logits[0].argmax(-1)))
+    return out
+
+
+def fit(
+    head: Eagle3Head,
+    embed: torch.Tensor,
+    target,
+    sequences: Sequence[Sequence[int]],
+    starts: Sequence[int],
+    steps: int,
+    shifts: Sequence[int] = SHIFTS,
+) -> list[Fit]:
+    """The head's greedy acceptance per draft position on each layer shift. sequences[i]'s
+    tokens from starts[i] on are the target's own greedy continuation (a draft counts where
+    the token it drafts lies there; starts[i] = 1 counts every position, which at step 1
+    measures agreement with the target's greedy choice on any text)."""
+    n_layers = target.config.get_text_config().num_hidden_layers
+    passes = target_states(target, sequences)
+    to_target = head.draft_to_target
+    fits = []
+    for shift in shifts:
+        layers = tuple(layer + shift for layer in head.config.aux_layers)
+        if any(not 0 <= layer < n_layers for layer in layers):
+            fits.append(Fit(shift, None, (), ()))
+            continue
+        hits, counts, first = [0] * steps, [0] * steps, []
+        for (states, greedy), seq, start in zip(passes, sequences, starts, strict=True):
+            hit, count, matched = _sequence_fit(head, embed, states, greedy, seq, start, layers,
+                                                steps, to_target)  # fmt: skip
+            hits = [a + b for a, b in zip(hits, hit, strict=True)]
+            counts = [a + b for a, b in zip(counts, count, strict=True)]
+            first.append(matched)
+        rates = tuple(h / c if c else 0.0 for h, c in zip(hits, counts, strict=True))
+        fits.append(Fit(shift, layers, rates, tuple(counts), torch.cat(first)))
+    return fits
+
+
+def _sequence_fit(head, embed, states, greedy, seq, start, layers, steps, to_target):
+    """(hits, counts) per step on one sequence, and the matches at step 1 where counted: row
+    t drafts x_{t+2+s}; it counts at step s where steps < s matched and x_{t+2+s} is the
+    target's own (index >= start)."""
+    n = len(seq) - 1
+    if n < 1:
+        return [0] * steps, [0] * steps, torch.zeros(0, dtype=torch.bool)
+    ids = torch.tensor(list(seq[1:]), device=embed.device)
+    aux = torch.cat([states[layer][:-1] for layer in layers], -1)
+    pos = torch.arange(1, n + 1, device=embed.device)
+    doc = torch.zeros(n, dtype=torch.long, device=embed.device)
+    alive = torch.ones(n, dtype=torch.bool, device=embed.device)
+    hits, counts = [], []
+    with torch.inference_mode():
+        for s, logits in enumerate(ttt_passes(head, embed, ids, aux, pos, doc, steps)):
+            rows = torch.arange(n, device=embed.device)
+            index = rows + 1 + s  # the target's greedy choice there predicts x_{t+2+s}
+            inside = (index < len(seq)) & (index + 1 >= start)
+            drafted = to_target[logits.argmax(-1)]
+            match = torch.zeros(n, dtype=torch.bool, device=embed.device)
+            match[inside] = drafted[inside] == greedy[index[inside]]
+            counted = alive & inside
+            hits.append(int((counted & match).sum()))
+            counts.append(int(counted.sum()))
+            if s == 0:
+                first = match[inside].cpu()
+            alive &= match
+    return hits, counts, first
+
+
+def best(fits: Sequence[Fit]) -> Fit:
+    """The fit whose first drafts match the target most often (the configured one on a
+    tie): position 1 reads the target's states directly; later positions read the head's."""
+    measured = [f for f in fits if f.layers is not None]
+    return max(measured, key=lambda f: (round(f.acceptance[0], 6), f.shift == 0))
+
+
+def z_score(top: Fit, own: Fit) -> float:
+    """McNemar's statistic of top against own on the same first-draft positions: (b - c) /
+    sqrt(b + c), b the positions only top matched, c those only own matched."""
+    b = int((top.first & ~own.first).sum())
+    c = int((own.first & ~top.first).sum())
+    return 0.0 if b + c == 0 else (b - c) / (b + c) ** 0.5
+
+
+CLEAR = 3.09  # one-sided p 0.001: a shift "fits better" only past this
+
+
+def misfit_note(fits: Sequence[Fit]) -> str | None:
+    """A warning when another layer shift fits clearly (CLEAR) better than the configured."""
+    own = next((f for f in fits if f.shift == 0 and f.layers is not None), None)
+    top = best(fits)
+    if own is None or top.shift == 0 or z_score(top, own) < CLEAR:
+        return None
+    return (
+        f"the head fits the target's layers {list(top.layers)} (ids shifted by "
+        f"{top.shift:+d}) better than its own {list(own.layers)}: its first drafts match the "
+        f"target's {top.acceptance[0]:.2f} of the time against {own.acceptance[0]:.2f}; its "
+        "eagle_aux_hidden_state_layer_ids may be off by one (specviz check-head tells more)"
+    )
+
+
+def probe_sequence(tokenizer) -> tuple[list[int], int]:
+    """(ids, start) of the load-time probe: the project's questions and answers, in the chat
+    template where the tokenizer has one; every position counts (start 1)."""
+    if getattr(tokenizer, "chat_template", None):
+        messages = []
+        for question, answer in PROBE:
+            messages += [{"role": "user", "content": question},
+                         {"role": "assistant", "content": answer}]  # fmt: skip
+        text = tokenizer.apply_chat_template(messages, tokenize=False)
+    else:
+        text = "\n\n".join(f"{q}\n{a}" for q, a in PROBE)
+    return list(tokenizer(text)["input_ids"]), 1

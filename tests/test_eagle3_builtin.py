@@ -1,0 +1,152 @@
+"""builtin:tiny's own EAGLE-3 head (resources/models/tiny/eagle3, trained by
+scripts/train_head.py): exact on the pair it was trained for, its layers found by
+check-head, a drafter's warning said before the first round, bad heads refused by the
+command line with nothing written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from specviz.cli.main import main
+from specviz.core.decoding.warp import SamplingConfig
+from specviz.core.drafters.eagle3_fit import Fit, misfit_note, z_score
+from specviz.core.drafters.registry import DrafterConfig
+from specviz.core.engine.speculative import SpeculativeEngine
+from specviz.core.models.builtin import builtin_head
+from specviz.core.trace.records import Settings, drafter_notes
+from tests.test_drafters import greedy_reference, sequence_pvalue
+from tests.test_sampling import LEVEL
+
+EAGLE = DrafterConfig("eagle3")  # the pair's own head
+PROMPT = "And God said, Let there be light: and there was"
+N_RUNS = 200
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from specviz.core.models.pair import load_pair
+
+    return load_pair("builtin:tiny", None)
+
+
+@pytest.fixture(scope="module")
+def shifted(tmp_path_factory):
+    """The built-in head with its aux layer ids all moved up by one."""
+    folder = tmp_path_factory.mktemp("shifted") / "eagle3"
+    shutil.copytree(builtin_head("builtin:tiny"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["eagle_aux_hidden_state_layer_ids"] = [
+        i + 1 for i in config["eagle_aux_hidden_state_layer_ids"]
+    ]
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_greedy_equals_the_targets_greedy_and_the_head_keeps_drafts(tiny, width):
+    settings = Settings(k=4, temperature=0, max_new_tokens=40, tree_width=width, tree_budget=12)
+    engine = SpeculativeEngine(tiny, settings, drafter=EAGLE)
+    header = engine.prefill(PROMPT, calibrate=False)
+    rounds = list(engine.run())
+    ours = [t.id for r in rounds for t in r.tokens if t.emitted]
+    assert ours == greedy_reference(tiny.target, list(header.prompt_ids), 40, tiny.eos_token_id)
+    tokens_per_pass = len(ours) / len(rounds)
+    assert tokens_per_pass > 2.0  # a trained head: most drafts kept (an untrained one: ~1)
+    assert drafter_notes(header) == []  # on its own layers: nothing to say
+
+
+@pytest.mark.parametrize("width,temperature", [(1, 1.0), (1, 0.7), (2, 1.0), (2, 0.7)])
+def test_sequences_follow_the_target(tiny, width, temperature):
+    settings = Settings(k=3, temperature=temperature, max_new_tokens=3, tree_width=width,
+                        tree_budget=6)  # fmt: skip
+    engine = SpeculativeEngine(tiny, settings, trace=False, drafter=EAGLE)
+    prompt_ids = list(tiny.tokenizer(PROMPT)["input_ids"])
+    gen = torch.Generator().manual_seed(7)
+    sequences, fates = [], set()
+    for _ in range(N_RUNS):
+        engine.prefill("", prompt_ids=prompt_ids, calibrate=False)
+        engine.generator = gen
+        rounds = list(engine.run())
+        sequences.append(tuple(t.id for r in rounds for t in r.tokens if t.emitted))
+        fates.update(t.status for r in rounds for t in r.tokens)
+    assert {"accepted", "rejected", "bonus"} <= fates, fates
+    sampling = SamplingConfig(temperature=temperature)
+    assert sequence_pvalue(tiny, prompt_ids, sequences, sampling) > LEVEL
+
+
+def check_head(capsys, *args) -> dict:
+    code = main(["check-head", *map(str, args), "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def test_check_head_names_the_layers_a_head_fits(capsys, shifted):
+    own = check_head(capsys, "builtin:tiny", "--tokens", "48")
+    assert own["best_shift"] == 0 and own["layers"] == [1, 3, 4] and not own["clear"]
+    first = {f["shift"]: f["acceptance"][0] for f in own["shifts"]}
+    assert first[0] > first[-1] and first[0] > first[1]
+    moved = check_head(capsys, shifted, "--target", "builtin:tiny", "--tokens", "48")
+    assert moved["layers"] == [2, 4, 5] and moved["shifts"][2]["layers"] is None  # 6 is past
+    assert moved["best_shift"] == -1 and moved["clear"], moved  # McNemar z >= 3.09
+
+
+def fit_of(shift: int, first: list[bool]) -> Fit:
+    matched = torch.tensor(first)
+    return Fit(shift, (shift + 1,), (float(matched.float().mean()),), (len(first),), matched)
+
+
+def test_the_load_time_probe_warns_only_when_another_shift_is_clearly_better():
+    own = fit_of(0, [True] * 10 + [False] * 30)
+    worse = fit_of(-1, [False] * 40)
+    assert misfit_note([worse, own]) is None  # the configured ids fit best
+    slightly = fit_of(1, [True] * 14 + [False] * 26)  # 4 more matches: z 2.0
+    assert z_score(slightly, own) == pytest.approx(2.0)
+    assert misfit_note([own, slightly]) is None
+    clearly = fit_of(1, [True] * 22 + [False] * 18)  # 12 more: z 3.46
+    note = misfit_note([own, clearly])
+    assert note and "[2] (ids shifted by +1)" in note and "0.55 of the time against 0.25" in note
+
+
+def test_a_drafters_warning_is_said_before_the_first_round(capsys, tmp_path):
+    folder = tmp_path / "eagle3"
+    shutil.copytree(builtin_head("builtin:tiny"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["speculators_config"]["verifier"]["name_or_path"] = "someone/another-model"
+    (folder / "config.json").write_text(json.dumps(config))
+    trace = tmp_path / "run.jsonl"
+    code = main(["run", "--pair", "tiny", "--drafter", "eagle3", "--head", str(folder),
+                 "--prompt", PROMPT, "--max-new-tokens", "4", "--temperature", "0",
+                 "--trace", str(trace)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 0, err
+    words = "the head was trained for 'someone/another-model', not this target"
+    assert f"[specviz] warning: {words}" in err
+    header = json.loads(trace.read_text().splitlines()[0])
+    assert any(words in n for n in header["drafter_notes"])  # the trace keeps it
+
+
+BAD_CONFIGS = {
+    "layers past the target": {"eagle_aux_hidden_state_layer_ids": [1, 3, 9]},
+    "not a head": {"speculators_model_type": "medusa"},
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CONFIGS))
+def test_a_bad_head_is_one_line_and_exit_2_with_nothing_written(capsys, tmp_path, case):
+    folder = tmp_path / "head"
+    shutil.copytree(builtin_head("builtin:tiny"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(BAD_CONFIGS[case])
+    (folder / "config.json").write_text(json.dumps(config))
+    trace = tmp_path / "out.jsonl"
+    code = main(["run", "--pair", "tiny", "--drafter", "eagle3", "--head", str(folder),
+                 "--prompt", PROMPT, "--max-new-tokens", "4", "--trace", str(trace)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len([line for line in err.splitlines() if "error" in line]) == 1, err
+    assert not trace.exists() and not list(tmp_path.glob("out*"))
