@@ -50,3 +50,19 @@ def test_tune_exports_the_best_k_it_found(pair_dirs, capsys, tmp_path):
     command = out["export"]["command"]
     config = json.loads(command.split("--speculative-config ", 1)[1].strip("'"))
     assert config["num_speculative_tokens"] == out["best_k"] and config["model"] == draft
+
+
+def test_an_eagle3_head_exports_as_the_engines_name_it():
+    head = Best("eagle3", {"head": "/models/head"}, "constant", 0.4, 4, "token", None)
+    assert vllm_config(head) == {
+        "num_speculative_tokens": 4,
+        "method": "eagle3",
+        "model": "/models/head",
+    }
+    command, notes = export("sglang", head)
+    assert "--speculative-algorithm EAGLE3" in command
+    assert "--speculative-draft-model-path /models/head" in command and not notes[1:]
+    _, notes = export("vllm", Best("eagle3", {}, "constant", 0.4, 3, "token", None))
+    assert any("resources/models/PAIR/eagle3" in n for n in notes)  # the built-in head
+    _, notes = export("llama.cpp", head)
+    assert notes == ["llama-server drafts with a model: eagle3 does not carry over"]

@@ -37,6 +37,9 @@ def export(engine: str, best: Best) -> tuple[str, list[str]]:
     }[engine](best)
     if best.draft and best.draft.startswith("builtin:"):
         notes.append(f"{best.draft} is specviz's own pair: give the engine its folder")
+    if best.drafter == "eagle3" and not best.params.get("head"):
+        notes.append("the built-in pair's own head: give the engine its folder "
+                     "(resources/models/PAIR/eagle3, the speculators format)")  # fmt: skip
     if best.verifier.startswith("tree"):
         notes.append(
             f"the token tree ({best.verifier}: width x budget) is not exported: the "
@@ -53,6 +56,9 @@ def vllm_config(best: Best) -> dict:
         config["method"] = "ngram"
         config["prompt_lookup_max"] = int(best.params.get("ngram_max", 2))
         config["prompt_lookup_min"] = 1
+    elif best.drafter == "eagle3":  # vLLM reads a speculators folder or hub id
+        config["method"] = "eagle3"
+        config["model"] = best.params.get("head") or "EAGLE3_HEAD"
     else:
         config["method"] = "draft_model"
         config["model"] = best.draft or "DRAFT_MODEL"
@@ -77,6 +83,14 @@ def _sglang(best: Best) -> tuple[str, list[str]]:
     notes = ["SGLang's flags change between releases: check them against yours"]
     if best.drafter == "lookup":
         args = ["--speculative-algorithm NGRAM", f"--speculative-num-draft-tokens {best.k + 1}"]
+    elif best.drafter == "eagle3":
+        args = [
+            "--speculative-algorithm EAGLE3",
+            f"--speculative-draft-model-path {shlex.quote(best.params.get('head') or 'HEAD')}",
+            f"--speculative-num-steps {best.k}",
+            "--speculative-eagle-topk 1",
+            f"--speculative-num-draft-tokens {best.k + 1}",
+        ]
     else:
         args = [
             "--speculative-algorithm STANDALONE",
@@ -114,6 +128,9 @@ def _transformers(best: Best) -> tuple[str, list[str]]:
     if best.drafter == "lookup":
         kwargs["prompt_lookup_num_tokens"] = best.k
         kwargs["max_matching_ngram_size"] = int(best.params.get("ngram_max", 2))
+    elif best.drafter == "eagle3":
+        notes.append("transformers' generate() runs no EAGLE-3 head: a placeholder line")
+        kwargs["assistant_model"] = "EAGLE3_HEAD_NOT_SUPPORTED"
     elif best.drafter == "early-exit":
         layer = best.params.get("exit_layer")
         kwargs["assistant_early_exit"] = layer if layer is not None else "HALF_THE_LAYERS"
