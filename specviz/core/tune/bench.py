@@ -17,6 +17,7 @@ turn. Headless and thread-agnostic; `cancel` is checked between rounds.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import threading
@@ -78,7 +79,10 @@ def parse_configs(text: str, params: Mapping[str, Any] | None = None) -> tuple[B
                 "keep the target's output"
             )
         config = BenchConfig(part, drafter, k, rule)
-        bench_settings(config, BenchSettings()).validate()  # K, the tree's shape
+        try:
+            bench_settings(config, BenchSettings()).validate()  # K, the tree's shape
+        except ValueError as e:
+            raise ValueError(f"--configs: {part!r}: {e}") from None
         if "tree_width" in rule_fields(rule) and not s.drafts_trees:
             raise ValueError(f"--configs: {part!r}: the {kind} drafter drafts chains only")
         if part in (c.label for c in configs):
@@ -97,6 +101,9 @@ class BenchSettings:
     max_new_tokens: int = 64  # per turn
     seed: int = 0  # every run's sampling seed, and the run order's shuffle
     chat: bool = False  # the turns through the target's chat template (instruct targets)
+    # Before the first timed run: the first question's first turn, 8 tokens, under the target
+    # alone and each configuration, untimed (the first pass of a model pays one-off costs).
+    warmup: bool = True
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -292,6 +299,11 @@ def run_bench(
     by_label = {c.label: c for c in configs}
     plan = bench_plan(len(questions), list(by_label), settings.seed)
     result = BenchResult(configs=tuple(configs), questions=tuple(questions), settings=settings)
+    if settings.warmup and questions:
+        first = Question("warmup", questions[0].category, questions[0].turns[:1])
+        short = dataclasses.replace(settings, max_new_tokens=min(8, settings.max_new_tokens))
+        for config in (None, *configs):
+            run_question(pair, first, 0, config, short, cancel)
     for i, label in plan:
         if cancel is not None and cancel.is_set():
             break
