@@ -197,3 +197,55 @@ def question_lines(result: BenchResult) -> list[QuestionLine]:
             )
         )  # fmt: skip
     return lines
+
+
+def _ci_of(value, where: str) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 2 and all(_finite(v) for v in value)):
+        raise ValueError(f"{where}: an interval must be [low, high] or null")
+    return float(value[0]), float(value[1])
+
+
+def _finite(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e300
+
+
+def rows_from_json(obj, limit: int = 10_000) -> list[BenchRow]:
+    """The rows of `specviz bench --json`'s object; ValueError naming what is wrong."""
+    rows = obj.get("rows") if isinstance(obj, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise ValueError("not a `specviz bench --json` result (no rows)")
+    if len(rows) > limit:
+        raise ValueError(f"{len(rows)} rows, at most {limit}")
+    out = []
+    for i, row in enumerate(rows, 1):
+        where = f"row {i}"
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: not an object")
+        texts = [row.get("category"), row.get("config")]
+        if not all(isinstance(t, str) and t for t in texts):
+            raise ValueError(f"{where}: 'category' and 'config' must be strings")
+        numbers = {}
+        for name in ("mat", "speedup", "tokens_per_s", "target_tokens_per_s"):
+            value = row.get(name)
+            if value is not None and not _finite(value):
+                raise ValueError(f"{where}: '{name}' must be a number or null")
+            numbers[name] = None if value is None else float(value)
+        questions, identical = row.get("questions"), row.get("identical")
+        if not isinstance(questions, int) or isinstance(questions, bool) or questions < 0:
+            raise ValueError(f"{where}: 'questions' must be a count")
+        positions = row.get("accepted_by_position") or []
+        if not isinstance(positions, list) or not all(p is None or _finite(p) for p in positions):
+            raise ValueError(f"{where}: 'accepted_by_position' must be a list of numbers")
+        out.append(
+            BenchRow(
+                texts[0][:80], texts[1][:80], questions, numbers["mat"],
+                _ci_of(row.get("mat_ci"), where), tuple(positions[:64]),
+                numbers["tokens_per_s"], numbers["target_tokens_per_s"], numbers["speedup"],
+                _ci_of(row.get("speedup_ci"), where),
+                identical if isinstance(identical, int) and not isinstance(identical, bool)
+                else None,
+            )
+        )  # fmt: skip
+    return out
