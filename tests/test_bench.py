@@ -253,3 +253,24 @@ def test_bench_bad_input_is_one_line_and_exit_2(capsys, args, message):
     code, out, err = _bench(capsys, *args)
     assert code == 2 and out == ""
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+CHAT = (
+    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+def test_chat_turns_carry_the_models_own_answer(pair, monkeypatch):
+    from specviz.core.tune.bench import _turn_prompt
+
+    monkeypatch.setattr(pair.tokenizer, "chat_template", CHAT, raising=False)
+    question = Question("1", "w", ("Say a word.", "Say it again."))
+    answer = pair.tokenizer(" amen")["input_ids"]
+    text, ids = _turn_prompt(pair, question, 1, [([1, 2], tuple(answer))], chat=True)
+    assert ids is None
+    assert text == "<user>Say a word.\n<assistant> amen\n<user>Say it again.\n<assistant>"
+    settings = BenchSettings(temperature=0, max_new_tokens=6, chat=True, warmup=False)
+    result = run_bench(pair, [question], parse_configs("model:2"), settings)
+    assert all(len(r.turns) == 2 for r in result.runs)
+    assert [line.difference for line in question_lines(result)] == [None]
