@@ -211,3 +211,16 @@ def test_diagnosis_without_per_position_figures_says_so():
     (finding,) = diagnose(record, 0.1).findings
     assert finding.code == "healthy" and "no per-position figures" in finding.message
     assert diagnose(record, 0.1).best_k is None
+
+
+def test_specviz_curve_beside_the_engines_on_the_tiny_pair(capsys):
+    code, out, _ = _doctor(capsys, str(DATA / "vllm_log_cliff.log"), "--pair", "tiny",
+                           "--limit", "2", "--max-new-tokens", "12", "--json")  # fmt: skip
+    assert code == 0
+    d = json.loads(out)
+    ours = d["specviz"]
+    assert ours["engine"] == "specviz" and ours["k"] == 4 == d["k"]  # the record's K
+    assert len(ours["per_position_unconditional"]) == 4
+    assert ours["accepted_tokens"] <= ours["draft_tokens"]
+    assert ours["acceptance_length"] == pytest.approx(1 + ours["accepted_tokens"] / ours["drafts"])
+    assert d["cost_ratio_measured"] and d["cost_ratio"] > 0 and d["best_k"] is not None

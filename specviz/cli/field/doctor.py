@@ -41,6 +41,21 @@ def add_parser(sub) -> None:
     parser.add_argument("--timeout", type=finite_float, default=10.0,
                         help="seconds a URL may take in all (default 10)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    here = parser.add_argument_group(
+        "specviz's curve beside the engine's (where the pair loads here)",
+        "With --pair, or --target and --draft, or --prompts: run the pair's draft model on the "
+        "prompts here (tune's engine) and set its curve beside the engine's; without "
+        "--cost-ratio, c is measured here too.",
+    )
+    from specviz.cli.options import add_model_args
+
+    add_model_args(parser)
+    here.add_argument("--prompts", metavar="F", help="a prompt set as `tune` takes it "
+                      "(default: the shipped resources/prompts/tune.jsonl)")  # fmt: skip
+    here.add_argument("--k", type=int, help="K (default: the record's K, else 4)")
+    here.add_argument("--temperature", type=finite_float, default=0.0, help="default 0")
+    here.add_argument("--max-new-tokens", type=int, default=64, help="per prompt (default 64)")
+    here.add_argument("--limit", type=int, default=8, help="the first N prompts (default 8)")
 
 
 def read_source(source: str, timeout: float) -> str:
@@ -132,12 +147,82 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(e))
     except EngineRecordError as e:
         return fail(f"{args.source}: {e}")
+    ours, measured = None, False
+    if args.pair or args.target or args.draft or args.prompts:
+        try:
+            ours, measured_c = _here(args, record.k)
+        except UsageError as e:
+            return fail(str(e))
+        if args.cost_ratio is None:
+            args.cost_ratio, measured = measured_c, True
     diagnosis = diagnose(record, args.cost_ratio)
     if args.json:
-        print(json.dumps(diagnosis.to_json()))
+        obj = diagnosis.to_json()
+        if ours is not None:
+            obj["specviz"] = {"pair": ours[0], **diagnose(ours[1], args.cost_ratio).to_json()}
+            obj["cost_ratio_measured"] = measured
+        print(json.dumps(obj))
     else:
-        print(report(args.source, diagnosis))
+        print(report(args.source, diagnosis, measured))
+        if ours is not None:
+            print(beside(diagnosis, diagnose(ours[1], args.cost_ratio), ours[0]))
     return 0
+
+
+def _here(args, record_k):
+    """((pair name, specviz's EngineRecord on it), the cost ratio measured here)."""
+    import sys
+
+    from specviz.cli.drafting_options import pair_spec
+    from specviz.core.drafters.registry import DrafterConfig
+    from specviz.core.engine.threads import set_threads
+    from specviz.core.models.pair import ModelLoadError
+    from specviz.core.tune.curve import measured_cost_ratio, measured_curve
+    from specviz.core.tune.promptsets import PromptSetError, load_prompt_set
+    from specviz.core.tune.sweep import SweepConfig
+
+    k = args.k or record_k or 4
+    if not 1 <= k <= 32:
+        raise UsageError(f"--k must be between 1 and 32 (the record's K is {record_k})")
+    if args.limit < 1 or not 1 <= args.max_new_tokens <= 4096:
+        raise UsageError("--limit must be >= 1 and --max-new-tokens between 1 and 4096")
+    config = SweepConfig(ks=(k,), temperature=args.temperature,
+                         max_new_tokens=args.max_new_tokens)  # fmt: skip
+    try:
+        config.settings(k)
+        prompts = load_prompt_set(args.prompts)[: args.limit]
+        spec = pair_spec(args, DrafterConfig())
+        set_threads(args.threads)
+        pair = spec.load(lambda m: print(f"[specviz] {printable(m)}", file=sys.stderr))
+        record = measured_curve(pair, prompts, k, config)
+        c = measured_cost_ratio(pair, prompts[0])
+    except (PromptSetError, ModelLoadError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    return (spec.target, record), c
+
+
+def beside(engine, ours, pair: str) -> str:
+    """The engine's curve and specviz's on the pair, position by position."""
+    r = ours.record
+    lines = [
+        f"specviz here on {printable(pair, keep_lines=False)} (K {r.k}, {r.intervals} prompts, "
+        f"{r.drafts:,.0f} rounds): acceptance length {_f(ours.acceptance_length, '{:.2f}')}, "
+        f"acceptance rate {_f(ours.acceptance_rate)}",
+        "  position   engine uncond / cond   specviz uncond / cond",
+    ]
+    theirs_u = engine.per_position_unconditional or ()
+    theirs_c = engine.per_position_conditional or ()
+    for i in range(max(len(theirs_u), len(ours.per_position_unconditional or ()))):
+        left = f"{_f(_at(theirs_u, i))} / {_f(_at(theirs_c, i))}"
+        right = (f"{_f(_at(ours.per_position_unconditional, i))} / "
+                 f"{_f(_at(ours.per_position_conditional, i))}")  # fmt: skip
+        lines.append(f"  {i + 1:8d}   {left:>20s}   {right:>21s}")
+    lines += [f"  specviz's finding [{f.code}]" for f in ours.findings]
+    return "\n".join(lines)
+
+
+def _at(values, i):
+    return values[i] if values and i < len(values) else None
 
 
 def _f(value, fmt: str = "{:.3f}") -> str:
@@ -153,7 +238,7 @@ ENGINE_WORDS = {
 }
 
 
-def report(source: str, d) -> str:
+def report(source: str, d, measured: bool = False) -> str:
     r = d.record
     counts = ", ".join(
         f"{name} {value:,.0f}"
@@ -190,7 +275,8 @@ def report(source: str, d) -> str:
         lines.append(f"finding [{f.code}]: {f.message}")
     if d.best_k is not None:
         lines.append(
-            f"best K (cost model, c = {d.cost_ratio:g}): {d.best_k}, predicted "
+            f"best K (cost model, c = {d.cost_ratio:.3g}{' measured here' if measured else ''}):"
+            f" {d.best_k}, predicted "
             f"{d.best_speedup:.2f}x (over the recorded positions "
             f"1..{len(d.per_position_unconditional)})"
             + ("; no K beats the target alone at this c" if d.best_speedup < 1 else "")
