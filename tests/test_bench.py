@@ -274,3 +274,13 @@ def test_chat_turns_carry_the_models_own_answer(pair, monkeypatch):
     result = run_bench(pair, [question], parse_configs("model:2"), settings)
     assert all(len(r.turns) == 2 for r in result.runs)
     assert [line.difference for line in question_lines(result)] == [None]
+
+
+def test_a_turn_longer_than_the_context_is_named(pair):
+    from specviz.core.decoding.forward import max_positions
+
+    limit = max_positions(pair.target)
+    long_turn = " amen" * (limit + 10)
+    question = Question("7", "w", ("In the beginning", long_turn))
+    with pytest.raises(ValueError, match=f"question 7, turn 2: .* at most {limit}"):
+        run_bench(pair, [question], (), BenchSettings(max_new_tokens=4, warmup=False))

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from specviz.core.decoding.forward import decode
+from specviz.core.decoding.forward import decode, max_positions
 from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.drafters.registry import DrafterConfig, spec
 from specviz.core.metrics.costmodel import tree_depth
@@ -255,13 +255,22 @@ def run_question(
     for t in range(len(question.turns)):
         text, ids = _turn_prompt(pair, question, t, answers, settings.chat)
         prompt_ids = _tokens(pair, text, ids)
+        limit = max_positions(pair.target)
+        if limit is not None and len(prompt_ids) >= limit:
+            raise ValueError(
+                f"question {question.question_id}, turn {t + 1}: the prompt is "
+                f"{len(prompt_ids)} tokens; the target reads at most {limit}"
+            )
+        new_tokens = settings.max_new_tokens
+        if limit is not None:  # as the engine stops at the context's end
+            new_tokens = min(new_tokens, limit - len(prompt_ids))
         if config is None:
             generator = torch.Generator(device=pair.device)
             generator.manual_seed(settings.seed)
             _sync(pair)
             start = time.perf_counter()
             out = decode(
-                pair.target, prompt_ids, settings.max_new_tokens, pair.vocab_size,
+                pair.target, prompt_ids, new_tokens, pair.vocab_size,
                 settings.sampling, generator, pair.eos_token_id,
             )  # fmt: skip
             _sync(pair)
