@@ -284,3 +284,25 @@ def test_a_turn_longer_than_the_context_is_named(pair):
     question = Question("7", "w", ("In the beginning", long_turn))
     with pytest.raises(ValueError, match=f"question 7, turn 2: .* at most {limit}"):
         run_bench(pair, [question], (), BenchSettings(max_new_tokens=4, warmup=False))
+
+
+def test_ctrl_c_stops_the_bench_and_keeps_what_finished(pair):
+    import os
+    import signal
+
+    from specviz.cli.field.bench import _bench as bench_command
+
+    messages = []
+
+    def progress(message):
+        messages.append(message)
+        if message.startswith("run 1/"):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    questions = [Question("1", "w", ("In the beginning",)), Question("2", "q", ("A fool",))]
+    settings = BenchSettings(temperature=0, max_new_tokens=8, warmup=False)
+    before = signal.getsignal(signal.SIGINT)
+    result = bench_command(pair, questions, parse_configs("lookup:2"), settings, progress)
+    assert result.cancelled and len(result.runs) == 1
+    assert any("stopping after this round" in m for m in messages)
+    assert signal.getsignal(signal.SIGINT) is before

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
 
 from specviz.cli.drafting_options import add_drafter_params, drafter_params, pair_spec
 from specviz.cli.field.bench_text import csv_text, markdown
-from specviz.cli.options import UsageError, add_model_args, fail, finite_float
+from specviz.cli.options import UsageError, add_model_args, fail, finite_float, interruptible
 from specviz.cli.terminal import printable
 from specviz.core.engine.threads import set_threads
 
@@ -160,7 +158,6 @@ def _bench(pair, questions, configs, settings, progress):
     """Run it; the first Ctrl-C stops after the round in progress, what finished is kept."""
     from specviz.core.tune.bench import BenchResult, run_bench
 
-    cancel = threading.Event()
     runs = []
 
     def on_run(done, total, run):
@@ -170,21 +167,11 @@ def _bench(pair, questions, configs, settings, progress):
             f"({run.category}), {run.config}: {run.tokens} tokens in {run.seconds:.2f} s"
         )
 
-    def on_sigint(signum, frame):
-        if cancel.is_set():
-            raise KeyboardInterrupt
-        progress("stopping after this round (Ctrl-C again to stop now)")
-        cancel.set()
-
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, on_sigint) if main else None
-    try:
-        return run_bench(pair, questions, configs, settings, cancel, on_run)
-    except KeyboardInterrupt:
-        return BenchResult(runs, tuple(configs), tuple(questions), settings, cancelled=True)
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, previous)
+    return interruptible(
+        lambda cancel: run_bench(pair, questions, configs, settings, cancel, on_run),
+        progress,
+        lambda: BenchResult(runs, tuple(configs), tuple(questions), settings, cancelled=True),
+    )
 
 
 def result_json(result, spec) -> dict:
