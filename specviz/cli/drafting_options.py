@@ -31,16 +31,7 @@ def add_drafter_options(parser: argparse.ArgumentParser, lists: bool = False) ->
         + "; ".join(spec.help for spec in SPECS.values())
         + listed,
     )
-    for param in all_params():
-        default = "" if param.default is None else f", default {param.default}"
-        group.add_argument(
-            param.flag,
-            dest=param.name,
-            type=str if param.text else int,
-            default=None,
-            metavar=param.metavar,
-            help=f"{param.help}{default}",
-        )
+    add_drafter_params(group)
     group.add_argument(
         "--policy",
         **(choice or {"choices": POLICIES}),
@@ -57,6 +48,25 @@ def add_drafter_options(parser: argparse.ArgumentParser, lists: bool = False) ->
         metavar="X",
         help=f"threshold policy: the confidence cut (default {_DEFAULT_POLICY.threshold})",
     )
+
+
+def add_drafter_params(group) -> None:
+    """A flag per drafter parameter of the registry (--ngram-max, --exit-layer, ...)."""
+    for param in all_params():
+        default = "" if param.default is None else f", default {param.default}"
+        group.add_argument(
+            param.flag,
+            dest=param.name,
+            type=str if param.text else int,
+            default=None,
+            metavar=param.metavar,
+            help=f"{param.help}{default}",
+        )
+
+
+def drafter_params(args: argparse.Namespace) -> dict:
+    """Every drafter parameter's value on the command line (None: not given)."""
+    return {p.name: getattr(args, p.name, None) for p in all_params()}
 
 
 def _drafter(args: argparse.Namespace, kind: str) -> DrafterConfig:

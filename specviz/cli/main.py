@@ -1,4 +1,5 @@
-"""`specviz` opens the window; `specviz run | models | inspect | lab` work headless.
+"""`specviz` opens the window; `specviz run | models | inspect | lab | tune | serve | bench |
+doctor` work headless.
 
 Every command reports bad input as one line on stderr and exit code 2, before any model
 is loaded where it can.
@@ -15,7 +16,12 @@ import sys
 from specviz import __version__
 
 # name -> module under specviz.cli, each with add_parser(subparsers) and run(args).
-COMMANDS = ("run", "models", "inspect", "lab", "tune", "serve", "check_head")
+MODULES = {
+    "run": "run", "models": "models", "inspect": "inspect", "lab": "lab", "tune": "tune",
+    "serve": "serve", "bench": "field.bench", "doctor": "field.doctor",
+    "check-head": "field.check_head",
+}  # fmt: skip
+COMMANDS = tuple(MODULES)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"specviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"specviz.cli.{name}").add_parser(sub)
+        importlib.import_module(f"specviz.cli.{MODULES[name]}").add_parser(sub)
     gui = sub.add_parser("gui", help="open the window (the default)")
     from specviz.cli.options import add_model_args
 
@@ -141,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             return fail(problem)
         return _open_window(args)
-    module = importlib.import_module(f"specviz.cli.{args.command.replace('-', '_')}")
+    module = importlib.import_module(f"specviz.cli.{MODULES[args.command]}")
     try:
         result = module.run(args)
     except KeyboardInterrupt:  # Ctrl-C while models load: no traceback (run saves its rounds)

@@ -362,3 +362,29 @@ def adopt_generation_config(
     except ValueError as e:
         raise UsageError(f"the target's generation_config.json: {e}") from None
     return adopted, taken
+
+
+def interruptible(work, progress, stopped):
+    """work(cancel) with Ctrl-C made gentle: the first sets `cancel` (a threading.Event the
+    work checks between rounds), a second stops at once and returns stopped(), the partial
+    result. Off the main thread, no handler is installed (signals reach the main one only)."""
+    import signal
+    import threading
+
+    cancel = threading.Event()
+
+    def on_sigint(signum, frame):
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        progress("stopping after this round (Ctrl-C again to stop now)")
+        cancel.set()
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if main else None
+    try:
+        return work(cancel)
+    except KeyboardInterrupt:
+        return stopped()
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)

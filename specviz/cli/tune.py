@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
 
 from specviz.cli.drafting_options import (
     add_drafter_options,
@@ -26,7 +24,7 @@ from specviz.cli.drafting_options import (
     rule_list,
 )
 from specviz.cli.export_config import ENGINES
-from specviz.cli.options import UsageError, add_model_args, fail
+from specviz.cli.options import UsageError, add_model_args, fail, interruptible
 from specviz.core.engine.threads import set_threads
 
 
@@ -273,7 +271,6 @@ def sweep(pair, prompts, config, progress, trace_dir=None):
     stops at once); what finished is still reported."""
     from specviz.core.tune.sweep import SweepResult, run_sweep
 
-    cancel = threading.Event()
     runs = []
 
     def on_run(done, total, run):
@@ -283,22 +280,15 @@ def sweep(pair, prompts, config, progress, trace_dir=None):
             f"{run.drafter}/{run.policy}/{run.verifier} K={run.k}"
         )
 
-    def on_sigint(signum, frame):
-        if cancel.is_set():
-            raise KeyboardInterrupt
-        progress("stopping after this round (Ctrl-C again to stop now)")
-        cancel.set()
-
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, on_sigint) if main else None
-    try:
-        return run_sweep(pair, prompts, config, cancel, on_run, trace_dir)
-    except KeyboardInterrupt:
+    def stopped():
         total = len(prompts) * len(config.ks) * len(config.combos())
         return SweepResult(runs=runs, total=total, cancelled=True)
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, previous)
+
+    return interruptible(
+        lambda cancel: run_sweep(pair, prompts, config, cancel, on_run, trace_dir),
+        progress,
+        stopped,
+    )
 
 
 def _export(args, result, drafters, policies, draft) -> dict | None:

@@ -112,6 +112,10 @@ def build_actions(window) -> Actions:
     )
     tools.addAction(acts.tune)
     tools.addAction(acts.greedy)
+    tools.addAction(action(
+        "Bench results\u2026", lambda: window.bench.open_dialog(), None,
+        "Open a `specviz bench --json` file: bars per category with their intervals",
+    ))  # fmt: skip
 
     toolbar = QToolBar("Session", window)
     toolbar.setObjectName("session-toolbar")

@@ -18,6 +18,7 @@ from specviz.core.metrics.speed_tracker import SpeedTracker
 from specviz.core.trace.records import SessionHeader
 from specviz.gui import dialogs
 from specviz.gui.actions import build_actions
+from specviz.gui.bench.view import BenchResults
 from specviz.gui.distribution.view import DistributionView
 from specviz.gui.greedy_check import GreedyCheckPresenter
 from specviz.gui.lab.presenter import LabPresenter
@@ -93,6 +94,7 @@ class MainWindow(QMainWindow):
         self.files = Files(self, self.controller, self.status, exporters)
         self.lab = LabPresenter(self.controller, self.distribution)
         self.tune = TunePresenter(self.controller, self.controls, self.files.open_trace)
+        self.bench = BenchResults(self)
         self.greedy = GreedyCheckPresenter(self.controller, self)
         self.speed = SpeedTracker()  # the cost model's figures of the session shown
         self.actions_ = build_actions(self)

@@ -28,14 +28,18 @@ def generation_settings(config: dict) -> dict:
 def chat_prompt(tokenizer, text: str) -> str:
     """`text` as a user turn in the tokenizer's chat template, ready for the assistant's
     answer; ModelLoadError when the tokenizer has no template."""
+    return chat_messages(tokenizer, [{"role": "user", "content": text}])
+
+
+def chat_messages(tokenizer, messages: list[dict]) -> str:
+    """A conversation ({"role", "content"} each, the last a user turn) in the tokenizer's
+    chat template, ready for the assistant's answer; ModelLoadError without a template."""
     if not getattr(tokenizer, "chat_template", None):
         raise ModelLoadError(
             "--chat: the target's tokenizer has no chat template (not an instruct model?); "
             "leave out --chat to continue the prompt as plain text"
         )
     try:
-        return tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-        )
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     except Exception as e:  # noqa: BLE001 - a template is code from the model's folder
         raise ModelLoadError(f"--chat: the chat template failed: {e}") from None

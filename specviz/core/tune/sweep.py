@@ -145,10 +145,20 @@ def run_one(
 
 
 def run_session(
-    pair, prompt: str, k: int, config: SweepConfig, cancel=None, full_probe=True, trace=False
+    pair,
+    prompt: str,
+    k: int,
+    config: SweepConfig,
+    cancel=None,
+    full_probe=True,
+    trace=False,
+    probe: bool = True,
+    prompt_ids: list[int] | None = None,
 ) -> tuple[SessionHeader, tuple[Round, ...]]:
     """run_one, with the session's header; trace=True records the top-N lists (the events'
-    time is kept out of the rounds' verify_ms, so the timings stay comparable)."""
+    time is kept out of the rounds' verify_ms, so the timings stay comparable). probe=False:
+    no cost-model probes (a session timed whole, as `specviz bench` times it); prompt_ids:
+    the prompt's tokens as given (a later turn: the earlier turns' own tokens kept)."""
     from specviz.core.engine.speculative import SpeculativeEngine
 
     prober = Prober(ProbePlan(every=config.probe_every, full_first=full_probe))
@@ -160,8 +170,8 @@ def run_session(
         policy=config.policy,
         prober=prober,
     )
-    header = engine.prefill(prompt, calibrate=False)  # the probes are the calibration
-    engine.probing = True
+    header = engine.prefill(prompt, prompt_ids, calibrate=False)  # the probes calibrate
+    engine.probing = probe
     rounds = []
     for rnd in engine.run():
         rounds.append(rnd)

@@ -1,0 +1,1 @@
+"""The window's view of `specviz bench` results (Tools > Bench results)."""
