@@ -104,13 +104,17 @@ def test_configs_are_parsed_through_the_registry(monkeypatch):
         ("model", 2, "block"),
     ]  # fmt: skip
     assert configs[1].drafter.param("ngram_max") == 2
-    with pytest.raises(ValueError, match="unknown drafter 'eagle3'"):
-        parse_configs("eagle3:4")
-    # A drafter registered later (as eagle3 will be) is taken with nothing else changed.
-    eagle3 = dataclasses.replace(registry.SPECS["model"], kind="eagle3")
-    monkeypatch.setitem(registry.SPECS, "eagle3", eagle3)
-    (config,) = parse_configs("eagle3:4")
-    assert config.drafter == DrafterConfig("eagle3") and config.k == 4
+    with pytest.raises(ValueError, match="unknown drafter 'medusa'"):
+        parse_configs("medusa:4")
+    # eagle3 (the head of the pair, or --head's) drafts chains and trees
+    chain, tree = parse_configs("eagle3:4,eagle3:4+tree2x16", {"head": "/some/head"})
+    assert chain.drafter == DrafterConfig("eagle3", head="/some/head") and chain.k == 4
+    assert tree.rule == "tree2x16"
+    # A drafter registered later is taken with nothing else changed.
+    medusa = dataclasses.replace(registry.SPECS["model"], kind="medusa")
+    monkeypatch.setitem(registry.SPECS, "medusa", medusa)
+    (config,) = parse_configs("medusa:4")
+    assert config.drafter == DrafterConfig("medusa") and config.k == 4
 
 
 @pytest.mark.parametrize(
@@ -243,7 +247,7 @@ def test_bench_markdown_and_csv(capsys, tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--configs", "eagle3:4"], "unknown drafter 'eagle3'"),
+        (["--configs", "medusa:4"], "unknown drafter 'medusa'"),
         (["--questions", "/nonexistent.jsonl"], "no such file"),
         (["--max-new-tokens", "0"], "--max-new-tokens"),
         (["--category", "nope"], "no question of category nope"),
