@@ -31,9 +31,9 @@ def add_parser(sub) -> None:
                         help="the target model: a folder, a hub id or builtin:NAME (default: "
                         "the built-in pair HEAD names)")  # fmt: skip
     parser.add_argument("--prompts", default=None, metavar="F",
-                        help="a prompt file (JSONL {\"prompt\": ...} or one a line; default: "
-                        "resources/prompts/chat.jsonl, or tune.jsonl for a target with no "
-                        "chat template)")  # fmt: skip
+                        help="questions (Spec-Bench's question.jsonl format: each one's first "
+                        "turn; default: resources/prompts/chat.jsonl, or bench.jsonl for a "
+                        "target with no chat template)")  # fmt: skip
     parser.add_argument("--steps", type=int, default=4, help="draft positions measured (K)")
     parser.add_argument("--tokens", type=int, default=64,
                         help="answer tokens the target writes per prompt")  # fmt: skip
@@ -72,18 +72,18 @@ def measure(args: argparse.Namespace, target: str) -> dict:
     from specviz.core.models.builtin import resources_dir
     from specviz.core.models.generation import chat_prompt
     from specviz.core.models.pair import load_pair
-    from specviz.core.tune.promptsets import load_prompt_set
+    from specviz.core.tune.questions import load_questions
 
     pair = load_pair(target, None, device=args.device)
     head = args.head
     drafter = make_drafter(DrafterConfig("eagle3", head=head), pair)
     chat = bool(getattr(pair.tokenizer, "chat_template", None)) and not args.no_chat
-    default = resources_dir() / "prompts" / ("chat.jsonl" if chat else "tune.jsonl")
-    prompts = load_prompt_set(args.prompts or default)
+    default = resources_dir() / "prompts" / ("chat.jsonl" if chat else "bench.jsonl")
+    prompts = [q.turns[0] for q in load_questions(args.prompts or default)]
     sequences, starts = [], []
     device = pair.device
     for prompt in prompts:
-        text = chat_prompt(pair.tokenizer, prompt.text) if chat else prompt.text
+        text = chat_prompt(pair.tokenizer, prompt) if chat else prompt
         ids = pair.tokenizer(text, add_special_tokens=not chat)["input_ids"][-2048:]
         with torch.inference_mode():
             out = pair.target.generate(
