@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor, QHelpEvent  # noqa: E402
 
 from specviz.core.trace.records import Round, Settings, TokenEvent  # noqa: E402
 from specviz.gui import palette  # noqa: E402
-from specviz.gui.stream.token_view import fmt  # noqa: E402
+from specviz.gui.stream.figures import fmt  # noqa: E402
 from specviz.gui.tree import view as tree_view  # noqa: E402
 from specviz.gui.tree.layout import ROOT, layout  # noqa: E402
 from specviz.gui.tree.model import round_tree  # noqa: E402
