@@ -167,4 +167,3 @@ def finish_text(session, finish: str | None) -> str:
     made = sum(r.n_emitted for r in session.rounds)
     words = "no rounds" if finish is None else FINISH_WORDS.get(finish, printable(finish))
     return f"finished: {words}; {made} of the {asked} new tokens asked"
-
