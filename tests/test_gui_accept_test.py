@@ -7,6 +7,7 @@ selection."""
 from __future__ import annotations
 
 import dataclasses
+import html
 
 import pytest
 from PySide6.QtGui import QTextCharFormat
@@ -62,7 +63,9 @@ def test_the_gauge_draws_the_rules_own_test(qtbot, position, label, passes):
     gauge = AcceptGauge()
     qtbot.addWidget(gauge)
     gauge.draw(position)
-    assert label in gauge.getPlotItem().titleLabel.text
+    title = gauge.getPlotItem().titleLabel
+    assert html.escape(label) in title.text  # rich text: "<" escaped, shown as "<"
+    assert title.item.toPlainText() == label
     test = accept_test(position)
     xs, ys = gauge.threshold.getData()
     assert list(ys) == [test.line, test.line]  # the line is h_i in a block round, not min(1,p/q)

@@ -5,6 +5,7 @@ core.metrics.position_bars.PositionBars. GUI thread only."""
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import pyqtgraph as pg
@@ -142,7 +143,8 @@ class AcceptGauge(pg.PlotWidget):
         rejection = None if bars is None else bars.rejection_mass
         # the test's figures go in the title, where the marks never cover them
         left = _AXIS_TEST[_rule(bars)]
-        title = "accept test" if test is None else f"accept test: {test.label}"
+        # the test with its figures (the title is rich text: "<" escaped)
+        title = "accept test" if test is None else html.escape(test.label)
         self.getPlotItem().setTitle(title, size="9pt")
         split = "\u03b1 | 1\u2212\u03b1" if alpha is None else f"{fmt(alpha)} | {fmt(rejection)}"
         self.getPlotItem().getAxis("bottom").setTicks([[(0, left), (1, split)]])
