@@ -244,6 +244,9 @@ def test_plots_follow_running_stats(qtbot, tmp_path):
     _, measured = plots.series(plots.speedup_measured)
     assert np.isnan(measured).all()  # without the cost model's figures no speedup is plotted
     assert list(plots.length_bars.opts["height"]) == stats.accepted_lengths
+    # the histogram counts rounds: whole-number ticks (issue 37: 0.2, 0.4, ... of a round)
+    ticks = plots.plots["accepted_length"].getAxis("left")._tickLevels[0]
+    assert ticks and all(float(v).is_integer() and label == str(int(v)) for v, label in ticks)
     assert list(plots.position_bars.opts["height"]) == [
         v or 0.0 for v in stats.acceptance_by_position
     ]
