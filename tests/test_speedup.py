@@ -187,3 +187,37 @@ def test_one_trace_gives_one_figure_in_every_view(tmp_path, capsys):
     last = list(stats_rows(session))[-1]
     assert last["speedup_measured"] == pytest.approx(figure)
     assert [last["speedup_low"], last["speedup_high"]] == pytest.approx(band)
+
+
+def test_the_refined_prediction_has_an_interval_that_reads_its_noise():
+    """Issue 37: the refined prediction moved 0.8x -> 1.8x between identical sessions with
+    no interval. Steady probes give a narrow interval around it; probes whose T_t(K+1)
+    jumps 3x give a wider one; both hold the prediction; run's summary carries it."""
+    from specviz.core.metrics.costmodel import CostModel
+    from specviz.core.metrics.refined_band import refined_band
+
+    steady = _probed_trace()
+    model = CostModel(window=64).extend(steady.rounds)
+    fig = model.figures()
+    low, high = refined_band(model, fig.k)
+    assert low <= fig.speedup_refined <= high  # the rounds' acceptance alone: about 1.5x
+    noisy = Session(
+        steady.header,
+        [
+            dataclasses.replace(
+                r,
+                probes={
+                    **r.probes,
+                    "target_ms": [[n, (5.0 + n) * (3 if r.index % 2 else 1)] for n in range(1, 6)],
+                },
+            )  # fmt: skip
+            for r in steady.rounds
+        ],
+    )
+    model = CostModel(window=64).extend(noisy.rounds)
+    fig = model.figures()
+    wide = refined_band(model, fig.k)
+    assert wide[0] <= fig.speedup_refined <= wide[1]
+    assert wide[1] / wide[0] > 1.3 * (high / low)
+    assert summary(noisy)["speedup_refined_ci"] == list(wide)
+    assert refined_band(CostModel(window=64), 4) is None  # no probes, no interval

@@ -44,10 +44,12 @@ def predicted(s: dict[str, Any]) -> str:
     """Both predictions, labelled."""
     refined = s.get("speedup_refined")
     why = "from the probes' costs" if refined is not None else "needs the cost model's probes"
+    band = s.get("speedup_refined_ci")
+    spread = f" [{band[0]:.2f}, {band[1]:.2f}]" if band and refined is not None else ""
     ratio = s.get("refined_ratio")
     check = "" if ratio is None else f", measured/refined {ratio:.2f}"
     return (
-        f"predicted: refined {_f(refined, '{:.2f}x')} ({why}{check})   Leviathan et al. "
+        f"predicted: refined {_f(refined, '{:.2f}x')}{spread} ({why}{check})   Leviathan et al. "
         f"{_f(s['speedup_predicted'], '{:.2f}x')} (from alpha and c alone)"
     )
 

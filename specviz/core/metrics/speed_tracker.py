@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.core.metrics.costmodel import CostModel, Figures
+from specviz.core.metrics.refined_band import refined_band
 from specviz.core.metrics.speedup import IMPOSSIBLE, MIN_STEPS, NOISY_STATUS, Speedup
 from specviz.core.trace.records import Round, SessionHeader
 
@@ -29,6 +30,7 @@ class SpeedPoint:
     refined: float | None  # the refined prediction (per-position acceptance, probes' costs)
     leviathan: float | None  # Leviathan et al.'s formula at the window's alpha, K and c
     figures: Figures
+    refined_band: tuple[float, float] | None = None  # its 95% interval (metrics.refined_band)
 
     @property
     def measured(self) -> float | None:
@@ -68,6 +70,7 @@ class SpeedTracker:
             refined=fig.speedup_refined,
             leviathan=fig.speedup_leviathan,
             figures=fig,
+            refined_band=refined_band(self.model, fig.k) if fig.speedup_refined else None,
         )
         self.latest = point
         return point
@@ -87,13 +90,17 @@ def window_text(point: SpeedPoint | None) -> tuple[str, str]:
     first = fig.first_round
     window = "n/a" if first is None else f"rounds {first + 1}\u2013{first + fig.rounds}"
     ratio = fig.refined_ratio
+    band = point.refined_band
+    spread = "" if band is None else f" [{band[0]:.2f}\u2013{band[1]:.2f}]"
     # short enough for a 1280-pixel status bar: the basis of the figures is in the tooltip
     text = (
         f"speedup {sp.brief()} \u00b7 predicted {f(point.refined, '{:.2f}×')} refined, "
         f"{f(point.leviathan, '{:.2f}×')} Leviathan"
     )
     tip = (
-        f"speedup {sp.text()}\nmeasured/refined {f(ratio, '{:.2f}')} \u00b7 "
+        f"speedup {sp.text()}\nrefined prediction {f(point.refined, '{:.2f}×')}{spread} (95%, "
+        "a bootstrap over the probes and the rounds)\n"
+        f"measured/refined {f(ratio, '{:.2f}')} \u00b7 "
         f"baseline {f(sp.baseline_ms, '{:.2f}')} ms/token \u00b7 "
         f"c {f(costs.cost_ratio, '{:.2f}')} \u00b7 {window}\n"
         "Measured speedup = T_t(1) x emitted tokens / the rounds' own time, over "
