@@ -237,3 +237,32 @@ def test_run_connect_holds_each_round_to_the_checks(pair, tmp_path, capsys, faul
     assert "the 2 rounds received are kept" in err and "Traceback" not in err
     session = load(trace)
     assert len(session.rounds) == 2 and check_session(session) == []
+
+
+def test_run_says_why_it_stopped(capsys, tmp_path, pair_dirs):
+    """Issue 37: a draft of 16 positions ends the session early; `run` says why, in its text
+    and in --json (finish_reason), as the window's banner does."""
+    import torch
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    tokenizer = AutoTokenizer.from_pretrained(pair_dirs[1])
+    eos = tokenizer.eos_token_id
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=16, n_embd=32, n_layer=1, n_head=2,
+        bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,
+    )  # fmt: skip
+    short = tmp_path / "short-draft"
+    GPT2LMHeadModel(config).save_pretrained(short)
+    tokenizer.save_pretrained(short)
+    args = ["--target", str(pair_dirs[0]), "--draft", str(short), "--prompt", "A fool and his",
+            "--k", "4", "--max-new-tokens", "40", "--seed", "1"]  # fmt: skip
+    code, out, _ = run_cli(capsys, *args, "--json")
+    result = json.loads(out)
+    assert code == 0 and result["finish_reason"] == "context_length" and result["tokens"] < 40
+    code, out, _ = run_cli(capsys, *args, "--quiet")
+    assert code == 0
+    said = f"finished: the context is full (the shorter model's length); {result['tokens']} of"
+    assert said in out
+    code, out, _ = run_cli(capsys, *args[:-4], "--max-new-tokens", "3", "--quiet")
+    assert "finished: it reached --max-new-tokens; 3 of the 3 new tokens asked" in out

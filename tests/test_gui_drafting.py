@@ -171,8 +171,8 @@ def test_the_speedup_comes_from_the_cost_model_not_the_header(qtbot):
     ms = sum(r.draft_ms + r.verify_ms for r in rounds)
     assert points[-1].speedup.value == pytest.approx(3.0 * emitted / ms)
     text, tip = window_text(points[-1])
-    assert "baseline 3.00 ms/token" in text and "rounds 1\u20133" in text
-    assert "c 0.33" in text and "refined" in text and "Leviathan" in text
+    assert "baseline 3.00 ms/token" in tip and "rounds 1\u20133" in tip
+    assert "c 0.33" in tip and "refined" in text and "Leviathan" in text
     assert "95% interval" in tip
     # a 1.0 trace (no probes) falls back to its header's calibration, labelled so
     old = SpeedTracker(header)
@@ -204,11 +204,13 @@ def test_status_bar_and_remeasure_action(qtbot, window, monkeypatch):
     monkeypatch.setattr(window.controller, "remeasure", lambda: asked.append(1))
     window.actions_.remeasure.trigger()
     assert not asked  # no session yet
+    window.resize(1280, 720)
     step(qtbot, window, 2)
-    text = window.status.cost.full_text  # shown cut to the label's width, whole on hover
-    assert window.status.cost.text().startswith("speedup")
-    assert "baseline" in text and "ms/token" in text and "Leviathan" in text
-    assert "rounds 1\u20132" in text
+    text = window.status.cost.full_text
+    assert window.status.cost.text() == text  # whole at 1280 (issue 37: "predicted: r…")
+    assert text.startswith("speedup") and "refined" in text and "Leviathan" in text
+    tip = window.status.cost.toolTip()
+    assert "baseline" in tip and "ms/token" in tip and "rounds 1\u20132" in tip
     window.actions_.remeasure.trigger()
     assert asked == [1]
 
@@ -299,3 +301,35 @@ def test_an_eagle3_head_typed_in_the_drafting_box_drafts_the_next_session(qtbot,
     step(qtbot, window, 2)
     assert window.session.header.drafter == {"kind": "eagle3", "head": str(folder)}
     assert any(r.n_drafted for r in window.session.rounds)  # the head drafted
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_the_widest_speedup_line_fits_the_status_bar_at_1280(qtbot):
+    """Issue 37: the point estimate, its interval, its verdict and both predictions fit
+    beside the bar's other figures in a 1280-pixel window (none of it cut to "r…")."""
+    from PySide6.QtWidgets import QLabel
+
+    from specviz.core.metrics.speedup import Speedup
+    from specviz.gui.status_bar import StatusBar
+
+    widest = Speedup(10.88, 10.05, 12.75, "ok", 5.0, 9, 3, 16.0)
+    wide = Speedup(0.88, 0.55, 1.75, "noisy", 5.0, 9, 3, 16.0)
+    bar = StatusBar()
+    qtbot.addWidget(bar)
+    bar.resize(1280, 24)
+    bar.set_pair("builtin:smollm2", "cuda:0")
+    bar.set_engine("engine: child process")
+    for sp in (widest, wide):
+        text = f"speedup {sp.brief()} \u00b7 predicted 10.88\u00d7 refined, 10.86\u00d7 Leviathan"
+        bar.cost.setText(text)
+        assert bar.cost.text() == text
+    assert wide.brief() == "0.88\u00d7 [0.55\u20131.75] too noisy"
+    from specviz.core.metrics.speed_tracker import SpeedPoint
+
+    # the Speedup plot draws a noisy figure's point estimate (its band beside it)
+    assert SpeedPoint(0, 4, wide, None, None, None).measured == 0.88
+    bar.show()
+    bar.set_state("running")
+    qtbot.wait(10)
+    used = sum(w.sizeHint().width() for w in bar.findChildren(QLabel) if w.isVisible())
+    assert used <= 1280

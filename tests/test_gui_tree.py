@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor, QHelpEvent  # noqa: E402
 
 from specviz.core.trace.records import Round, Settings, TokenEvent  # noqa: E402
 from specviz.gui import palette  # noqa: E402
-from specviz.gui.stream.token_view import fmt  # noqa: E402
+from specviz.gui.stream.figures import fmt  # noqa: E402
 from specviz.gui.tree import view as tree_view  # noqa: E402
 from specviz.gui.tree.layout import ROOT, layout  # noqa: E402
 from specviz.gui.tree.model import round_tree  # noqa: E402
@@ -326,3 +326,66 @@ def test_a_live_window_steps_a_tree_session(qtbot, pair, pair_dirs, monkeypatch,
         assert window.tree.panel.view.box(0).isVisible()
     finally:
         window.close_now()
+
+
+@QUIET
+def test_a_tree_fits_its_view_legibly_and_a_small_one_fills_it(qtbot):
+    """Issue 37: a 62-node tree (width 2, budget 63) is scaled to its view with its labels
+    never under 9 px (then it pans); an 8-node tree grows to fill its view rather than sit
+    in a corner; Ctrl+0 goes back to the fit."""
+    from PySide6.QtGui import QFontInfo
+
+    view = TreeView()
+    qtbot.addWidget(view)
+    view.resize(360, 460)  # about the Tree tab at 1280 x 720
+    view.show()
+    full = [-1, -1] + [i // 2 for i in range(60)]  # a full binary tree: 62 nodes, 5 levels
+    view.draw(round_tree(synthetic_round(full, random.Random(3))))
+    px = QFontInfo(view.label(0).font()).pixelSize()
+    assert view.scale_now * px >= 9 - 1e-9
+    scene = view.sceneRect()
+    shown = view.mapToScene(view.viewport().rect()).boundingRect()
+    assert shown.height() >= scene.height() - 1  # its 32 leaves' column: all in view
+    assert view.scale_now < 1  # shrunk to fit, down to the legible floor
+    small = [-1, 0, 0, 1, 1, 2, 3, 4]  # 8 nodes
+    view.draw(round_tree(synthetic_round(small, random.Random(2))))
+    assert view.scale_now > 1  # grown towards the view, not left tiny
+    drawn = view.mapFromScene(view.sceneRect()).boundingRect()
+    room = view.viewport().rect()
+    assert drawn.width() <= room.width() + 1 and drawn.height() <= room.height() + 1
+    assert drawn.width() >= 0.95 * room.width() or drawn.height() >= 0.95 * room.height()
+    view.set_zoom(1.5)
+    assert view.scale_now == pytest.approx(view._fit * 1.5)
+    qtbot.keyClick(view, Qt.Key.Key_0, Qt.KeyboardModifier.ControlModifier)
+    assert view.zoom == 1.0
+
+
+@QUIET
+def test_the_explanation_shows_whole(qtbot):
+    """Issue 37: the Tree tab's explanation grows to its text rather than cut it mid-line."""
+    from specviz.gui.tree.panel import TreePanel
+
+    panel = TreePanel()
+    qtbot.addWidget(panel)
+    panel.resize(370, 520)
+    panel.show()
+    rng = random.Random(3)
+    parents = [-1, -1] + [i // 2 for i in range(60)]
+    tree = round_tree(synthetic_round(parents, rng))
+    panel.show_tree(tree, 5)
+    qtbot.wait(20)
+    bar = panel.explanation.verticalScrollBar()
+    assert bar.maximum() == 0, panel.explanation.toPlainText()
+
+
+def test_a_tree_round_says_what_it_drafted_not_drafted_k():
+    """Issue 37: a tree round's stop reason names its nodes and levels ("drafted K" said
+    nothing of a 3-level tree)."""
+    import dataclasses
+
+    from specviz.gui.stream.token_view import k_text
+
+    parents = [-1, -1, 0, 0, 1, 2]  # levels 1, 1, 2, 2, 2, 3
+    rnd = dataclasses.replace(synthetic_round(parents, random.Random(1)), stop="k", k=5)
+    text = k_text(rnd)
+    assert "drafted a tree of 6 nodes, 3 levels" in text and "drafted K" not in text

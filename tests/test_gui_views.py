@@ -166,7 +166,7 @@ def test_distribution_view_rejected_position(qtbot):
     np.testing.assert_allclose(view.excess_item.opts["x0"], bars.min_pq)  # stacked: p = min+excess
     assert list(view.band.opts["y"]) == [0, 2]  # drafted and emitted rows highlighted
     ticks = dict(enumerate(view.token_labels))
-    assert ticks[0].startswith("refused \u25b8") and ticks[2].startswith("resampled \u25b8")
+    assert ticks[0].startswith("rejected \u25b8") and ticks[2].startswith("resampled \u25b8")
     assert ticks[3] == "(everything else)"
     # u against min(1, p/q): the accepted region ends at the line, u sits above it
     assert view.gauge.accept_region.opts["height"] == [pytest.approx(1 / 6)]
@@ -187,12 +187,12 @@ def test_long_token_labels_are_cut_not_hidden(qtbot):
     r0 = sample_rounds()[0]
     long = "<|a very long token that will not fit|>"
     tokens = list(r0.tokens)
-    for i in (1, 4):  # the refused draft and its resample: labels are stored top-N texts
+    for i in (1, 4):  # the rejected draft and its resample: labels are stored top-N texts
         tokens[i] = dataclasses.replace(tokens[i], top_text=(long,) * len(tokens[i].top_text))
     view.show_position(dataclasses.replace(r0, tokens=tuple(tokens)), 1)
     axis = view.main.getPlotItem().getAxis("left")
     label = view.token_labels[0]
-    assert label.startswith("refused \u25b8 <|a") and label.endswith("\u2026")
+    assert label.startswith("rejected \u25b8 <|a") and label.endswith("\u2026")
     metrics = QFontMetrics(axis.style["tickFont"] or QApplication.font())
     room = axis.fixedWidth - axis.style["tickTextOffset"][0] - axis.style["tickLength"]
     assert all(metrics.horizontalAdvance(t) <= room for t in view.token_labels)
@@ -244,6 +244,9 @@ def test_plots_follow_running_stats(qtbot, tmp_path):
     _, measured = plots.series(plots.speedup_measured)
     assert np.isnan(measured).all()  # without the cost model's figures no speedup is plotted
     assert list(plots.length_bars.opts["height"]) == stats.accepted_lengths
+    # the histogram counts rounds: whole-number ticks (issue 37: 0.2, 0.4, ... of a round)
+    ticks = plots.plots["accepted_length"].getAxis("left")._tickLevels[0]
+    assert ticks and all(float(v).is_integer() and label == str(int(v)) for v, label in ticks)
     assert list(plots.position_bars.opts["height"]) == [
         v or 0.0 for v in stats.acceptance_by_position
     ]
@@ -333,7 +336,7 @@ def test_rows_follow_the_height_and_stay_put(qtbot, tmp_path):
 
 def test_small_probabilities_keep_their_significant_figures():
     """0.01 beside 0.00466 reads 0.0100, and the accept gauge's 0.00061 is not 0.00."""
-    from specviz.gui.stream.token_view import fmt
+    from specviz.gui.stream.figures import fmt
 
     assert fmt(0.01) == "0.0100" and fmt(0.00466) == "0.00466" and fmt(0.5) == "0.500"
     assert fmt(0.00061, 2) == "0.00061" and fmt(0.0) == "0.000"

@@ -78,7 +78,44 @@ def test_a_wide_interval_says_too_noisy():
     sp = measure([[10.0] * 3, [40.0] * 3, [3.0] * 3], rounds)
     assert sp.high / sp.low > speedup.NOISY
     assert sp.status == "noisy" and sp.shown is None
-    assert sp.text().startswith("too noisy to tell on this machine")
+    assert sp.text() == f"{sp.value:.2f}\u00d7 [{sp.low:.2f}, {sp.high:.2f}]: too noisy to tell"
+
+
+def _at(low: float, high: float, value: float) -> speedup.Speedup:
+    """measure()'s classification of an interval, the rest of the figure fixed."""
+    status = "noisy" if high / low > speedup.NOISY and low < 1 < high else "ok"
+    return speedup.Speedup(value, low, high, status, 5.0, 9, 3, 3.0)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "value", "verdict"),
+    [
+        (0.08, 0.28, 0.18, "slower than the target alone"),  # wide, but all of it below 1
+        (0.70, 0.95, 0.80, "slower than the target alone"),
+        (1.20, 2.50, 1.70, "faster"),  # wide, all of it above 1
+        (1.05, 1.20, 1.10, "faster"),
+        (0.60, 1.90, 1.10, "too noisy to tell"),  # wide across 1: nothing to say yet
+        (0.95, 1.08, 1.01, "about as fast as the target alone"),  # narrow across 1
+    ],
+)
+def test_the_verdict_reads_the_interval(low, high, value, verdict):
+    """Issue 37: a point estimate with its interval always; "too noisy" only where the
+    interval holds 1 (on a busy machine [0.08, 0.28] said "too noisy" though it is plainly
+    slower)."""
+    sp = _at(low, high, value)
+    assert sp.verdict() == verdict
+    assert sp.text() == f"{value:.2f}\u00d7 [{low:.2f}, {high:.2f}]: {verdict}"
+    assert sp.to_json()["speedup_verdict"] == verdict
+
+
+def test_a_wide_interval_below_one_is_a_measurement():
+    """measure() itself: rounds 5x slower than the target's steps, timed noisily, are
+    "slower", with a figure, never "too noisy"."""
+    rounds = [(50.0, 1), (400.0, 1), (120.0, 1), (90.0, 1)] * 3
+    sp = measure([[10.0] * 3, [40.0] * 3, [3.0] * 3], rounds)
+    assert sp.high < 1 and sp.high / sp.low > speedup.NOISY
+    assert sp.status == "ok" and sp.shown == pytest.approx(sp.value)
+    assert sp.verdict() == "slower than the target alone"
 
 
 def test_above_the_tokens_per_pass_is_impossible():
@@ -150,3 +187,37 @@ def test_one_trace_gives_one_figure_in_every_view(tmp_path, capsys):
     last = list(stats_rows(session))[-1]
     assert last["speedup_measured"] == pytest.approx(figure)
     assert [last["speedup_low"], last["speedup_high"]] == pytest.approx(band)
+
+
+def test_the_refined_prediction_has_an_interval_that_reads_its_noise():
+    """Issue 37: the refined prediction moved 0.8x -> 1.8x between identical sessions with
+    no interval. Steady probes give a narrow interval around it; probes whose T_t(K+1)
+    jumps 3x give a wider one; both hold the prediction; run's summary carries it."""
+    from specviz.core.metrics.costmodel import CostModel
+    from specviz.core.metrics.refined_band import refined_band
+
+    steady = _probed_trace()
+    model = CostModel(window=64).extend(steady.rounds)
+    fig = model.figures()
+    low, high = refined_band(model, fig.k)
+    assert low <= fig.speedup_refined <= high  # the rounds' acceptance alone: about 1.5x
+    noisy = Session(
+        steady.header,
+        [
+            dataclasses.replace(
+                r,
+                probes={
+                    **r.probes,
+                    "target_ms": [[n, (5.0 + n) * (3 if r.index % 2 else 1)] for n in range(1, 6)],
+                },
+            )  # fmt: skip
+            for r in steady.rounds
+        ],
+    )
+    model = CostModel(window=64).extend(noisy.rounds)
+    fig = model.figures()
+    wide = refined_band(model, fig.k)
+    assert wide[0] <= fig.speedup_refined <= wide[1]
+    assert wide[1] / wide[0] > 1.3 * (high / low)
+    assert summary(noisy)["speedup_refined_ci"] == list(wide)
+    assert refined_band(CostModel(window=64), 4) is None  # no probes, no interval

@@ -282,7 +282,13 @@ def run(args: argparse.Namespace) -> int | LabRequest:
 def run_sequences(args: argparse.Namespace) -> int:
     """`lab --k K`: every asked rule on the same rounds of K i.i.d. drafts (core.lab.sequence)."""
     from specviz.core.lab.montecarlo import LEVEL
-    from specviz.core.lab.sequence import SEQUENCE_LABELS, SEQUENCE_RULES, compare
+    from specviz.core.lab.sequence import (
+        SEQUENCE_LABELS,
+        SEQUENCE_RULES,
+        blind_spots,
+        compare,
+        verdict,
+    )
 
     try:
         if _model_mode(args) or args.gui:
@@ -311,13 +317,16 @@ def run_sequences(args: argparse.Namespace) -> int:
     print(f"{'rule':<22} {'kept a round [95%]':<26} {'p-value':>10} {'TV':>8}  verdict")
     for r in results:
         lo, hi = r.mean_accepted_ci
-        verdict = "follows p" if r.lossless else f"REJECTS 'follows p' at {LEVEL}"
+        words, tone = verdict(r)
+        said = f"REJECTS 'follows p' at {LEVEL}" if tone == "bad" else words
         print(
             f"{r.rule:<22} {r.mean_accepted:.4f} [{lo:.4f}, {hi:.4f}]   {r.p_value:>10.3g} "
-            f"{r.tv:>8.4f}  {verdict}"
+            f"{r.tv:>8.4f}  {said}"
         )
     for r in results:
         print(f"  {r.rule}: {SEQUENCE_LABELS[r.rule]}")
+    for sentence in blind_spots(results):
+        print(f"note: {sentence}")
     return 0
 
 

@@ -122,12 +122,15 @@ def drive(
     finally:
         engine.close()
     result = summary(session)
+    finish = finish_reason(session, interrupted, lost is not None)
     if args.json:
-        print(json.dumps({"pair": names(header), **result, "text": session.text}))
+        obj = {"pair": names(header), **result, "finish_reason": finish, "text": session.text}
+        print(json.dumps(obj))
     else:
         if show:
             print(f"\n{printable(session.text)}\n")
         print(formats.summary(result))
+        print(finish_text(session, finish))
     if lost is not None:
         n = len(session.rounds)
         print(
@@ -140,3 +143,29 @@ def drive(
     if lost is not None:
         return EXIT_LOST
     return 130 if interrupted else 0
+
+
+# Why a session stopped, in words (the trace's FINISH_REASONS, and the command's own two)
+FINISH_WORDS = {
+    "max_new_tokens": "it reached --max-new-tokens",
+    "eos": "the target emitted end-of-text",
+    "context_length": "the context is full (the shorter model's length)",
+    "interrupted": "interrupted (Ctrl-C)",
+    "lost": "the engine was lost",
+}
+
+
+def finish_reason(session, interrupted: bool, lost: bool) -> str | None:
+    """The last round's finish_reason, else "interrupted" or "lost" (None: no rounds)."""
+    last = session.rounds[-1].finish_reason if session.rounds else None
+    if last is not None:
+        return last
+    return "lost" if lost else "interrupted" if interrupted else None
+
+
+def finish_text(session, finish: str | None) -> str:
+    """'finished: the context is full (...); 4 of the 30 new tokens asked'."""
+    asked = session.header.settings.max_new_tokens
+    made = sum(r.n_emitted for r in session.rounds)
+    words = "no rounds" if finish is None else FINISH_WORDS.get(finish, printable(finish))
+    return f"finished: {words}; {made} of the {asked} new tokens asked"

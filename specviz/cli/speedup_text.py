@@ -26,7 +26,7 @@ def measured(s: dict[str, Any]) -> str:
         steps = (s.get("window") or {}).get("baseline_steps", 0)
         return f"measured n/a: measuring the baseline ({steps} decoding steps so far: too few)"
     if status == "noisy":
-        return f"measured n/a: too noisy to tell on this machine{band}"
+        return f"measured {_f(raw, '{:.2f}x')}{band}: too noisy to tell (the interval holds 1)"
     if status == "impossible" or s.get("speedup_impossible"):
         bound = s.get("speedup_bound")
         return (
@@ -35,17 +35,21 @@ def measured(s: dict[str, Any]) -> str:
         )
     if status == "calibration":
         return f"measured {_f(s['speedup_measured'], '{:.2f}x')} (no interval: see below)"
-    return f"measured {_f(s['speedup_measured'], '{:.2f}x')}{band}"
+    verdict = s.get("speedup_verdict")
+    said = f": {verdict}" if verdict else ""
+    return f"measured {_f(s['speedup_measured'], '{:.2f}x')}{band}{said}"
 
 
 def predicted(s: dict[str, Any]) -> str:
     """Both predictions, labelled."""
     refined = s.get("speedup_refined")
     why = "from the probes' costs" if refined is not None else "needs the cost model's probes"
+    band = s.get("speedup_refined_ci")
+    spread = f" [{band[0]:.2f}, {band[1]:.2f}]" if band and refined is not None else ""
     ratio = s.get("refined_ratio")
     check = "" if ratio is None else f", measured/refined {ratio:.2f}"
     return (
-        f"predicted: refined {_f(refined, '{:.2f}x')} ({why}{check})   Leviathan et al. "
+        f"predicted: refined {_f(refined, '{:.2f}x')}{spread} ({why}{check})   Leviathan et al. "
         f"{_f(s['speedup_predicted'], '{:.2f}x')} (from alpha and c alone)"
     )
 

@@ -81,8 +81,9 @@ def _swatch(colour: str, text: str, outline: bool = False) -> str:
     return f"<span style='color:{colour}; font-size:14pt'>{mark}</span>&nbsp;{text}"
 
 
-def fate_legend_html() -> str:
-    """The stream's legend: every fate in its own colours, as the stream draws it."""
+def fate_legend_html(beyond: bool = False) -> str:
+    """The stream's legend: every fate in its own colours, as the stream draws it; beyond:
+    also the dotted mark of a draft kept beyond the token-wise stop (block, typical rules)."""
     parts = []
     for f in FATES.values():
         style = f"color:{f.foreground}; background:{f.background};"
@@ -93,6 +94,13 @@ def fate_legend_html() -> str:
         f"<span style='color:{PROMPT}; background:{PROMPT_BACKGROUND};'>&nbsp;prompt&nbsp;</span>"
     )
     mark = f"<b style='color:{BOUNDARY}'>{BOUNDARY_MARK}</b> round start"
+    if beyond:
+        a, r = fate("accepted"), fate("rejected")
+        parts.append(
+            f"<span style='color:{a.foreground}; background:{a.background};'>&nbsp;"
+            f"<u style='color:{r.foreground}'>\u2024\u2024\u2024</u>&nbsp;</span> "
+            "dotted underline: accepted beyond where token-wise would have stopped"
+        )
     return " ".join([prompt, *parts]) + f" &nbsp; {mark} &nbsp; <i>(hover: numbers; click)</i>"
 
 

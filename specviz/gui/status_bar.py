@@ -99,7 +99,7 @@ class StatusBar(QStatusBar):
         self.rounds = Figure("")
         self.acceptance = Figure("")
         # the cost model's speedup, both predictions, baseline, c: cut to fit, whole on hover
-        self.cost = ElidedFigure("")
+        self.cost = ElidedFigure("", max_width=520)
         self.state = QLabel("")
         for label in (self.busy_label, self.pair, self.device, self.engine, self.speed,
                       self.rounds, self.acceptance, self.cost):  # fmt: skip

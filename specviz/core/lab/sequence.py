@@ -20,7 +20,7 @@ core.decoding.block, which tests/test_block.py holds to these):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,6 +37,8 @@ SEQUENCE_LABELS = {
     "block-token-residual": "WRONG: block's h with the token-wise residual",
 }
 TYPICAL_EPSILON, TYPICAL_DELTA = 0.3, 0.09  # Medusa's defaults
+# A wrong variant and the right rule it differs from in one part only (the residual)
+COUNTERPART = {"token-block-residual": "token", "block-token-residual": "block"}
 MAX_ROUNDS = 1_000_000
 MAX_VOCAB = 64  # pairs of tokens are counted: V^2 cells
 
@@ -54,6 +56,11 @@ class SequenceResult:
     p_value: float  # pairs of the stream against p x p
     tv: float  # total variation of the stream's tokens from p
     lossless: bool  # p_value above LEVEL
+    # A wrong rule only: its right counterpart (COUNTERPART) and in how many of the rounds
+    # its emitted tokens differ from that rule's on the same draws (0: this example cannot
+    # tell the two apart, whatever the rounds); None for the other rules.
+    counterpart: str | None = None
+    rounds_differing: int | None = None
 
     def to_json(self) -> dict:
         return {
@@ -69,6 +76,8 @@ class SequenceResult:
             "p_value": self.p_value,
             "tv": self.tv,
             f"lossless_at_{LEVEL}": self.lossless,
+            "counterpart": self.counterpart,
+            "rounds_differing": self.rounds_differing,
         }
 
 
@@ -131,6 +140,12 @@ def _stops(rule: str, p, q, drafts, u) -> tuple[np.ndarray, np.ndarray | None]:
 def emitted_stream(rule: str, p, q, draws) -> tuple[np.ndarray, np.ndarray]:
     """(the emitted tokens of every round in order, drafts kept per round [n]) of `rule` on
     the shared draws (drafts [n, K], u [n, K], u_next [n]); p and q normalised."""
+    rows, tau = _round_tokens(rule, p, q, draws)
+    return rows[rows >= 0], tau
+
+
+def _round_tokens(rule: str, p, q, draws) -> tuple[np.ndarray, np.ndarray]:
+    """(each round's emitted tokens [n, K+1], -1 past its end; drafts kept per round [n])."""
     drafts, u, u_next = draws
     n, k = drafts.shape
     tau, weights = _stops(rule, p, q, drafts, u)
@@ -147,7 +162,7 @@ def emitted_stream(rule: str, p, q, draws) -> tuple[np.ndarray, np.ndarray]:
     keep = np.arange(k + 1)[None, :] < (tau + 1)[:, None]  # [n, K+1]
     tokens = np.concatenate([drafts, np.zeros((n, 1), dtype=drafts.dtype)], axis=1)
     tokens[np.arange(n), tau] = nxt
-    return tokens[keep], tau
+    return np.where(keep, tokens, -1).astype(np.int32), tau  # int32: V <= MAX_VOCAB
 
 
 def run_rule(
@@ -155,6 +170,11 @@ def run_rule(
 ) -> SequenceResult:
     """Run `rule` for `rounds` rounds of K i.i.d. drafts. draws: (drafts [n, K], u [n, K],
     u_next [n]) to share between rules (the same drafts and uniforms for each)."""
+    return _run(rule, p, q, k, rounds, seed, draws)[0]
+
+
+def _run(rule: str, p, q, k: int, rounds: int, seed: int, draws) -> tuple:
+    """(run_rule's result, each round's emitted tokens [n, K+1])."""
     if rule not in SEQUENCE_RULES:
         raise ValueError(f"unknown rule {rule!r} (one of {', '.join(SEQUENCE_RULES)})")
     p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
@@ -165,7 +185,8 @@ def run_rule(
         raise ValueError(f"rounds 100..{MAX_ROUNDS:,} and at most {MAX_VOCAB} tokens")
     drafts, u, u_next = draws if draws is not None else shared_draws(q, k, rounds, seed)
     n, vocab = rounds, len(p)
-    stream, tau = emitted_stream(rule, p, q, (drafts, u, u_next))
+    rows, tau = _round_tokens(rule, p, q, (drafts, u, u_next))
+    stream = rows[rows >= 0]
     pairs = stream[: len(stream) // 2 * 2].reshape(-1, 2)
     counts = np.bincount(pairs[:, 0] * vocab + pairs[:, 1], minlength=vocab * vocab)
     _, _, p_value = chi_square(counts, np.outer(p, p).ravel())
@@ -182,7 +203,7 @@ def run_rule(
         p_value=float(p_value),
         tv=float(0.5 * np.abs(marginal - p).sum()),
         lossless=p_value > LEVEL,
-    )
+    ), rows
 
 
 def shared_draws(q, k: int, rounds: int, seed: int = 0):
@@ -195,9 +216,19 @@ def shared_draws(q, k: int, rounds: int, seed: int = 0):
 
 
 def compare(p, q, k: int, rounds: int, seed: int = 0, rules=SEQUENCE_RULES) -> list:
-    """Every rule on the same drafts and uniforms."""
+    """Every rule on the same drafts and uniforms; a wrong rule says in how many rounds it
+    emitted other tokens than its right counterpart (when that rule runs too)."""
     draws = shared_draws(q, k, rounds, seed)
-    return [run_rule(rule, p, q, k, rounds, seed, draws) for rule in rules]
+    runs = {rule: _run(rule, p, q, k, rounds, seed, draws) for rule in rules}
+    out = []
+    for rule in rules:
+        result, rows = runs[rule]
+        right = COUNTERPART.get(rule)
+        if right in runs:
+            differing = int((rows != runs[right][1]).any(axis=1).sum())
+            result = replace(result, counterpart=right, rounds_differing=differing)
+        out.append(result)
+    return out
 
 
 @dataclass(frozen=True)
@@ -234,3 +265,43 @@ def example_round(p, q, k: int, rounds: int, seed: int = 0, index: int = 0) -> E
         u=tuple(map(float, u_row[0])),
         kept=kept,
     )
+
+
+# An example on which every wrong rule misses p at 100,000 rounds (p-values under 1e-30):
+# the block stops early where p_i < 1, so the two residuals differ (tests/test_block.py).
+TELLING_P, TELLING_Q, TELLING_K = (0.4, 0.4, 0.2), (0.05, 0.25, 0.7), 2
+
+
+def verdict(r: SequenceResult) -> tuple[str, str]:
+    """(the words, the tone: "right", "bad" or "blind") of one rule's result. A wrong rule
+    that passes is never called lossless: either the example cannot tell it from its right
+    counterpart (it emitted the very same tokens), or the test missed it at this size."""
+    if not r.lossless:
+        kind = "lossy" if r.rule in LOSSY else "wrong" if r.rule in WRONG else "exact"
+        return f"misses p ({kind})", "bad"
+    if r.rule in WRONG and r.rounds_differing == 0:
+        return f"not tested here: the same tokens as {r.counterpart}", "blind"
+    if r.rule in WRONG:
+        return "wrong, not caught at this size", "blind"
+    return "lossless (follows p)", "right"
+
+
+def blind_spots(results) -> list[str]:
+    """Sentences for the wrong rules this comparison could not show wrong, from its counts."""
+    out = []
+    for r in results:
+        if r.rule not in WRONG or not r.lossless:
+            continue
+        if r.rounds_differing == 0:
+            out.append(
+                f"{r.rule} emitted exactly the tokens {r.counterpart} emitted in all "
+                f"{r.rounds:,} rounds: its wrong residual is never drawn from on these p, q "
+                f"and K, so no number of rounds can tell the two apart here."
+            )
+        elif r.rounds_differing is not None:
+            out.append(
+                f"{r.rule} differs from {r.counterpart} in {r.rounds_differing:,} of "
+                f"{r.rounds:,} rounds, too few for the test at {LEVEL}: more rounds or "
+                f"another example would show it."
+            )
+    return out

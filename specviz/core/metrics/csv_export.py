@@ -55,7 +55,7 @@ def stats_rows(session: Session) -> Iterator[dict[str, int | float | None]]:
             "draft_ms": rnd.draft_ms,
             "verify_ms": rnd.verify_ms,
             "acceptance_running": s.acceptance_running,
-            "speedup_measured": point.measured,
+            "speedup_measured": point.speedup.shown,
             "speedup_low": band[0],
             "speedup_high": band[1],
             "speedup_status": point.speedup.status,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specviz.core.metrics.costmodel import CostModel, figures_json, predicted_speedup
+from specviz.core.metrics.refined_band import refined_band
 from specviz.core.metrics.speed_tracker import WINDOW
 from specviz.core.trace.records import DRAFTED, JUDGED, Round, SessionHeader, cost_ratio
 from specviz.core.trace.session import Session
@@ -233,6 +234,9 @@ def _speedup_keys(model: CostModel, probed: bool, s: RunningStats) -> dict[str, 
         "cost_ratio": c,
         "speedup_predicted": leviathan,
         "speedup_refined": fig.speedup_refined if probed else None,
+        "speedup_refined_ci": (
+            list(band) if probed and (band := refined_band(model, fig.k)) else None
+        ),
         "refined_ratio": fig.refined_ratio if probed else None,
         "speedup_basis": basis,
         "window": {

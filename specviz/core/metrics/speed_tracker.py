@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.core.metrics.costmodel import CostModel, Figures
-from specviz.core.metrics.speedup import IMPOSSIBLE, MIN_STEPS, Speedup
+from specviz.core.metrics.refined_band import refined_band
+from specviz.core.metrics.speedup import IMPOSSIBLE, MIN_STEPS, NOISY_STATUS, Speedup
 from specviz.core.trace.records import Round, SessionHeader
 
 WINDOW = 64  # rounds the figures come from (as the summary, `specviz tune` and the Tune panel)
@@ -29,10 +30,14 @@ class SpeedPoint:
     refined: float | None  # the refined prediction (per-position acceptance, probes' costs)
     leviathan: float | None  # Leviathan et al.'s formula at the window's alpha, K and c
     figures: Figures
+    refined_band: tuple[float, float] | None = None  # its 95% interval (metrics.refined_band)
 
     @property
     def measured(self) -> float | None:
-        """The figure to plot as a measurement: None while measuring, noisy or impossible."""
+        """The figure to plot as a measurement, its band beside it (noisy too: the band says
+        how noisy); None while measuring or impossible."""
+        if self.speedup.status == NOISY_STATUS:
+            return self.speedup.value
         return self.speedup.shown
 
     @property
@@ -65,6 +70,7 @@ class SpeedTracker:
             refined=fig.speedup_refined,
             leviathan=fig.speedup_leviathan,
             figures=fig,
+            refined_band=refined_band(self.model, fig.k) if fig.speedup_refined else None,
         )
         self.latest = point
         return point
@@ -84,22 +90,28 @@ def window_text(point: SpeedPoint | None) -> tuple[str, str]:
     first = fig.first_round
     window = "n/a" if first is None else f"rounds {first + 1}\u2013{first + fig.rounds}"
     ratio = fig.refined_ratio
+    band = point.refined_band
+    spread = "" if band is None else f" [{band[0]:.2f}\u2013{band[1]:.2f}]"
+    # short enough for a 1280-pixel status bar: the basis of the figures is in the tooltip
     text = (
-        f"speedup {sp.text()} \u00b7 predicted: refined {f(point.refined, '{:.2f}×')}"
-        f"{'' if ratio is None else f' (measured/refined {ratio:.2f})'}, "
-        f"Leviathan {f(point.leviathan, '{:.2f}×')} \u00b7 "
-        f"baseline {f(sp.baseline_ms, '{:.2f}')} ms/token \u00b7 "
-        f"c {f(costs.cost_ratio, '{:.2f}')} \u00b7 {window}"
+        f"speedup {sp.brief()} \u00b7 predicted {f(point.refined, '{:.2f}×')} refined, "
+        f"{f(point.leviathan, '{:.2f}×')} Leviathan"
     )
     tip = (
+        f"speedup {sp.text()}\nrefined prediction {f(point.refined, '{:.2f}×')}{spread} (95%, "
+        "a bootstrap over the probes and the rounds)\n"
+        f"measured/refined {f(ratio, '{:.2f}')} \u00b7 "
+        f"baseline {f(sp.baseline_ms, '{:.2f}')} ms/token \u00b7 "
+        f"c {f(costs.cost_ratio, '{:.2f}')} \u00b7 {window}\n"
         "Measured speedup = T_t(1) x emitted tokens / the rounds' own time, over "
         f"{window} (the last {WINDOW} at most), with its 95% interval (a bootstrap over the "
         f"probes and the rounds). T_t(1), the target's ms per token alone, is the median of "
         f"{sp.steps} decoding steps timed by {sp.probes} probe(s) between rounds (context "
         f"{f(costs.context_len, '{}')} tokens; a figure from {MIN_STEPS} steps on); "
         "c = T_d(1) / T_t(1).\n"
-        "'too noisy to tell' when the interval spans more than 1.5x; 'impossible' above the "
-        "tokens per target pass (no speedup can exceed them).\n"
+        "The interval's verdict: 'faster' (all of it above 1), 'slower than the target "
+        "alone' (all below 1), 'too noisy to tell' (wider than 1.5x and holding 1); "
+        "'impossible' above the tokens per target pass (no speedup can exceed them).\n"
         "Refined prediction: E x T_t(1) / (K x T_d(1) + T_t(K+1) + o), with E from the "
         "measured per-position acceptance and every cost (o: the rule's) from the probes, "
         "none from the rounds' times.\n"

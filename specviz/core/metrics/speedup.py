@@ -16,8 +16,12 @@ figure. Then, in this order:
 - "impossible": above the session's tokens per target pass times (1 + TOLERANCE): a round
   emits its tokens for at least one target pass over more tokens than one, so no speedup
   can exceed the tokens per pass (a bad clock or a probe that fell into a slow spell);
-- "noisy": high / low above NOISY: too noisy to tell on this machine;
-- "ok": the figure and its interval.
+- "noisy": the interval holds 1 and high / low is above NOISY: too noisy to tell whether
+  speculation is faster or slower than the target alone;
+- "ok": the figure and its interval, which says "faster" (entirely above 1), "slower than
+  the target alone" (entirely below 1) or "about as fast" (narrow around 1): verdict().
+
+The point estimate is kept and shown with its interval under "noisy" too.
 
 A trace of schema 1.0 has no probes: its header's session-start calibration is the
 baseline ("calibration"), labelled as such, with no interval.
@@ -84,17 +88,29 @@ class Speedup:
     def interval(self) -> tuple[float, float] | None:
         return None if self.low is None or self.high is None else (self.low, self.high)
 
+    def verdict(self) -> str:
+        """What the interval says against the target alone: "faster", "slower than the
+        target alone", "about as fast as the target alone", "too noisy to tell" (wide across
+        1); "" without an interval."""
+        if self.interval is None or self.status not in (OK, NOISY_STATUS):
+            return ""
+        if self.low > 1:
+            return "faster"
+        if self.high < 1:
+            return "slower than the target alone"
+        if self.status == NOISY_STATUS:
+            return "too noisy to tell"
+        return "about as fast as the target alone"
+
     def text(self) -> str:
         """One line for a status bar or a terminal (plain text)."""
         band = "" if self.interval is None else f" [{self.low:.2f}, {self.high:.2f}]"
-        if self.status == OK:
-            return f"{self.value:.2f}\u00d7{band}"
+        if self.status in (OK, NOISY_STATUS):
+            return f"{self.value:.2f}\u00d7{band}: {self.verdict()}"
         if self.status == CALIBRATION:
             return f"{self.value:.2f}\u00d7 (session-start calibration, no interval)"
         if self.status == MEASURING:
             return f"measuring ({self.steps} of {MIN_STEPS} baseline steps)"
-        if self.status == NOISY_STATUS:
-            return f"too noisy to tell on this machine{band}"
         if self.status == IMPOSSIBLE:
             return (
                 f"impossible: {self.value:.2f}\u00d7 is above {self.tokens_per_pass:.2f} "
@@ -102,14 +118,27 @@ class Speedup:
             )
         return "n/a"
 
+    def brief(self) -> str:
+        """text() for a status bar: '0.18× [0.08–0.28] slower', 'too noisy' for the rest."""
+        if self.status not in (OK, NOISY_STATUS) or self.interval is None:
+            return self.text()
+        words = {"slower than the target alone": "slower", "too noisy to tell": "too noisy",
+                 "about as fast as the target alone": "about the same"}  # fmt: skip
+        verdict = self.verdict()
+        return (
+            f"{self.value:.2f}\u00d7 [{self.low:.2f}\u2013{self.high:.2f}] "
+            f"{words.get(verdict, verdict)}"
+        )
+
     def short(self) -> str:
-        """A table cell: '1.31x [1.22-1.41]', 'measuring', 'too noisy', 'impossible 5.20x'."""
+        """A table cell: '1.31x [1.22-1.41]', 'measuring', 'too noisy 1.10x [0.62-1.93]',
+        'impossible 5.20x'."""
         if self.status == OK:
             return f"{self.value:.2f}x [{self.low:.2f}-{self.high:.2f}]"
         if self.status == CALIBRATION:
             return f"{self.value:.2f}x (calibration)"
         if self.status == NOISY_STATUS:
-            return "too noisy"
+            return f"too noisy {self.value:.2f}x [{self.low:.2f}-{self.high:.2f}]"
         if self.status == IMPOSSIBLE:
             return f"impossible {self.value:.2f}x"
         return self.status if self.status == MEASURING else "n/a"
@@ -120,6 +149,7 @@ class Speedup:
             "speedup_measured_raw": self.value,
             "speedup_ci": None if self.interval is None else [self.low, self.high],
             "speedup_status": self.status,
+            "speedup_verdict": self.verdict() or None,
             "speedup_impossible": self.impossible,
             "speedup_bound": self.bound,
             "baseline_ms_per_token": self.baseline_ms,
@@ -166,7 +196,7 @@ def measure(
     low, high = _bootstrap(probes, rounds)
     if value > tpp * (1 + TOLERANCE):
         status = IMPOSSIBLE
-    elif high / low > NOISY:
+    elif high / low > NOISY and low < 1 < high:  # wide, and on both sides of the target's
         status = NOISY_STATUS
     else:
         status = OK

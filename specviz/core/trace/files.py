@@ -54,8 +54,15 @@ __all__ = [
     "write_atomic",
 ]
 
-# A round line at K=32 and top-N 1000 is about 2 MB; a longer line is not a trace's.
-MAX_LINE_BYTES = 64 * 2**20
+# A round line at K=32 and top-N 1000 is about 2 MB (a 64-node tree's about 4 MB); a
+# longer line is not a trace's.
+MAX_LINE_BYTES = 16 * 2**20
+# Parsed, a line costs about 56 bytes per JSON list or object it holds: a trace's lines hold
+# one per 9 bytes or more ([id, p, q] lists, token objects), so a line with more is refused
+# before it is parsed (a 5 MB line of "[]," would cost 20x its size). Lines under
+# DENSE_FROM bytes are parsed whatever they hold.
+MIN_BYTES_PER_CONTAINER = 8
+DENSE_FROM = 64 * 2**10
 
 
 # ---------------------------------------------------------------------------------- writing
@@ -280,12 +287,26 @@ def _feed_file(
             number += 1
             if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 raise TraceError(f"longer than {MAX_LINE_BYTES >> 20} MiB: not a trace", number)
+            if len(raw) > DENSE_FROM:
+                _check_density(raw, number)
             reader.feed(number, raw)
             yield
             done += len(raw)
             if progress is not None and done >= next_report:
                 progress(done / total)
                 next_report = done + step
+
+
+def _check_density(raw: bytes, number: int) -> None:
+    """Refuse a long line whose lists and objects would cost many times its size to parse."""
+    containers = raw.count(b"[") + raw.count(b"{")  # an upper bound: strings may hold some
+    if containers * MIN_BYTES_PER_CONTAINER > len(raw):
+        raise TraceError(
+            f"{containers:,} lists and objects in {len(raw):,} bytes: denser than any trace "
+            f"line (at least {MIN_BYTES_PER_CONTAINER} bytes each), not read (parsing it "
+            "would cost many times its size)",
+            number,
+        )
 
 
 def stream(

@@ -1,14 +1,56 @@
-"""The accept test of one position as a gauge: the draw u against min(1, p/q), and alpha
-against 1 - alpha. Numbers from core.metrics.position_bars.PositionBars. GUI thread only."""
+"""The accept test of one position as a gauge: the test the round's rule ran there (the draw
+u against min(1, p/q) token-wise, u_i against h_i in a block round, p against the threshold
+in a typical one), and alpha against 1 - alpha. Numbers from
+core.metrics.position_bars.PositionBars. GUI thread only."""
 
 from __future__ import annotations
+
+import html
+from dataclasses import dataclass
 
 import pyqtgraph as pg
 
 from specviz.core.metrics.position_bars import PositionBars
 from specviz.gui import palette
 from specviz.gui.plots.plot_kit import cache_axes
-from specviz.gui.stream.token_view import fmt
+from specviz.gui.stream.figures import fmt, fmt_pair
+
+
+@dataclass(frozen=True)
+class AcceptTest:
+    """The comparison a rule made at one judged position, its sign read from the numbers."""
+
+    mark: float  # the value held against the line (u, or p for the typical rule)
+    line: float  # min(1, p/q), the block's h_i, or the typical threshold
+    passes: bool  # the numbers' own verdict: u < line (p > line for the typical rule)
+    accept_above: bool  # the typical rule keeps p above its line; the others u below it
+    label: str  # "0.952 ≥ h 0.760": the figures and the sign that holds between them
+
+
+def accept_test(bars: PositionBars | None) -> AcceptTest | None:
+    """The test the round's rule ran at this position (None where none ran)."""
+    if bars is None or bars.accept_prob is None:
+        return None
+    if bars.block is not None:  # Sun et al.: u_i against h_i, the block's own chance
+        _, h, u = bars.block
+        shown = fmt_pair(u, h)
+        return AcceptTest(u, h, u < h, False, f"u {shown[0]} {_lt(u < h)} h {shown[1]}")
+    if bars.typical_threshold is not None and bars.drafted_event is not None:
+        p, t = bars.drafted_event.p, bars.typical_threshold
+        if p is None:
+            return None
+        shown = fmt_pair(p, t)
+        sign = ">" if p > t else "≤"
+        return AcceptTest(p, t, p > t, True, f"p {shown[0]} {sign} {shown[1]}")
+    if bars.u is None:
+        return None
+    u, a = bars.u, bars.accept_prob
+    shown = fmt_pair(u, a)
+    return AcceptTest(u, a, u < a, False, f"u {shown[0]} {_lt(u < a)} {shown[1]}")
+
+
+def _lt(below: bool) -> str:
+    return "<" if below else "≥"
 
 
 def _brush(colour: str, alpha: int = 255):
@@ -26,7 +68,10 @@ class AcceptGauge(pg.PlotWidget):
         cache_axes(item)
         item.setTitle("accept test", size="9pt")
         self.setToolTip(
-            "Left: the draw u against min(1, p/q); u below the line means accepted.\n"
+            "Left: the test the round's rule ran here. Token-wise: the draw u against "
+            "min(1, p/q), accepted below the line. Block: u_i against h_i, the chance of "
+            "keeping the block up to here (the block keeps up to the last u_i < h_i). "
+            "Typical (lossy): p against its threshold, kept above the line.\n"
             "Right: \u03b1 = \u03a3 min(p, q), the chance a draft here is accepted, "
             "and 1 \u2212 \u03b1."
         )
@@ -41,6 +86,8 @@ class AcceptGauge(pg.PlotWidget):
         item.setYRange(0, 1, padding=0.02)
         item.getAxis("bottom").setTicks([[(0, "u vs min(1,p/q)"), (1, "\u03b1 | 1\u2212\u03b1")]])
         item.setLabel("left", "probability")
+        # three ticks: the panel is short, and pyqtgraph's default five overlap there
+        item.getAxis("left").setTicks([[(0, "0"), (0.5, "0.5"), (1, "1")], []])
         no_pen = pg.mkPen(None)
         self.accept_region = pg.BarGraphItem(
             x=[0], y0=[0], height=[0], width=0.8, brush=palette.ACCEPT_REGION, pen=no_pen
@@ -73,37 +120,47 @@ class AcceptGauge(pg.PlotWidget):
             item.addItem(text)
 
     def draw(self, bars: PositionBars | None) -> None:
-        a = None if bars is None else bars.accept_prob
-        u = None if bars is None else bars.u
-        self.accept_region.setOpts(height=[a or 0.0])
-        self.reject_region.setOpts(y0=[a or 0.0], height=[0.0 if a is None else 1.0 - a])
-        if a is None:
+        test = accept_test(bars)
+        if test is None:
+            self.accept_region.setOpts(y0=[0.0], height=[0.0])
+            self.reject_region.setOpts(y0=[0.0], height=[0.0])
             self.threshold.setData([], [])
             note = {"bonus": "bonus token:\nnothing drafted", "discarded": "never judged"}
             self.accept_text.setText("" if bars is None else note.get(bars.kind, ""))
             self.accept_text.setPos(0, 0.45)
-        else:
-            self.threshold.setData([-0.45, 0.45], [a, a])
-            self.accept_text.setText("")
-        if u is None:
             self.u_mark.setData([], [])
         else:
-            self.u_mark.setData([0.0], [u])
+            line = test.line
+            low, high = (self.reject_region, self.accept_region)
+            if not test.accept_above:
+                low, high = high, low
+            low.setOpts(y0=[0.0], height=[line])
+            high.setOpts(y0=[line], height=[1.0 - line])
+            self.threshold.setData([-0.45, 0.45], [line, line])
+            self.accept_text.setText("")
+            self.u_mark.setData([0.0], [test.mark])
         alpha = None if bars is None else bars.alpha
         rejection = None if bars is None else bars.rejection_mass
-        # the figures go in the tick labels, where the marks never cover them
-        test = "u vs min(1,p/q)"
-        if a is not None and u is not None:
-            relation = "<" if bars.accepted else "\u2265"
-            test = f"{fmt(u, 2)} {relation} {fmt(a, 2)}"  # the summary above has three digits
-        split = (
-            "\u03b1 | 1\u2212\u03b1" if alpha is None else f"{fmt(alpha, 2)} | {fmt(rejection, 2)}"
-        )
-        self.getPlotItem().getAxis("bottom").setTicks([[(0, test), (1, split)]])
+        # the test's figures go in the title, where the marks never cover them
+        left = _AXIS_TEST[_rule(bars)]
+        # the test with its figures (the title is rich text: "<" escaped)
+        title = "accept test" if test is None else html.escape(test.label)
+        self.getPlotItem().setTitle(title, size="9pt")
+        split = "\u03b1 | 1\u2212\u03b1" if alpha is None else f"{fmt(alpha)} | {fmt(rejection)}"
+        self.getPlotItem().getAxis("bottom").setTicks([[(0, left), (1, split)]])
         self.alpha_item.setOpts(height=[alpha or 0.0])
         self.rejection_item.setOpts(y0=[alpha or 0.0], height=[rejection or 0.0])
         if alpha is None:
             self.alpha_text.setText("")
         else:
-            self.alpha_text.setText(f"\u03b1\n{fmt(alpha, 2)}")
+            self.alpha_text.setText(f"\u03b1\n{fmt(alpha)}")
             self.alpha_text.setPos(1, alpha / 2)
+
+
+_AXIS_TEST = {"token": "u vs min(1,p/q)", "block": "u vs h_i", "typical": "p vs threshold"}
+
+
+def _rule(bars: PositionBars | None) -> str:
+    if bars is not None and bars.block is not None:
+        return "block"
+    return "typical" if bars is not None and bars.typical else "token"

@@ -8,7 +8,7 @@ import html
 
 from specviz.core.metrics.position_bars import PositionBars
 from specviz.gui import palette
-from specviz.gui.stream.token_view import fmt
+from specviz.gui.stream.figures import fmt, fmt_pair
 
 LABEL_CHARS = 16
 # The main plot's title; at a discarded position whose p the trace recorded (schema 1.2's
@@ -60,7 +60,7 @@ def drafted_tag(bars: PositionBars) -> str:
         return ""
     return {
         "accepted": "kept \u25b8",
-        "rejected": "refused \u25b8",
+        "rejected": "rejected \u25b8",
         "discarded": "never judged \u25b8",
     }[event.status]
 
@@ -80,17 +80,25 @@ def summary_html(bars: PositionBars | None) -> str:
         )
         if bars.block is not None:
             weight, h, u = bars.block
-            kept = bars.block_kept
+            kept, below = bars.block_kept, u < h
+            u_text, h_text = fmt_pair(u, h)
+            here = (
+                "so the block keeps the drafts up to here at least"
+                if below
+                else "which alone would not keep this draft"
+            )
             parts.append(
                 f"the target gives it p = {fmt(drafted.p)}; judged as a block (Sun et al.): "
                 f"the running weight here is p_i = {fmt(weight)} and the chance of keeping the "
-                f"block up to here h_i = {fmt(h)}, against the draw u = {fmt(u)}; the block "
-                f"keeps the drafts up to the last position whose u &lt; h: {kept} of them "
-                f"(token-wise, min(1, p/q) = {fmt(bars.accept_prob)} would decide alone)"
+                f"block up to here h_i = {h_text}; the draw u = {u_text} "
+                f"{'&lt;' if below else '&ge;'} {h_text}, {here}. The block keeps the drafts "
+                f"up to the last position whose u &lt; h: {kept} of them, so this one is "
+                f"<b style='color:{colour}'>{drafted.status}</b>. " + _token_wise(bars)
             )
         elif bars.typical_threshold is not None:
             t = bars.typical_threshold
-            relation, verdict = ("&gt;", "kept") if bars.accepted else ("&le;", "refused")
+            relation = "&gt;" if drafted.p is not None and drafted.p > t else "&le;"
+            verdict = "accepted" if bars.accepted else "rejected"
             parts.append(
                 f"the target gives it p = {fmt(drafted.p)}; judged by typical acceptance "
                 f"(Medusa, LOSSY): kept while p &gt; min(ε, δ e<sup>−H(p)</sup>) "
@@ -98,12 +106,14 @@ def summary_html(bars: PositionBars | None) -> str:
                 f"<b style='color:{colour}'>{verdict}</b>"
             )
         elif bars.accepted is not None:
-            relation = "&lt;" if bars.accepted else "&ge;"
+            below = bars.u is not None and bars.u < bars.accept_prob
+            relation = "&lt;" if below else "&ge;"
             verdict = "accepted" if bars.accepted else "rejected"
+            u_text, a_text = fmt_pair(bars.u, bars.accept_prob)
             parts.append(
                 f"the target gives it p = {fmt(drafted.p)}, so it is kept with probability "
-                f"min(1, p/q) = {fmt(bars.accept_prob)}; the draw u = {fmt(bars.u)} "
-                f"{relation} {fmt(bars.accept_prob)}: <b style='color:{colour}'>{verdict}</b>"
+                f"min(1, p/q) = {a_text}; the draw u = {u_text} "
+                f"{relation} {a_text}: <b style='color:{colour}'>{verdict}</b>"
             )
         elif bars.p_never_judged:  # unjudged: schema 1.2's p at a discarded position
             parts.append(
@@ -145,6 +155,19 @@ def summary_html(bars: PositionBars | None) -> str:
             "is the residual's mass."
         )
     return text
+
+
+def _token_wise(bars: PositionBars) -> str:
+    """What the token-wise rule, with the same draw, would have done at this position."""
+    if bars.u is None or bars.accept_prob is None:
+        return ""
+    u_text, a_text = fmt_pair(bars.u, bars.accept_prob)
+    below = bars.u < bars.accept_prob
+    return (
+        f"Token-wise, the same draw against this draft's own min(1, p/q): u = {u_text} "
+        f"{'&lt;' if below else '&ge;'} {a_text}, a test it "
+        + ("passes" if below else "fails: the token-wise rule stops at such a draft")
+    )
 
 
 def _quote(text: str) -> str:

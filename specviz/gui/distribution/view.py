@@ -40,12 +40,12 @@ from specviz.gui.distribution.text import (
     token_label,
 )
 from specviz.gui.plots.plot_kit import cache_axes, fit_tick_labels, fix_axis_width, nice_ceiling
+from specviz.gui.stream.figures import fmt
 from specviz.gui.stream.rich_line import RichLine
-from specviz.gui.stream.token_view import fmt
 from specviz.gui.tooltips import show_plain
 
 THICK = 0.38  # bar thickness (rows are 1 apart)
-# The main plot's token axis fits a tagged label such as "refused ▸ " and ten characters
+# The main plot's token axis fits a tagged label such as "rejected ▸ " and ten characters
 # of the token; a longer label is cut at the end.
 MAIN_LABEL_ROOM = "never judged \u25b8 " + "0" * 10
 RESIDUAL_LABEL_ROOM = "resampled \u25b8 " + "0" * 6

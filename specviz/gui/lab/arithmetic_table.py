@@ -89,6 +89,7 @@ class ArithmeticTable(QWidget):
         # As tall as its rows (up to a point), so the column below gets the spare height.
         height = self.table.horizontalHeader().sizeHint().height() + 2 * self.table.frameWidth()
         height += self.table.verticalHeader().length() + 2
+        height += self.table.horizontalScrollBar().sizeHint().height()  # when it is narrow
         self.table.setMaximumHeight(height)
         self.table.setMinimumHeight(min(height, 420))
 

@@ -64,7 +64,7 @@ class GroupedBars(pg.PlotWidget):
         self.setMenuEnabled(False)
         self.setMouseEnabled(x=False, y=False)
         self.hideButtons()
-        self.setMinimumHeight(190)
+        self.setMinimumHeight(120)  # the lab fits 1280 x 720
         item = self.getPlotItem()
         item.showGrid(y=True, alpha=0.25)
         font = QFont()

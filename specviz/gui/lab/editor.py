@@ -140,6 +140,7 @@ class DistributionEditor(QWidget):
         for row in self._rows:
             for widget in row.values():
                 self._grid.removeWidget(widget)
+                widget.hide()  # gone now, not when the event loop gets to deleteLater
                 widget.deleteLater()
         self._rows = []
         for i, name in enumerate(self._labels):

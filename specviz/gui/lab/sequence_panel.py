@@ -29,19 +29,22 @@ from PySide6.QtWidgets import (
 
 from specviz.core.lab.montecarlo import LEVEL
 from specviz.core.lab.sequence import (
-    LOSSY,
     MAX_VOCAB,
     SEQUENCE_LABELS,
     SEQUENCE_RULES,
-    WRONG,
+    TELLING_K,
+    TELLING_P,
+    TELLING_Q,
+    blind_spots,
     compare,
     example_round,
+    verdict,
 )
 from specviz.gui.lab.bar_plots import show_token
 from specviz.gui.session.threads import start_worker
 
 MAX_WINDOW_ROUNDS = 300_000  # each rule holds a [rounds, V] residual while it runs
-RIGHT, BAD = "#1a7f37", "#b42318"
+TONES = {"right": "#1a7f37", "bad": "#b42318", "blind": "#9a6700"}
 
 
 class SequenceWorker(QObject):
@@ -67,6 +70,8 @@ class SequencePanel(QGroupBox):
 
     _start = Signal(object)
     compared = Signal(object)  # the results shown (GUI thread), for tests and callers
+    # "An example that tells them apart": (p, q, labels, title) for the lab to show
+    example_requested = Signal(object, object, object, str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Sequences: K drafts a round, every rule on the same draws", parent)
@@ -85,6 +90,12 @@ class SequencePanel(QGroupBox):
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
         self.run_button = QPushButton("Run every rule")
+        self.telling_button = QPushButton("An example that tells them apart")
+        self.telling_button.setToolTip(
+            f"p = {TELLING_P}, q = {TELLING_Q}, K {TELLING_K}: the block stops early where "
+            "p_i < 1, so each wrong rule's residual is drawn from and it misses p"
+        )
+        self.telling_button.clicked.connect(self._telling)
         self.status = QLabel()
         self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.status.setWordWrap(True)
@@ -93,9 +104,14 @@ class SequencePanel(QGroupBox):
             controls.addWidget(QLabel(text))
             controls.addWidget(widget)
         controls.addWidget(self.run_button)
+        controls.addWidget(self.telling_button)
         controls.addStretch(1)
         self.table = _table(["rule", "drafts kept / round [95%]", "p-value", "TV", "verdict"])
         self.table.verticalHeader().hide()
+        self.table.setRowCount(len(SEQUENCE_RULES))
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setFixedHeight(_rows_height(self.table, bar=False))  # every rule's row
+        self.table.setRowCount(0)
         self.example = _table([])
         self.example_caption = QLabel()
         self.example_caption.setTextFormat(Qt.TextFormat.PlainText)
@@ -103,9 +119,10 @@ class SequencePanel(QGroupBox):
         layout = QVBoxLayout(self)
         layout.addLayout(controls)
         layout.addWidget(self.status)
-        layout.addWidget(self.table, 2)
+        layout.addWidget(self.table)
         layout.addWidget(self.example_caption)
-        layout.addWidget(self.example, 2)
+        layout.addWidget(self.example, 1)
+        self.example.setMinimumHeight(_rows_height(self.example, 3))  # K 2 whole, scrolled
         self.worker, self.thread = start_worker(SequenceWorker(), "specviz-lab-sequences")
         self._start.connect(self.worker.run)
         self.worker.done.connect(self._on_done)
@@ -138,6 +155,11 @@ class SequencePanel(QGroupBox):
                    self.seed.value())  # fmt: skip
         self._start.emit(request)
 
+    def _telling(self) -> None:
+        self.k.setValue(TELLING_K)
+        self.example_requested.emit(TELLING_P, TELLING_Q, ("A", "B", "C"), "an example "
+                                    "that tells the rules apart")  # fmt: skip
+
     def shutdown(self) -> None:
         self._run_id += 1
         if self.thread.isRunning():
@@ -151,8 +173,8 @@ class SequencePanel(QGroupBox):
         if not self.table.rowCount():
             self.status.setText(
                 "Press Run: token-wise, block, the lossy typical rule and two wrong block "
-                "variants run on the same drafts and uniforms; a lossless rule's stream "
-                f"passes a chi-square of consecutive pairs against p x p at {LEVEL}."
+                "variants on the same drafts and uniforms; a lossless rule's stream passes a "
+                f"chi-square of consecutive pairs against p x p at {LEVEL}."
             )
 
     def _on_failed(self, run_id: int, message: str) -> None:
@@ -169,7 +191,11 @@ class SequencePanel(QGroupBox):
         self._fill_table(results)
         self._fill_example(example)
         r = results[0]
-        self.status.setText(f"{r.rounds:,} rounds of K = {r.k}, seed {self.seed.value()}.")
+        said = " ".join(blind_spots(results))
+        self.status.setText(
+            f"{r.rounds:,} rounds of K = {r.k}, seed {self.seed.value()}."
+            + (f" {said}" if said else "")
+        )
         self._idle()
         self.compared.emit(results)
 
@@ -177,47 +203,55 @@ class SequencePanel(QGroupBox):
         self.table.setRowCount(len(results))
         for row, r in enumerate(results):
             lo, hi = r.mean_accepted_ci
-            kind = "lossy" if r.rule in LOSSY else "wrong" if r.rule in WRONG else "exact"
-            verdict = "lossless (follows p)" if r.lossless else f"misses p ({kind})"
+            words, tone = verdict(r)
             cells = (r.rule, f"{r.mean_accepted:.4f} [{lo:.4f}, {hi:.4f}]",
-                     f"{r.p_value:.3g}", f"{r.tv:.4f}", verdict)  # fmt: skip
+                     f"{r.p_value:.3g}", f"{r.tv:.4f}", words)  # fmt: skip
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setToolTip(SEQUENCE_LABELS[r.rule])
                 if column == 4:
-                    item.setForeground(QColor(RIGHT if r.lossless else BAD))
+                    item.setForeground(QColor(TONES[tone]))
                 self.table.setItem(row, column, item)
         self.table.resizeColumnsToContents()
 
     def _fill_example(self, e) -> None:
+        """One row per drafted position (a round has few), its numbers in columns."""
         k = len(e.drafts)
-        self.example.setColumnCount(k)
-        self.example.setHorizontalHeaderLabels([f"i = {i + 1}" for i in range(k)])
         label = self._labels if callable(self._labels) else self._labels.__getitem__
-        rows = [
-            ("X_i (drafted)", [show_token(str(label(x))) for x in e.drafts]),
+        columns = [
+            ("X_i", [show_token(str(label(x))) for x in e.drafts]),
             ("P(X_i)", [f"{v:.4f}" for v in e.p_x]),
             ("Q(X_i)", [f"{v:.4f}" for v in e.q_x]),
-            ("p_i (block weight)", [f"{v:.4f}" for v in e.weights]),
+            ("p_i", [f"{v:.4f}" for v in e.weights]),
             ("Z_i", ["—" if v is None else f"{v:.4f}" for v in e.z]),
             ("h_i", [f"{v:.4f}" for v in e.h]),
             ("u_i", [f"{v:.4f}" for v in e.u]),
-        ]
-        rows += [
-            (f"kept by {rule}", ["kept" if i < e.kept[rule] else "—" for i in range(k)])
-            for rule in SEQUENCE_RULES
-        ]
-        self.example.setRowCount(len(rows))
-        self.example.setVerticalHeaderLabels([name for name, _ in rows])
-        for row, (_, cells) in enumerate(rows):
-            for column, text in enumerate(cells):
+            ("kept by", [", ".join(r for r in SEQUENCE_RULES if i < e.kept[r]) or "—"
+                         for i in range(k)]),
+        ]  # fmt: skip
+        self.example.setColumnCount(len(columns))
+        self.example.setHorizontalHeaderLabels([name for name, _ in columns])
+        self.example.setRowCount(k)
+        self.example.setVerticalHeaderLabels([f"i = {i + 1}" for i in range(k)])
+        for column, (_, cells) in enumerate(columns):
+            for row, text in enumerate(cells):
                 self.example.setItem(row, column, QTableWidgetItem(text))
+        self.example.resizeColumnsToContents()
         stops = ", ".join(f"{rule} {e.kept[rule]}" for rule in SEQUENCE_RULES)
-        self.example_caption.setText(
-            f"The first round, position by position (drafts kept: {stops}). Block keeps "
-            "X_1..X_i at the last i whose u_i < h_i; token-wise stops at the first "
-            "u_i ≥ min(1, P/Q)."
+        self.example_caption.setText(f"The first round (drafts kept: {stops}).")
+        self.example_caption.setToolTip(
+            "p_i: the block's running weight; Z_i = Σ max(0, p_i P − Q); h_i: its chance of "
+            "keeping the block up to i. Block keeps X_1..X_i at the last i whose u_i < h_i; "
+            "token-wise stops at the first u_i ≥ min(1, P/Q)."
         )
+
+
+def _rows_height(table: QTableWidget, rows: int | None = None, bar: bool = True) -> int:
+    """The height that shows the header and `rows` rows (all of them) and a scroll bar."""
+    rows = table.rowCount() if rows is None else rows
+    height = table.horizontalHeader().sizeHint().height() + 2 * table.frameWidth()
+    height += rows * table.verticalHeader().defaultSectionSize()
+    return height + (table.horizontalScrollBar().sizeHint().height() if bar else 0) + 2
 
 
 def _table(headers: list[str]) -> QTableWidget:

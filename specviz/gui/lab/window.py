@@ -46,13 +46,18 @@ GUIDE = (
     "purple q, and the χ² test finds nothing.<br>"
     "3. Switch the rule to a <b>WRONG</b> one and run again: the bars miss p and the "
     "p-value collapses.<br>"
-    "4. Make q equal to p: α = 1 and no draft is ever rejected.<br><br>"
+    "4. Make q equal to p: α = 1 and no draft is ever rejected."
+)
+# The guide's other two tabs (a tab each, so that each fits the lab at 1280 x 720)
+WHY = (
     "<b>Why it works.</b> A token x is emitted on one of two paths. Accepted: the draft "
     "proposes x (probability q(x)) and passes (min(1, p(x)/q(x))), together min(p(x), q(x)). "
     "Rejected: a rejection happens (1 − α) and the residual picks x "
     "(max(0, p(x) − q(x)) / (1 − α)), together max(0, p(x) − q(x)). "
     "min(a, b) + max(0, a − b) = a, so the two paths add up to p(x) for every x: the draft "
-    "changes only how often drafts are kept, never what comes out.<br><br>"
+    "changes only how often drafts are kept, never what comes out."
+)
+WRONG_RULES = (
     "<b>The wrong rules.</b> Rejecting whenever p(x) &lt; q(x) throws away mass that the "
     "acceptance path should have kept; resampling from p after a rejection counts the "
     "overlap min(p, q) twice. Both emit a distribution that is not p."
@@ -126,16 +131,18 @@ class LabWindow(QMainWindow):
         bars_box.layout().addWidget(self.position_button, 0, Qt.AlignmentFlag.AlignLeft)
         self.monte_carlo = MonteCarloPanel()
 
-        self.guide = QLabel(GUIDE)
-        self.guide.setWordWrap(True)
-        self.guide.setTextFormat(Qt.TextFormat.RichText)
-        self.guide.setAlignment(Qt.AlignmentFlag.AlignTop)
-        guide_box = _group("Try this")
-        guide_scroll = QScrollArea()  # scrolls on a small screen rather than being cut
-        guide_scroll.setWidget(self.guide)
-        guide_scroll.setWidgetResizable(True)
-        guide_scroll.setFrameShape(QFrame.Shape.NoFrame)
-        guide_box.layout().addWidget(guide_scroll)
+        self.guide = _guide_label(GUIDE)
+        self.guide_tabs = QTabWidget()
+        for label, text in ((self.guide, "Try this"), (_guide_label(WHY), "Why it works"),
+                            (_guide_label(WRONG_RULES), "The wrong rules")):  # fmt: skip
+            scroll = QScrollArea()  # scrolls on a small screen rather than being cut
+            scroll.setWidget(label)
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QFrame.Shape.NoFrame)
+            self.guide_tabs.addTab(scroll, text)
+        guide_box = QWidget()
+        QVBoxLayout(guide_box).addWidget(self.guide_tabs)
+        guide_box.layout().setContentsMargins(0, 0, 0, 0)
         left = QWidget()
         column = QVBoxLayout(left)
         column.setContentsMargins(0, 0, 0, 0)
@@ -143,13 +150,14 @@ class LabWindow(QMainWindow):
         column.addWidget(table_box)  # as tall as its rows, up to a cap (ArithmeticTable)
         column.addWidget(guide_box, 1)
         self.sequences = SequencePanel()
+        self.sequences.example_requested.connect(self.set_distributions)
         self.runs = QTabWidget()
         self.runs.addTab(self.monte_carlo, "One position: N draws")
         self.runs.addTab(self.sequences, "Sequences: K drafts, every rule")
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(bars_box)
         right.addWidget(self.runs)
-        right.setSizes([400, 540])
+        right.setSizes([330, 610])  # the runs' tables take the height they need
         body = QSplitter(Qt.Orientation.Horizontal)
         body.addWidget(left)
         body.addWidget(right)
@@ -283,6 +291,14 @@ class LabWindow(QMainWindow):
         self.monte_carlo.shutdown()
         self.sequences.shutdown()
         super().closeEvent(event)
+
+
+def _guide_label(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setWordWrap(True)
+    label.setTextFormat(Qt.TextFormat.RichText)
+    label.setAlignment(Qt.AlignmentFlag.AlignTop)
+    return label
 
 
 def _group(title: str) -> QGroupBox:

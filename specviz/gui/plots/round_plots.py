@@ -75,6 +75,14 @@ def _legend(layout: pg.GraphicsLayout, curves: list[tuple[object, str]]):
     return legend
 
 
+def count_ticks(high: float, most: int = 5) -> list[tuple[float, str]]:
+    """Whole-number ticks from 0 to `high`, a 1-2-5 step apart, at most `most` + 1 of them."""
+    step = 1
+    while high / step > most:
+        step = step * 5 // 2 if str(step)[0] == "2" else step * 2
+    return [(float(v), str(v)) for v in range(0, int(high) + 1, step)]
+
+
 class Plots(QWidget):
     """The four plots of a session; `add(round_stats, running)` after each round."""
 
@@ -329,6 +337,9 @@ class Plots(QWidget):
             if sticky.fit(low, high):
                 view.setYRange(sticky.low, sticky.high, padding=0)
                 view.updateMatrix()  # now, not in the paint (which would then paint again)
+                if not curves:  # the histogram counts rounds: whole numbers on its axis
+                    ticks = count_ticks(sticky.high, most=3)
+                    self.plots["accepted_length"].getAxis("left").setTicks([ticks, []])
         running = self._running
         if running is None:
             return

@@ -37,6 +37,11 @@ def round_text(rnd: Round, total: int) -> str:
     )
 
 
+def _may_keep_beyond(settings: Settings | None) -> bool:
+    """A rule other than token-wise: it may keep drafts beyond the token-wise stop."""
+    return settings is not None and settings.verifier != "token"
+
+
 NO_ROUNDS = f"No rounds yet: type a prompt and press Step ({keys.STEP[0]})."
 NO_ROUNDS_YET = f"No rounds yet: press Step ({keys.STEP[0]}) or Run ({keys.RUN[0]})."
 
@@ -170,6 +175,7 @@ class StreamPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
+        self._beyond = False  # the legend names the dotted "kept beyond" mark
         self.legend = QLabel(palette.fate_legend_html())
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setWordWrap(True)
@@ -247,6 +253,7 @@ class StreamPanel(QWidget):
         self.lossy.note(*((None, None) if header is None else (header.settings,
                                                               drafter_notes(header))))  # fmt: skip
         self.view.clear_session(header)
+        self._show_beyond(header is not None and _may_keep_beyond(header.settings))
         self.slider.blockSignals(True)
         self.slider.setRange(0, 0)
         self.slider.blockSignals(False)
@@ -257,10 +264,18 @@ class StreamPanel(QWidget):
         self.view.append_rounds(rounds)
         if rounds:
             self.lossy.note(rounds[-1].settings)
+        if not self._beyond and any(_may_keep_beyond(r.settings) for r in rounds):
+            self._show_beyond(True)
         self.slider.blockSignals(True)
         self.slider.setRange(0, self.view.round_count - 1)
         self.slider.blockSignals(False)
         self.slider.setEnabled(True)
+
+    def _show_beyond(self, on: bool) -> None:
+        """The legend names the dotted mark while the session has a rule that can keep a
+        draft beyond the token-wise stop."""
+        self._beyond = on
+        self.legend.setText(palette.fate_legend_html(beyond=on))
 
     def set_total(self, total: int) -> None:
         """How many rounds the session has (a replay: its trace), for "Round i / n"."""

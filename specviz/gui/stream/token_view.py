@@ -17,6 +17,7 @@ from specviz.core.metrics.position_bars import position_of, tokens_at
 from specviz.core.trace.records import Round, SessionHeader
 from specviz.core.trace.rule_numbers import kept_beyond_token_stop, token_wise_stop
 from specviz.gui import palette
+from specviz.gui.stream.figures import fmt, fmt_pair
 
 BOUNDARY_MARK = palette.BOUNDARY_MARK
 ROUND_TOKEN = -1  # token index of a round's boundary mark
@@ -38,17 +39,6 @@ def qt_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def fmt(value: float | None, digits: int = 3) -> str:
-    """A probability for people: `digits` decimals from 0.1 up, else `digits` significant
-    ones, trailing zeros kept, so that p / q can be checked by hand when both are small
-    (0.00466 / 0.00613) and 0.01 reads as precisely as its neighbours (0.0100)."""
-    if value is None:
-        return "n/a"
-    if value == 0 or abs(value) >= 0.1:
-        return f"{value:.{digits}f}"
-    return f"{value:#.{digits}g}"
-
-
 def token_tooltip(rnd: Round, index: int) -> str:
     """The hover text of a token: its fate and the numbers the round recorded for it."""
     event = rnd.tokens[index]
@@ -66,8 +56,9 @@ def token_tooltip(rnd: Round, index: int) -> str:
     if event.accept_prob is not None and rule == "token":
         kept = event.status == "accepted"
         lines.append(f"accept prob min(1, p/q) = {fmt(event.accept_prob)}")
-        relation, verdict = ("&lt;", "kept") if kept else ("&ge;", "refused")
-        lines.append(f"u = {fmt(event.u)} {relation} {fmt(event.accept_prob)}: {verdict}")
+        relation, verdict = ("&lt;", "accepted") if kept else ("&ge;", "rejected")
+        u, a = fmt_pair(event.u, event.accept_prob)
+        lines.append(f"u = {u} {relation} {a}: {verdict}")
     elif event.accept_prob is not None:
         lines.append(
             f"{event.status} by the {rule} rule (the distribution panel says why); "
@@ -114,7 +105,13 @@ def k_text(rnd: Round) -> str:
     """K of the round, why drafting stopped and where a lookup copied from (plain text)."""
     k = round_k(rnd)
     parts = [] if k is None else [f"K {k}"]
-    if rnd.stop:
+    if rnd.stop and rnd.tree is not None and rnd.stop == "k":  # a tree has levels, not K
+        parents, depth = rnd.tree.get("parent", []), []
+        for parent in parents:  # parents come before their children
+            depth.append(depth[parent] + 1 if 0 <= parent < len(depth) else 1)
+        levels = max(depth, default=0)
+        parts.append(f"stopped: drafted a tree of {len(parents)} nodes, {levels} levels")
+    elif rnd.stop:
         parts.append(f"stopped: {STOPS.get(rnd.stop, rnd.stop)}")
     if rnd.copied_from is not None:
         start, end = rnd.copied_from
@@ -147,7 +144,7 @@ class TokenView(QTextEdit):
         self.set_scale(1.0)
         self.document().setDocumentMargin(10)
         self._formats = {status: _format_for(f) for status, f in palette.FATES.items()}
-        # An accepted draft the token-wise rule would have refused (a block round's gain):
+        # An accepted draft the token-wise rule would have rejected (a block round's gain):
         # accepted, dotted beneath in the rejected colour.
         self._beyond = QTextCharFormat(self._formats["accepted"])
         self._beyond.setUnderlineStyle(QTextCharFormat.UnderlineStyle.DotLine)
@@ -319,6 +316,7 @@ class TokenView(QTextEdit):
             return
         rnd = self._rounds[round_index]
         selections = []
+        beyond = kept_beyond_token_stop(rnd)
         for i in tokens_at(rnd, position):
             start, end = self._spans[(round_index, i)]
             sel = QTextEdit.ExtraSelection()
@@ -327,8 +325,12 @@ class TokenView(QTextEdit):
             sel.cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
             highlight = QTextCharFormat()
             highlight.setBackground(QColor(palette.SELECTED))
-            highlight.setUnderlineStyle(QTextCharFormat.UnderlineStyle.SingleUnderline)
-            highlight.setUnderlineColor(QColor(palette.fate(rnd.tokens[i].status).foreground))
+            line = QTextCharFormat.UnderlineStyle.SingleUnderline
+            colour = QColor(palette.fate(rnd.tokens[i].status).foreground)
+            if i in beyond:  # a dotted mark stays dotted when selected
+                line, colour = self._beyond.underlineStyle(), self._beyond.underlineColor()
+            highlight.setUnderlineStyle(line)
+            highlight.setUnderlineColor(colour)
             sel.format = highlight
             selections.append(sel)
         selections.extend(self._copied_selections(rnd))

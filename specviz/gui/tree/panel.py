@@ -12,7 +12,10 @@ from specviz.gui.tree.model import RoundTree
 from specviz.gui.tree.text import explanation, round_line
 from specviz.gui.tree.view import TreeView
 
-HINT = "hover: numbers \u00b7 click: explain \u00b7 Ctrl+wheel: zoom \u00b7 drag: pan"
+HINT = (
+    "hover: numbers \u00b7 click: explain \u00b7 Ctrl+wheel: zoom \u00b7 Ctrl+0: fit \u00b7 "
+    "drag: pan"
+)
 NO_TREE = "No tree round selected: Step a session with a tree width above 1."
 EXPLANATION_LINES = 7  # the explanation's starting height
 
@@ -31,6 +34,7 @@ class TreePanel(QWidget):
         hint = QLabel(HINT)
         hint.setTextFormat(Qt.TextFormat.PlainText)
         hint.setStyleSheet("color: #666666;")
+        hint.setWordWrap(True)  # never widens the plots' column
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.view)
         self.splitter.addWidget(self.explanation)
@@ -75,6 +79,29 @@ class TreePanel(QWidget):
             text += "\nClick a node to see what happened to it."
         if self.explanation.toPlainText() != text:
             self.explanation.setPlainText(text)
+            self._fit_explanation()
+
+    def _fit_explanation(self) -> None:
+        """As tall as its text (whole, not cut mid-line), up to half the panel."""
+        box = self.explanation
+        total = sum(self.splitter.sizes())
+        if total <= 0 or box.viewport().width() <= 0:
+            return
+        lines = 0
+        block = box.document().firstBlock()
+        while block.isValid():
+            lines += max(block.layout().lineCount(), 1)
+            block = block.next()
+        frame = box.height() - box.viewport().height()
+        margins = box.document().documentMargin() * 2
+        want = int(lines * box.fontMetrics().lineSpacing() + margins + frame + 2)
+        for _ in range(4):  # a wrapped line the estimate missed shows as a scroll range
+            want = min(want, total // 2)
+            self.splitter.setSizes([total - want, want])
+            extra = box.verticalScrollBar().maximum()  # in lines, for a QPlainTextEdit
+            if not extra or want >= total // 2:
+                break
+            want += extra * box.fontMetrics().lineSpacing()
 
     def showEvent(self, event) -> None:
         super().showEvent(event)

@@ -6,7 +6,7 @@ escaped, never as markup). Pure Python, no Qt.
 from __future__ import annotations
 
 from specviz.gui.distribution.text import token_label
-from specviz.gui.stream.token_view import fmt
+from specviz.gui.stream.figures import fmt
 from specviz.gui.tree.layout import ROOT
 from specviz.gui.tree.model import CONTEXT, RoundTree
 

@@ -10,7 +10,16 @@ drawing a round moves and recolours items, never builds them.
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen, QTransform
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFont,
+    QFontInfo,
+    QFontMetricsF,
+    QPainter,
+    QPen,
+    QTransform,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QGraphicsLineItem,
@@ -29,12 +38,15 @@ from specviz.gui.tree.model import CONTEXT, RoundTree
 from specviz.gui.tree.text import CONTEXT_LABEL, node_label, tooltip
 
 MAX_NODES = MAX_TREE_BUDGET + 2  # the drafted nodes, the context and the round's own token
-FONT_PT = 8.0  # the nodes' text at zoom 1
+FONT_PT = 9.0  # the nodes' text at zoom 1
 PAD = 2.0  # between a node's text and its box
 ROW_GAP = 2.0  # between two rows of boxes
 COLUMN_GAP = 16.0  # between two columns of boxes: where the edges run
 MARGIN = 6.0  # around the tree in the scene
-MIN_FIT = 0.75  # a tree is shrunk to fit its view down to this zoom; beyond, it scrolls
+# A tree is scaled to fit its view: shrunk while its labels stay MIN_LABEL_PX or more (a
+# larger tree then pans), grown up to MAX_FIT (a small tree fills its view, not a corner).
+MIN_LABEL_PX = 9.0
+MAX_FIT = 2.0
 PATH_WIDTH = 3.0  # the accepted path's edges (and the edge to the round's own token)
 EDGE_WIDTH = 1.0  # every other edge
 KEY = 0  # the item data slot holding a node's key
@@ -72,6 +84,8 @@ class TreeView(QGraphicsView):
         self._struck = QFont(self._font)
         self._struck.setStrikeOut(True)
         self._metrics = QFontMetricsF(self._font)
+        # the least scale at which a label's text is MIN_LABEL_PX high (its font's pixel size)
+        self.min_fit = min(1.0, MIN_LABEL_PX / max(QFontInfo(self._font).pixelSize(), 1))
         self.tree: RoundTree | None = None
         self.zoom = 1.0  # the user's (Ctrl + wheel), times the fit
         self._fit = 1.0
@@ -179,12 +193,13 @@ class TreeView(QGraphicsView):
     # ------------------------------------------------------------------------------ zoom
 
     def refit(self) -> None:
-        """Shrink the tree to its view (down to MIN_FIT), times the user's zoom."""
+        """Scale the tree to its view (labels no smaller than MIN_LABEL_PX, no larger than
+        MAX_FIT times their size), times the user's zoom (Ctrl+0: back to the fit)."""
         rect = self.sceneRect()
         room = self.viewport().size()
         if rect.width() > 0 and rect.height() > 0 and room.width() > 0:
-            fit = min(room.width() / rect.width(), room.height() / rect.height(), 1.0)
-            self._fit = max(fit, MIN_FIT)
+            fit = min(room.width() / rect.width(), room.height() / rect.height(), MAX_FIT)
+            self._fit = max(fit, self.min_fit)
         self.setTransform(QTransform.fromScale(self.scale_now, self.scale_now))
 
     @property
