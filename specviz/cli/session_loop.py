@@ -64,7 +64,7 @@ def drive(
                 prompt,
                 settings,
                 trace=bool(args.trace),
-                chat=getattr(args, "chat", False),
+                chat=getattr(args, "chat", None),
                 drafting=drafting,
             )
         except KeyboardInterrupt:
