@@ -144,3 +144,25 @@ def parse_greedy_diff(value: dict[str, Any] | None, line: int) -> dict[str, Any]
             raise TraceError(f"expected {kind.__name__}", line, f"greedy_diff.{key}")
         out[key] = float(v) if kind is float else v
     return out
+
+
+NEAR_TIE = 0.25  # logits closer than this: a rounding apart (bf16 keeps ~3 digits of a logit)
+
+
+def greedy_diff_text(diff: dict[str, Any], dtype: str | None = None) -> str:
+    """A round's greedy_diff in words: where the text left the target alone's, the two
+    tokens, the target's logit margin there and why a near-tie can flip."""
+    margin = diff["logit_theirs"] - diff["logit_ours"]
+    tie = "a near-tie" if margin < NEAR_TIE else "not a near-tie"
+    n = diff.get("pass_tokens")
+    why = (
+        f"a pass of {n} tokens rounds differently from a pass of 1"
+        if n and n > 1
+        else "the pass was of 1 token: the rounding of earlier passes, kept in the cache"
+    )
+    where = f" in {dtype}" if dtype else ""
+    return (
+        f"the text leaves the target alone's greedy decoding{where} at generated token "
+        f"{diff['position'] + 1}: {tie}: {margin:.3g} between {diff['text_theirs']!r} (the "
+        f"target alone) and {diff['text_ours']!r} (this session); {why}"
+    )
