@@ -120,12 +120,19 @@ def drive(
     finally:
         engine.close()
     result = summary(session)
+    diff = next((r.greedy_diff for r in session.rounds if r.greedy_diff is not None), None)
     if args.json:
-        print(json.dumps({"pair": names(header), **result, "text": session.text}))
+        extra = {"dtype": header.target.dtype, "dtype_choice": header.dtype_choice,
+                 "chat": header.chat, "greedy_diff": diff}  # fmt: skip
+        print(json.dumps({"pair": names(header), **result, "text": session.text, **extra}))
     else:
         if show:
             print(f"\n{printable(session.text)}\n")
         print(formats.summary(result))
+        if diff is not None:  # a greedy half-precision session left the target's text
+            from specviz.core.trace.rule_numbers import greedy_diff_text
+
+            print(f"greedy: {printable(greedy_diff_text(diff, header.target.dtype))}")
     if lost is not None:
         n = len(session.rounds)
         print(

@@ -13,6 +13,7 @@ estimate, the acceptance a smaller K would have seen.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -35,7 +36,7 @@ def add_parser(sub) -> None:
         "tune", help="sweep K (and drafters, policies) on a prompt set: which is fastest, and why"
     )
     parser.description = __doc__
-    add_model_args(parser)
+    add_model_args(parser, dtype_lists=True)
     group = parser.add_argument_group("sweep")
     group.add_argument(
         "--prompts", help="JSONL ({'category', 'prompt'} a line) or text file, one prompt a line "
@@ -217,14 +218,29 @@ def run(args: argparse.Namespace) -> int:
 
     from specviz.core.models.pair import ModelLoadError
 
-    try:
-        set_threads(args.threads)
-        pair = spec.load(progress)
-    except ModelLoadError as e:
-        return fail(str(e))
-    result = sweep(pair, prompts, config, progress, trace_dir)
-    args.exported = _export(args, result, drafters, policies, spec.draft)
-    print_result(args, result, spec.target, spec.draft)
+    set_threads(args.threads)
+    dtypes = args.dtype or (spec.options.dtype,)
+    probe_k = sorted(ks)[len(ks) // 2]  # --dtype auto probes for the sweep's middle K
+    by_dtype = {}
+    for dtype in dict.fromkeys(dtypes):  # each dtype once, in the order given
+        options = dataclasses.replace(spec.options, dtype=dtype, dtype_k=probe_k)
+        try:
+            pair = dataclasses.replace(spec, options=options).load(progress)
+        except ModelLoadError as e:
+            return fail(str(e))
+        result = sweep(pair, prompts, config, progress, trace_dir)
+        pair = None  # the next dtype's pair loads in its place
+        if len(dtypes) > 1:
+            by_dtype[dtype] = result
+            if not args.json:
+                print(f"== dtype {dtype} ==")
+        args.exported = _export(args, result, drafters, policies, spec.draft)
+        if len(dtypes) == 1 or not args.json:
+            print_result(args, result, spec.target, spec.draft)
+        if result.cancelled:
+            break
+    if by_dtype:
+        print_dtypes(args, by_dtype, spec.target, spec.draft)
     if result.trace_errors:  # the tables above are kept; these runs have no trace
         for name, why in result.trace_errors:
             print(f"specviz: error: {plain(name)} was not written: {plain(why)}", file=sys.stderr)
@@ -236,6 +252,36 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     return 130 if result.cancelled else 0
+
+
+def _best_ms(result) -> tuple[float | None, str]:
+    """A sweep's fastest measured configuration: (ms per token, what it was)."""
+    from specviz.core.tune.table import tables_by_category
+
+    table = tables_by_category(result.runs)["overall"] if result.runs else None
+    rows = [r for r in (table.rows if table else ()) if r.speedup.value and r.speedup.baseline_ms]
+    if not rows:
+        return None, "nothing measured"
+    row = max(rows, key=lambda r: r.speedup.value)
+    what = f"{row.drafter}/{row.policy}/{row.verifier} K {row.k}, target alone "
+    what += f"{row.speedup.baseline_ms:.1f} ms/token, speedup {row.speedup.value:.2f}"
+    return row.speedup.baseline_ms / row.speedup.value, what
+
+
+def print_dtypes(args, by_dtype: dict, target: str, draft: str) -> None:
+    """--dtype float32,bfloat16: each dtype's fastest configuration, in ms per token."""
+    best = {dtype: _best_ms(result) for dtype, result in by_dtype.items()}
+    timed = {d: ms for d, (ms, _) in best.items() if ms is not None}
+    fastest = min(timed, key=timed.get) if timed else None
+    if args.json:
+        print(json.dumps({
+            "pair": {"target": target, "draft": draft}, "fastest_dtype": fastest,
+            "dtypes": {d: {"ms_per_token": ms, "best": what} for d, (ms, what) in best.items()},
+        }))  # fmt: skip
+        return
+    for dtype, (ms, what) in best.items():
+        print(f"dtype {dtype}: {_f(ms, '{:.1f}')} ms/token at best ({plain(what)})")
+    print(f"fastest dtype here: {fastest or 'n/a'}")
 
 
 def _pair_drafter(args, drafters):

@@ -323,6 +323,7 @@ class MainWindow(QMainWindow):
         self.speed = SpeedTracker(header)
         self.status.set_figures(None, 0)
         self.status.set_speed(None)
+        self.status.set_dtype(header)
         name = self.controller.replay_name if self.controller.replay_source else None
         self.setWindowTitle(f"specviz \u2014 {name} (replay)" if name else TITLE)
         if header is not None:

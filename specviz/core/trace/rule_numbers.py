@@ -153,7 +153,7 @@ def greedy_diff_text(diff: dict[str, Any], dtype: str | None = None) -> str:
     """A round's greedy_diff in words: where the text left the target alone's, the two
     tokens, the target's logit margin there and why a near-tie can flip."""
     margin = diff["logit_theirs"] - diff["logit_ours"]
-    tie = "a near-tie" if margin < NEAR_TIE else "not a near-tie"
+    tie = "an exact tie" if margin == 0 else "a near-tie" if margin < NEAR_TIE else "not a tie"
     n = diff.get("pass_tokens")
     why = (
         f"a pass of {n} tokens rounds differently from a pass of 1"

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.trace.records import LOSSY_WARNING, Round, Settings
+from specviz.core.trace.rule_numbers import greedy_diff_text
 from specviz.gui import keys, palette
 from specviz.gui.stream.rich_line import RichLine
 from specviz.gui.stream.token_view import TokenView, k_text
@@ -30,6 +31,8 @@ def round_text(rnd: Round, total: int) -> str:
     sampling = (f" \u00b7 {k}" if k else "") + ("" if s is None else f" \u00b7 T {s.temperature:g}")
     reason = html.escape(rnd.finish_reason or "")  # a trace's string: never markup
     end = f" \u00b7 finished: {reason}" if rnd.finish_reason else ""
+    if rnd.greedy_diff is not None:  # the first token where the text left the target alone's
+        end += f" \u00b7 leaves the target alone's text at token {rnd.greedy_diff['position'] + 1}"
     return (
         f"<b>Round {rnd.index + 1} / {total}</b> \u00b7 drafted {rnd.n_drafted} \u00b7 "
         f"accepted {rnd.n_accepted} \u00b7 emitted {rnd.n_emitted} \u00b7 "
@@ -75,6 +78,27 @@ class LossyBanner(QLabel):
 
     def clear(self) -> None:
         self.hide()
+
+
+class GreedyNote(LossyBanner):
+    """A standing note while a greedy half-precision session's text has left the target
+    alone's greedy decoding (a Round's greedy_diff): where, the two tokens, the margin."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("greedy-note")
+        self.setStyleSheet(
+            f"#greedy-note {{ background: {palette.PROMPT_BACKGROUND}; padding: 4px; "
+            f"border: 1px solid {palette.fate('resampled').foreground}; border-radius: 4px; }}"
+        )
+        self.dtype: str | None = None
+
+    def note(self, rounds: Sequence[Round]) -> None:  # type: ignore[override]
+        for rnd in rounds:
+            if rnd.greedy_diff is not None:
+                text = greedy_diff_text(rnd.greedy_diff, self.dtype)
+                self.setText(f"Round {rnd.index + 1}: {text[0].upper()}{text[1:]}.")
+                self.show()
 
 
 class EndBanner(QFrame):
@@ -174,6 +198,7 @@ class StreamPanel(QWidget):
         self.output.hide()
         self.banner = EndBanner()
         self.lossy = LossyBanner()
+        self.greedy = GreedyNote()
         self._total = 0  # rounds in the session (a replay: in the trace)
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setRange(0, 0)
@@ -207,6 +232,7 @@ class StreamPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.legend)
         layout.addWidget(self.lossy)
+        layout.addWidget(self.greedy)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.output, 1)
         layout.addWidget(self.banner)
@@ -236,6 +262,8 @@ class StreamPanel(QWidget):
         self.follow_button.hide()
         self.lossy.clear()
         self.lossy.note(None if header is None else header.settings)
+        self.greedy.clear()
+        self.greedy.dtype = None if header is None else header.target.dtype
         self.view.clear_session(header)
         self.slider.blockSignals(True)
         self.slider.setRange(0, 0)
@@ -247,6 +275,7 @@ class StreamPanel(QWidget):
         self.view.append_rounds(rounds)
         if rounds:
             self.lossy.note(rounds[-1].settings)
+            self.greedy.note(rounds)
         self.slider.blockSignals(True)
         self.slider.setRange(0, self.view.round_count - 1)
         self.slider.blockSignals(False)
