@@ -103,3 +103,25 @@ def test_auto_is_the_default_for_a_builtin_pair(given, expected):
     assert load_options(build_parser().parse_args(argv)).dtype == expected
     folder = build_parser().parse_args(["run", "--target", "/m/t", "--draft", "/m/d"])
     assert load_options(folder).dtype == "float32"
+
+
+def test_tune_sweeps_each_dtype(pair_dirs, tmp_path, capsys):
+    from specviz.cli.main import main
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"category": "bible", "prompt": "In the beginning"}) + "\n")
+    args = ["tune", "--target", str(pair_dirs[0]), "--draft", str(pair_dirs[1]), "--prompts",
+            str(prompts), "--k", "2", "--max-new-tokens", "8",
+            "--dtype", "float32,bfloat16"]  # fmt: skip
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["dtypes"]) == {"float32", "bfloat16"}
+    assert out["fastest_dtype"] in (None, "float32", "bfloat16")
+    for dtype, row in out["dtypes"].items():
+        assert [r["k"] for r in row["sweep"]["runs"]] == [2], dtype
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "== dtype float32 ==" in text and "== dtype bfloat16 ==" in text
+    assert "fastest dtype here:" in text
+    with pytest.raises(SystemExit):
+        main([*args[:-1], "float32,int8"])

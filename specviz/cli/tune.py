@@ -230,13 +230,13 @@ def run(args: argparse.Namespace) -> int:
             return fail(str(e))
         result = sweep(pair, prompts, config, progress, trace_dir)
         pair = None  # the next dtype's pair loads in its place
-        if len(dtypes) > 1:
-            by_dtype[dtype] = result
-            if not args.json:
-                print(f"== dtype {dtype} ==")
+        if len(dtypes) > 1 and not args.json:
+            print(f"== dtype {dtype} ==")
         args.exported = _export(args, result, drafters, policies, spec.draft)
-        if len(dtypes) == 1 or not args.json:
-            print_result(args, result, spec.target, spec.draft)
+        sink = [] if len(dtypes) > 1 else None
+        print_result(args, result, spec.target, spec.draft, sink)
+        if sink is not None:
+            by_dtype[dtype] = (result, sink[0] if sink else None)
         if result.cancelled:
             break
     if by_dtype:
@@ -270,13 +270,14 @@ def _best_ms(result) -> tuple[float | None, str]:
 
 def print_dtypes(args, by_dtype: dict, target: str, draft: str) -> None:
     """--dtype float32,bfloat16: each dtype's fastest configuration, in ms per token."""
-    best = {dtype: _best_ms(result) for dtype, result in by_dtype.items()}
+    best = {dtype: _best_ms(result) for dtype, (result, _) in by_dtype.items()}
     timed = {d: ms for d, (ms, _) in best.items() if ms is not None}
     fastest = min(timed, key=timed.get) if timed else None
     if args.json:
         print(json.dumps({
             "pair": {"target": target, "draft": draft}, "fastest_dtype": fastest,
-            "dtypes": {d: {"ms_per_token": ms, "best": what} for d, (ms, what) in best.items()},
+            "dtypes": {d: {"ms_per_token": ms, "best": what, "sweep": by_dtype[d][1]}
+                       for d, (ms, what) in best.items()},
         }))  # fmt: skip
         return
     for dtype, (ms, what) in best.items():
@@ -366,7 +367,7 @@ def _export(args, result, drafters, policies, draft) -> dict | None:
     return {"engine": args.export, "command": command, "notes": notes}
 
 
-def print_result(args, result, target: str, draft: str) -> None:
+def print_result(args, result, target: str, draft: str, sink: list | None = None) -> None:
     from specviz.core.tune.table import prompt_rows, shape_advice, tables_by_category
 
     if not result.runs:
@@ -407,7 +408,7 @@ def print_result(args, result, target: str, draft: str) -> None:
             obj["greedy_mismatches"] = mismatches
         if getattr(args, "exported", None):
             obj["export"] = args.exported
-        print(json.dumps(obj))
+        print(json.dumps(obj)) if sink is None else sink.append(obj)
         return
     if result.cancelled:
         print(f"cancelled: {len(result.runs)} of {result.total} runs finished")

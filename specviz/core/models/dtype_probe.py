@@ -204,8 +204,10 @@ def apply_auto_dtype(pair, k: int, split: bool, progress=None, cache_file: Path 
     """A pair loaded in float32, in the dtype choose_dtype picks (the draft follows the
     target); the choice in pair.dtype_choice. A split target (device map, tensor parallel)
     is not probed: it stays float32."""
-    model_id = {"name": pair.target_info.name, "path": pair.target_info.path,
-                "params": pair.target_info.params}  # fmt: skip
+    info = pair.target_info
+    model_id = {"name": info.name, "params": info.params}  # a built-in pair: wherever it lives
+    if not info.name.startswith("builtin:"):
+        model_id["path"] = info.path
     pinned = os.environ.get(PIN_VARIABLE, "").strip()
     if pinned in PROBED:
         choice = {"dtype": pinned, "why": f"pinned by ${PIN_VARIABLE}", "k": k}

@@ -99,7 +99,7 @@ class Controls(QWidget):
         prompts = example_prompts()
         if prompts:
             self.prompt_edit.setPlainText(prompts[0])
-        self.chat_check = QCheckBox("Chat: the prompt as a user turn of the chat template")
+        self.chat_check = QCheckBox("Chat: the prompt as a user turn")
         self.chat_check.setToolTip(CHAT_TIP)
         self._chat_given = False  # the command line's --chat / --no-chat: kept over loads
         box_layout = QVBoxLayout(box)
