@@ -42,8 +42,7 @@ def instruct_reason(tokenizer, names: Iterable[str], generation_config=None) -> 
         tail = "/".join(str(name or "").replace("\\", "/").rstrip("/").split("/")[-2:])
         if found := INSTRUCT_NAME.search(tail):
             return (
-                f"its name ({tail}) says {found.group(1)!r} and its tokenizer has a chat "
-                "template"
+                f"its name ({tail}) says {found.group(1)!r} and its tokenizer has a chat template"
             )
     if generation_config is not None and not getattr(generation_config, "_from_model_config", 0):
         for eos in _eos_ids(generation_config):
