@@ -127,3 +127,24 @@ def test_the_setup_box_offers_chat_for_an_instruct_target(qtbot):
     controls.set_chat(True, given=True)  # --chat: kept over loads
     controls.offer_chat(None)
     assert controls.chat()
+
+
+def test_the_window_worker_offers_chat_and_sends_the_turn(qtbot, instruct_target, pair_dirs):
+    from specviz.core.trace.records import Settings
+    from specviz.gui.session.local_engine import EngineThread
+
+    engine = EngineThread()
+    engine.worker.calibrate = False
+    try:
+        with qtbot.waitSignal(engine.loaded, timeout=60_000) as blocker:
+            engine.request_load.emit(str(instruct_target), str(pair_dirs[1]), "cpu", "float32")
+        assert "instruct" in blocker.args[0].instruct
+        for chat, prompt in ((True, "<|user|>Hi\n<|assistant|>"), (False, "Hi")):
+            engine.request_chat.emit(chat)
+            with qtbot.waitSignal(engine.session_started, timeout=60_000) as blocker:
+                engine.request_start.emit("Hi", Settings(max_new_tokens=4))
+            header = blocker.args[0]
+            assert header.prompt == prompt and header.typed_prompt == "Hi"
+            assert (header.chat is not None) is chat
+    finally:
+        assert engine.shutdown()

@@ -117,3 +117,36 @@ def test_a_greedy_diff_survives_the_trace_and_bad_ones_are_refused(half_pair, tm
 def test_half_dtype_names():
     assert greedy_check.HALF == ("bfloat16", "float16")
     assert torch.bfloat16 != torch.float32
+
+
+def test_the_window_shows_where_the_text_parts(qtbot, half_pair):
+    from specviz.gui.status_bar import StatusBar
+    from specviz.gui.stream.panel import StreamPanel
+
+    engine, rounds = run(half_pair, settings=dataclasses.replace(GREEDY, max_new_tokens=6))
+    diff = {"position": 1, "ours": 9, "theirs": 6, "text_ours": " a", "text_theirs": " the",
+            "logit_ours": 2.47, "logit_theirs": 2.5, "pass_tokens": 5}  # fmt: skip
+    last = len(rounds) - 1
+    assert last >= 1
+    rounds[last] = dataclasses.replace(rounds[last], greedy_diff=diff)
+    panel = StreamPanel()
+    qtbot.addWidget(panel)
+    panel.clear(engine.header)
+    panel.append_rounds(rounds[:last])
+    assert panel.greedy.isHidden()  # none where the texts agree
+    panel.append_rounds(rounds[last:])
+    assert not panel.greedy.isHidden()
+    assert f"Round {last + 1}: The text leaves the target alone's greedy decoding in bfloat16" in (
+        panel.greedy.text()
+    )
+    panel.show_round(last)
+    assert "leaves the target alone's text at token 2" in panel.round_label.text()
+    panel.clear(engine.header)
+    assert panel.greedy.isHidden()
+    status = StatusBar()
+    qtbot.addWidget(status)
+    status.set_pair("t", "cpu")
+    choice = {"dtype": "bfloat16", "why": "faster here for K 4: ...", "k": 4}
+    status.set_dtype(dataclasses.replace(engine.header, dtype_choice=choice))
+    assert status.device.text() == "device: cpu, bfloat16 (auto)"
+    assert "faster here for K 4" in status.device.toolTip()
