@@ -136,9 +136,10 @@ def test_the_window_shows_where_the_text_parts(qtbot, half_pair):
     assert panel.greedy.isHidden()  # none where the texts agree
     panel.append_rounds(rounds[last:])
     assert not panel.greedy.isHidden()
-    assert f"Round {last + 1}: The text leaves the target alone's greedy decoding in bfloat16" in (
+    assert f"Round {last + 1}: the text leaves the target alone's greedy text at token 2" in (
         panel.greedy.text()
     )
+    assert "in bfloat16" in panel.greedy.toolTip() and "a near-tie: 0.03" in panel.greedy.toolTip()
     panel.show_round(last)
     assert "leaves the target alone's text at token 2" in panel.round_label.text()
     panel.clear(engine.header)

@@ -211,7 +211,7 @@ def format_report(path: str, d: dict[str, Any]) -> str:
 
         diff = d["greedy_diff"]
         text = greedy_diff_text(diff, d["target"]["dtype"])
-        lines.append(f"greedy      round {diff['round']}: {text}")
+        lines.append(f"greedy      round {diff['round']} (from 0): {text}")
     if d["lossy"]:
         lines.append(f"LOSSY       {LOSSY_WARNING.format(rule=d['settings']['verifier'])}")
     if not d["valid"]:

@@ -91,13 +91,20 @@ class GreedyNote(LossyBanner):
             f"#greedy-note {{ background: {palette.PROMPT_BACKGROUND}; padding: 4px; "
             f"border: 1px solid {palette.fate('resampled').foreground}; border-radius: 4px; }}"
         )
+        self.setWordWrap(False)
         self.dtype: str | None = None
 
     def note(self, rounds: Sequence[Round]) -> None:  # type: ignore[override]
+        """One line (the stream keeps its room at 1280x720); the whole reason on hover."""
         for rnd in rounds:
-            if rnd.greedy_diff is not None:
-                text = greedy_diff_text(rnd.greedy_diff, self.dtype)
-                self.setText(f"Round {rnd.index + 1}: {text[0].upper()}{text[1:]}.")
+            if (diff := rnd.greedy_diff) is not None:
+                text = greedy_diff_text(diff, self.dtype)
+                margin = diff["logit_theirs"] - diff["logit_ours"]
+                self.setText(
+                    f"Round {rnd.index + 1}: the text leaves the target alone's greedy text at "
+                    f"token {diff['position'] + 1} (logits {margin:.3g} apart; hover for why)"
+                )
+                self.setToolTip(f"Round {rnd.index + 1}: {text[0].upper()}{text[1:]}.")
                 self.show()
 
 
