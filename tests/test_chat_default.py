@@ -148,3 +148,14 @@ def test_the_window_worker_offers_chat_and_sends_the_turn(qtbot, instruct_target
             assert (header.chat is not None) is chat
     finally:
         assert engine.shutdown()
+
+
+def test_tune_sweeps_chat_turns_for_an_instruct_target(instruct_target, pair_dirs, tmp_path):
+    from specviz.core.models.pair import load_pair
+    from specviz.core.tune.promptsets import Prompt, chat_prompts
+
+    pair = load_pair(str(instruct_target), str(pair_dirs[1]))
+    said = []
+    turns = chat_prompts([Prompt("qa", "Hi")], pair, None, said.append)
+    assert turns == [Prompt("qa", "<|user|>Hi\n<|assistant|>")] and "--no-chat" in said[0]
+    assert chat_prompts([Prompt("qa", "Hi")], pair, False) == [Prompt("qa", "Hi")]

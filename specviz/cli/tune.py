@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         from specviz.cli.tune_trace import run_from_trace
 
         return run_from_trace(args)
-    from specviz.core.tune.promptsets import PromptSetError, load_prompt_set
+    from specviz.core.tune.promptsets import PromptSetError, chat_prompts, load_prompt_set
     from specviz.core.tune.sweep import SweepConfig
 
     try:
@@ -228,7 +228,11 @@ def run(args: argparse.Namespace) -> int:
             pair = dataclasses.replace(spec, options=options).load(progress)
         except ModelLoadError as e:
             return fail(str(e))
-        result = sweep(pair, prompts, config, progress, trace_dir)
+        try:  # the prompts as chat turns for an instruct target (core.models.chat)
+            turns = chat_prompts(prompts, pair, args.chat, progress)
+        except ValueError as e:
+            return fail(str(e))
+        result = sweep(pair, turns, config, progress, trace_dir)
         pair = None  # the next dtype's pair loads in its place
         if len(dtypes) > 1 and not args.json:
             print(f"== dtype {dtype} ==")
@@ -254,23 +258,11 @@ def run(args: argparse.Namespace) -> int:
     return 130 if result.cancelled else 0
 
 
-def _best_ms(result) -> tuple[float | None, str]:
-    """A sweep's fastest measured configuration: (ms per token, what it was)."""
-    from specviz.core.tune.table import tables_by_category
-
-    table = tables_by_category(result.runs)["overall"] if result.runs else None
-    rows = [r for r in (table.rows if table else ()) if r.speedup.value and r.speedup.baseline_ms]
-    if not rows:
-        return None, "nothing measured"
-    row = max(rows, key=lambda r: r.speedup.value)
-    what = f"{row.drafter}/{row.policy}/{row.verifier} K {row.k}, target alone "
-    what += f"{row.speedup.baseline_ms:.1f} ms/token, speedup {row.speedup.value:.2f}"
-    return row.speedup.baseline_ms / row.speedup.value, what
-
-
 def print_dtypes(args, by_dtype: dict, target: str, draft: str) -> None:
     """--dtype float32,bfloat16: each dtype's fastest configuration, in ms per token."""
-    best = {dtype: _best_ms(result) for dtype, (result, _) in by_dtype.items()}
+    from specviz.core.tune.table import fastest_ms
+
+    best = {dtype: fastest_ms(result.runs) for dtype, (result, _) in by_dtype.items()}
     timed = {d: ms for d, (ms, _) in best.items() if ms is not None}
     fastest = min(timed, key=timed.get) if timed else None
     if args.json:
