@@ -6,6 +6,7 @@ differently from a pass of 1 and a near-tie can flip (a Round's greedy_diff)."""
 from __future__ import annotations
 
 import collections
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -81,6 +82,7 @@ class _Reference:
     top: list[tuple[list[int], list[float]]]
     cache: DynamicCache
     ended: bool = False  # it emitted end-of-text
+    model: object = None  # a weak reference to the target it was decoded with
 
 
 def reference_for(pair: ModelPair, prompt_ids: list[int], eos: int | None) -> _Reference:
@@ -88,8 +90,8 @@ def reference_for(pair: ModelPair, prompt_ids: list[int], eos: int | None) -> _R
     sessions need more of it)."""
     key = (id(pair.target), str(pair.target.dtype), tuple(prompt_ids), eos)
     ref = _REFERENCES.pop(key, None)
-    if ref is None:
-        ref = _Reference([], [], DynamicCache())
+    if ref is None or ref.model() is not pair.target:  # (another model at a freed id)
+        ref = _Reference([], [], DynamicCache(), model=weakref.ref(pair.target))
     _REFERENCES[key] = ref
     while len(_REFERENCES) > _KEPT:
         _REFERENCES.popitem(last=False)
