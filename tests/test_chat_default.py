@@ -89,7 +89,9 @@ def instruct_target(tmp_path, pair_dirs):
     return folder
 
 
-def test_run_chats_by_default_and_no_chat_keeps_the_text(instruct_target, pair_dirs, tmp_path):
+def test_run_chats_by_default_and_no_chat_keeps_the_text(
+    instruct_target, pair_dirs, tmp_path, capsys
+):
     base = ["run", "--target", str(instruct_target), "--draft", str(pair_dirs[1]),
             "--prompt", "Hi", "--max-new-tokens", "2", "--quiet"]  # fmt: skip
     trace = tmp_path / "chat.jsonl"
@@ -101,6 +103,10 @@ def test_run_chats_by_default_and_no_chat_keeps_the_text(instruct_target, pair_d
     assert main([*base, "--no-chat", "--trace", str(raw)]) == 0
     header = load(raw).header
     assert header.prompt == "Hi" and header.chat is None
+    capsys.readouterr()
+    assert main([*base[:-1], "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["chat"]["user"] == "Hi" and out["dtype"] == "float32" and out["greedy_diff"] is None
 
 
 def test_the_window_takes_chat_and_no_chat(monkeypatch):

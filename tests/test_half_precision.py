@@ -98,8 +98,12 @@ def test_sampled_sessions_are_not_watched(half_pair):
     assert engine.greedy_watch is None and all(r.greedy_diff is None for r in rounds)
 
 
-def test_a_greedy_diff_survives_the_trace_and_bad_ones_are_refused(half_pair, tmp_path):
+def test_a_greedy_diff_survives_the_trace_and_bad_ones_are_refused(half_pair, tmp_path, capsys):
+    from specviz.cli.main import main
+
     engine, rounds = run(half_pair, settings=dataclasses.replace(GREEDY, max_new_tokens=6))
+    choice = {"dtype": "bfloat16", "why": "faster here for K 4: x", "k": 4}
+    engine.header = dataclasses.replace(engine.header, dtype_choice=choice)
     diff = {"position": 2, "ours": 9, "theirs": 6, "text_ours": " a", "text_theirs": " the",
             "logit_ours": 2.47, "logit_theirs": 2.5, "pass_tokens": 5}  # fmt: skip
     rounds[0] = dataclasses.replace(rounds[0], greedy_diff=diff)
@@ -108,6 +112,15 @@ def test_a_greedy_diff_survives_the_trace_and_bad_ones_are_refused(half_pair, tm
         session.append(r)
     save(session, tmp_path / "t.jsonl")
     assert load(tmp_path / "t.jsonl").details(0).greedy_diff == diff
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path / "t.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "dtype       bfloat16: --dtype auto, faster here for K 4" in out
+    assert "greedy      round 0 (from 0): the text leaves the target alone's greedy decoding" in out
+    assert "a near-tie: 0.03 between ' the' (the target alone) and ' a'" in out
+    assert main(["inspect", "--json", str(tmp_path / "t.jsonl")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["greedy_diff"] == {**diff, "round": 0} and report["dtype_choice"] == choice
     line = round_to_json(rounds[0])
     line["greedy_diff"] = {**diff, "logit_ours": "2.47"}
     with pytest.raises(TraceError, match="greedy_diff.logit_ours"):
