@@ -311,12 +311,12 @@ class Server(ModelQueries):
             raise P.BadMessage("'prompt' must be a string")
         settings = P.settings_from_json(request.get("settings", {}))
         flags = [request.get(name, True) for name in ("calibrate", "trace")]
-        chat = request.get("chat")
-        chat = self.chat if chat is None else chat  # None: an instruct target chats
-        if any(type(flag) is not bool for flag in flags) or chat not in (None, True, False):
+        chat = request.get("chat")  # absent or null: the server's default
+        if any(type(flag) is not bool for flag in flags) or type(chat) not in (bool, type(None)):
             raise P.BadMessage("'calibrate', 'trace' and 'chat' must be true or false")
         calibrate, trace = flags
         drafter, policy = P.drafting_from_json(request, self.drafting)
+        chat = self.chat if chat is None else chat  # None: an instruct target chats
         prompt, chat_record = session_prompt(self.pair, prompt, chat)  # ValueError: no template
         self._release()
         engine = SpeculativeEngine(self.pair, settings, trace=trace, drafter=drafter, policy=policy)
