@@ -65,6 +65,19 @@ def test_the_probe_runs_once_per_machine_and_is_cached(pair, tmp_path):
     assert ("1", "2", "5") in widths  # the new width is added to what was measured
 
 
+def test_a_probe_on_a_busy_machine_is_used_but_not_kept(pair, tmp_path):
+    cache, calls = tmp_path / "dtype-probe.json", []
+    steady = timer_from(FLAT_BF16, calls)
+
+    def busy(model, n):  # every other round of passes 10x slower: another job on the cores
+        return steady(model, n) * (10 if len(calls) // 4 % 2 else 1)
+
+    choice = choose_dtype(pair.target, {"name": "t"}, 4, cache, busy)
+    assert choice["dtype"] == "bfloat16" and not choice["steady"]  # the fastest passes decide
+    assert choice["probe_ms"]["bfloat16"]["5"] == 62.0 and "machine was busy" in choice["why"]
+    assert not cache.exists()  # not kept: timed again next time
+
+
 def test_a_damaged_cache_is_probed_again(pair, tmp_path):
     cache = tmp_path / "dtype-probe.json"
     cache.write_text("{not json")

@@ -32,7 +32,10 @@ from specviz.core import resources
 PROBED = ("float32", "bfloat16")
 FASTER = 0.95  # bfloat16 is kept only when its pass costs less than this share of float32's
 CONTEXT = 32  # tokens of context before a timed pass
-REPS = 5  # timed passes per dtype and width (interleaved), after one warm-up each
+REPS = 7  # timed passes per dtype and width (interleaved), after one warm-up each
+# The fastest and the median pass of a cell further apart than this: the machine was busy
+# (other work slows torch 10-100x in bursts), and the probe is used but not kept.
+STEADY = 1.5
 CACHE_FILE = "dtype-probe.json"
 PIN_VARIABLE = "SPECVIZ_DTYPE_AUTO"  # float32 or bfloat16: what auto picks, unprobed
 CACHE_VERSION = 1
@@ -156,9 +159,11 @@ def _half_copy(model: torch.nn.Module) -> torch.nn.Module:
     return half
 
 
-def probe(model: torch.nn.Module, widths: tuple[int, ...], timer: PassTimer) -> dict:
-    """{dtype: {n: median ms}}: the model in float32 and a bfloat16 copy of it, passes
-    interleaved so that a busy moment of the machine weighs on both."""
+def probe(model: torch.nn.Module, widths: tuple[int, ...], timer: PassTimer) -> tuple[dict, bool]:
+    """({dtype: {n: fastest ms}}, steady): the model in float32 and a bfloat16 copy of it,
+    passes interleaved so that a busy moment of the machine weighs on both; the fastest of
+    each (as timeit reports: other work only adds time); steady when no cell's median is
+    more than STEADY times its fastest."""
     models = {"float32": model, "bfloat16": _half_copy(model)}
     times: dict[str, dict[int, list[float]]] = {d: {n: [] for n in widths} for d in PROBED}
     for rep in range(REPS + 1):
@@ -168,7 +173,10 @@ def probe(model: torch.nn.Module, widths: tuple[int, ...], timer: PassTimer) -> 
                 if rep:  # the first of each is a warm-up
                     times[dtype][n].append(ms)
     del models["bfloat16"]
-    return {d: {n: statistics.median(v) for n, v in row.items()} for d, row in times.items()}
+    steady = all(
+        statistics.median(v) <= STEADY * min(v) for row in times.values() for v in row.values()
+    )
+    return {d: {n: min(v) for n, v in row.items()} for d, row in times.items()}, steady
 
 
 def choose_dtype(
@@ -186,9 +194,10 @@ def choose_dtype(
     key = cache_key(model_id, device, machine())
     entries = read_cache(path)
     probe_ms = cached_ms(entries.get(key), widths)
-    cached = probe_ms is not None
+    cached, steady = probe_ms is not None, True
     if probe_ms is None:
-        probe_ms = probe(model, widths, timer or time_pass)
+        probe_ms, steady = probe(model, widths, timer or time_pass)
+    if not cached and steady:
         old = (entries.get(key) or {}).get("probe_ms")
         merged = {d: {**(old.get(d, {}) if isinstance(old, dict) else {})} for d in PROBED}
         for d in PROBED:
@@ -196,8 +205,11 @@ def choose_dtype(
         entries[key] = {"model": model_id, "device": device, **machine(), "probe_ms": merged}
         write_cache(path, entries)
     dtype, why = decide(probe_ms, k)
+    if not steady:
+        why += " (the machine was busy while timing: not kept, timed again next time)"
     shown = {d: {str(n): round(ms, 3) for n, ms in row.items()} for d, row in probe_ms.items()}
-    return {"dtype": dtype, "why": why, "k": k, "cached": cached, "probe_ms": shown}
+    return {"dtype": dtype, "why": why, "k": k, "cached": cached, "steady": steady,
+            "probe_ms": shown}  # fmt: skip
 
 
 def apply_auto_dtype(pair, k: int, split: bool, progress=None, cache_file: Path | None = None):
