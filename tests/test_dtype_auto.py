@@ -138,3 +138,19 @@ def test_tune_sweeps_each_dtype(pair_dirs, tmp_path, capsys):
     assert "fastest dtype here:" in text
     with pytest.raises(SystemExit):
         main([*args[:-1], "float32,int8"])
+
+
+def test_the_bf16_copy_of_a_sped_up_head_computes_in_bf16(pair, monkeypatch):
+    import copy
+
+    from specviz.core.models import pair as pair_module
+
+    monkeypatch.setattr(pair_module, "LARGE_HEAD", 0)  # the loader's head product, on the test head
+    target = copy.deepcopy(pair.target)
+    assert pair_module.speed_up_head(target)
+    times, _ = dtype_probe.probe(target, (1, 2), dtype_probe.time_pass, pair_module.speed_up_head)
+    assert all(ms > 0 for row in times.values() for ms in row.values())
+    half = dtype_probe._half_copy(target, pair_module.speed_up_head)
+    assert "forward" in vars(half.get_output_embeddings())  # the product, on the copy's weight
+    logits = half(input_ids=torch.tensor([[1, 2, 3]])).logits
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits.float()).all()

@@ -146,25 +146,27 @@ def time_pass(model: torch.nn.Module, n: int) -> float:
     return 1000 * (time.perf_counter() - start)
 
 
-def _half_copy(model: torch.nn.Module) -> torch.nn.Module:
-    """A bfloat16 copy, its large CPU head given the product the loader gives (a copied
-    head would keep computing with the float32 weight: core.models.pair.speed_up_head)."""
-    from specviz.core.models.pair import speed_up_head
-
+def _half_copy(model: torch.nn.Module, rehead: Callable | None) -> torch.nn.Module:
+    """A bfloat16 copy, its large CPU head given the product the loader gave the original
+    (rehead: core.models.pair.speed_up_head; a copied head would keep computing with the
+    float32 weight)."""
     half = copy.deepcopy(model).to(torch.bfloat16)
     head = half.get_output_embeddings()
     if "forward" in vars(head):
         del head.forward
-        speed_up_head(half)
+        if rehead is not None:
+            rehead(half)
     return half
 
 
-def probe(model: torch.nn.Module, widths: tuple[int, ...], timer: PassTimer) -> tuple[dict, bool]:
+def probe(
+    model: torch.nn.Module, widths: tuple[int, ...], timer: PassTimer, rehead=None
+) -> tuple[dict, bool]:
     """({dtype: {n: fastest ms}}, steady): the model in float32 and a bfloat16 copy of it,
     passes interleaved so that a busy moment of the machine weighs on both; the fastest of
     each (as timeit reports: other work only adds time); steady when no cell's median is
     more than STEADY times its fastest."""
-    models = {"float32": model, "bfloat16": _half_copy(model)}
+    models = {"float32": model, "bfloat16": _half_copy(model, rehead)}
     times: dict[str, dict[int, list[float]]] = {d: {n: [] for n in widths} for d in PROBED}
     for rep in range(REPS + 1):
         for n in widths:
@@ -185,6 +187,7 @@ def choose_dtype(
     k: int,
     cache_file: Path | None = None,
     timer: PassTimer | None = None,
+    rehead: Callable | None = None,
 ) -> dict:
     """The dtype for a session of K drafts with this float32 target, as the header's
     dtype_choice: {"dtype", "why", "k", "probe_ms": {dtype: {n: ms}}, "cached"}."""
@@ -196,7 +199,7 @@ def choose_dtype(
     probe_ms = cached_ms(entries.get(key), widths)
     cached, steady = probe_ms is not None, True
     if probe_ms is None:
-        probe_ms, steady = probe(model, widths, timer or time_pass)
+        probe_ms, steady = probe(model, widths, timer or time_pass, rehead)
     if not cached and steady:
         old = (entries.get(key) or {}).get("probe_ms")
         merged = {d: {**(old.get(d, {}) if isinstance(old, dict) else {})} for d in PROBED}
@@ -212,7 +215,7 @@ def choose_dtype(
             "probe_ms": shown}  # fmt: skip
 
 
-def apply_auto_dtype(pair, k: int, split: bool, progress=None, cache_file: Path | None = None):
+def apply_auto_dtype(pair, k: int, split: bool, progress=None, rehead=None):
     """A pair loaded in float32, in the dtype choose_dtype picks (the draft follows the
     target); the choice in pair.dtype_choice. A split target (device map, tensor parallel)
     is not probed: it stays float32."""
@@ -228,7 +231,7 @@ def apply_auto_dtype(pair, k: int, split: bool, progress=None, cache_file: Path 
     else:
         if progress:
             progress(f"--dtype auto: timing the target's passes of 1 and {k + 1} tokens")
-        choice = choose_dtype(pair.target, model_id, k, cache_file)
+        choice = choose_dtype(pair.target, model_id, k, rehead=rehead)
     if choice["dtype"] != "float32":
         torch_dtype = getattr(torch, choice["dtype"])
         for model in (pair.target, pair.draft):

@@ -391,7 +391,7 @@ def load_pair(
 
         pair = load_pair(target, draft, dataclasses.replace(options, dtype="float32"), progress)
         split = options.device_map is not None or options.tp_size > 1
-        return apply_auto_dtype(pair, options.dtype_k, split, progress)
+        return apply_auto_dtype(pair, options.dtype_k, split, progress, speed_up_head)
     # Checked before anything loads.
     dev = None if options.device_map is not None else resolve_device(options.device, progress)
     draft_dev = resolve_device(options.draft_device) if options.draft_device else None
