@@ -6,6 +6,9 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# --dtype auto (the built-in pairs' default) is timed per machine; the tests pin it (their
+# subprocesses too) so that a run reads the same everywhere. tests/test_dtype_auto.py probes.
+os.environ.setdefault("SPECVIZ_DTYPE_AUTO", "float32")
 
 import gc  # noqa: E402
 

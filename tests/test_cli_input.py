@@ -163,11 +163,6 @@ def test_prompt_and_text_escaped_on_the_terminal(capsys, pair_dirs):
     assert "\\x1b]0;pwned\\x07" in out
 
 
-def test_window_refuses_options_it_does_not_take_yet(capsys):
-    code, _, err = run_cli(capsys, "--chat")
-    assert code == 2 and "--chat" in err and "specviz run" in err
-
-
 def test_window_takes_the_drafter_policy_and_loading_options(capsys, monkeypatch):
     from specviz.gui import app
 

@@ -230,7 +230,7 @@ def test_window_engine_options_reach_the_window(monkeypatch):
     assert cli_main(["--connect", "127.0.0.1:5555"]) == 0
     assert calls[-1] == {
         "connect": "127.0.0.1:5555", "token": "from-env", "engine": "thread", "threads": None,
-        "load": True, "settings": None, "prompt": None,
+        "load": True, "settings": None, "prompt": None, "chat": None,
     }  # fmt: skip
     assert cli_main([]) == 0  # the window's default: its engine in a child process
     assert calls[-1]["engine"] == "process" and calls[-1]["connect"] is None

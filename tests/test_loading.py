@@ -63,8 +63,8 @@ def test_device_map_from_the_command_line(capsys, pair_dirs, tmp_path):
     assert "is not a device" in capsys.readouterr().err
 
 
-def test_dtype_auto_takes_the_stored_dtype(pair_dirs):
-    pair = load_pair(str(pair_dirs[0]), str(pair_dirs[1]), dtype="auto")
+def test_dtype_config_takes_the_stored_dtype(pair_dirs):
+    pair = load_pair(str(pair_dirs[0]), str(pair_dirs[1]), dtype="config")
     stored = json.loads((pair_dirs[0] / "config.json").read_text()).get("dtype", "float32")
     assert pair.target_info.dtype == stored
 

@@ -212,10 +212,11 @@ def test_malformed_and_oversized_requests_get_an_error_reply(server):
             req(op="start", prompt="x", chat=True),  # the test tokenizer has no template
             req(op="start", prompt="x", settings={"ignore_eos": 1}),
             req(op="start", prompt="x", settings={"k": True}),
+            req(op="start", prompt="x", chat=1),  # not a bool (1 == True in Python)
         ],
     )
     codes = [r["code"] for r in replies]
-    assert codes == ["bad_value"] + ["bad_request"] * 2 + ["bad_value"] + ["bad_request"] * 2
+    assert codes == ["bad_value"] + ["bad_request"] * 2 + ["bad_value"] + ["bad_request"] * 3
     assert "unknown drafter 'oracle'" in replies[0]["message"]
     assert "chat template" in replies[3]["message"]
     # a message over ZeroMQ's own limit drops that connection, and nothing else

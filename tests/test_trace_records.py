@@ -52,7 +52,7 @@ def test_field_lists_derive_from_the_records():
     )  # fmt: skip
     assert set(trace.UNJUDGED) <= {*trace.EVENT_NUMBERS, *trace.EVENT_LISTS}
     assert "u" not in trace.PROBABILITIES and "alpha" in trace.PROBABILITIES
-    assert trace.HEADER_OPTIONAL == ("drafter", "policy", "eos_token_id")
+    assert trace.HEADER_OPTIONAL == ("drafter", "policy", "eos_token_id", "chat", "dtype_choice")
     header_fields = {f.name for f in dataclasses.fields(SessionHeader)} - {"extra"}
     assert trace.HEADER_KEYS == {"type", "schema", *header_fields}
     assert set(trace.ROUND_OPTIONAL) >= {"finish_reason", "k", "stop", "probes", "copied_from"}

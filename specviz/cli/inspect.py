@@ -56,6 +56,8 @@ def describe(session, problems: list, reading: _Reading | None = None) -> dict[s
         "settings": dataclasses.asdict(header.settings),
         "lossy": header.settings.lossy,
         "rounds": reading.rounds,
+        "chat": header.chat,
+        "dtype_choice": header.dtype_choice,
     }
     if problems:
         return report
@@ -64,6 +66,7 @@ def describe(session, problems: list, reading: _Reading | None = None) -> dict[s
         **report,
         "settings_changes": reading.changes,
         "finish_reason": reading.finish,
+        "greedy_diff": reading.greedy_diff,
         **reading.fold.summary(),
         "accepted_lengths": stats.accepted_lengths,
         "undrafted": stats.undrafted,
@@ -196,6 +199,19 @@ def format_report(path: str, d: dict[str, Any]) -> str:
         f"draft       {_model(d['draft'])}",
         f"settings    {_settings(d['settings'])}",
     ]
+    if d.get("chat"):
+        typed = json.dumps(d["chat"].get("user", ""), ensure_ascii=False)
+        lines.append(f"chat        the prompt is a user turn of the chat template, "
+                     f"{d['chat'].get('why', '')}; typed: {typed[:70]}")  # fmt: skip
+    if d.get("dtype_choice"):
+        lines.append(f"dtype       {d['dtype_choice'].get('dtype')}: --dtype auto, "
+                     f"{d['dtype_choice'].get('why', '')}")  # fmt: skip
+    if d.get("greedy_diff"):
+        from specviz.core.trace.rule_numbers import greedy_diff_text
+
+        diff = d["greedy_diff"]
+        text = greedy_diff_text(diff, d["target"]["dtype"])
+        lines.append(f"greedy      round {diff['round']} (from 0): {text}")
     if d["lossy"]:
         lines.append(f"LOSSY       {LOSSY_WARNING.format(rule=d['settings']['verifier'])}")
     if not d["valid"]:
@@ -246,6 +262,7 @@ class _Reading:
         self.k = 0
         self.rounds = 0
         self.finish: str | None = None
+        self.greedy_diff: dict | None = None  # the first round's that names one, and its index
 
     def add(self, rnd) -> None:
         from specviz.core.metrics.costmodel import judged_fates, round_k
@@ -253,6 +270,8 @@ class _Reading:
         self.fold.add(rnd)
         self.rounds += 1
         self.finish = rnd.finish_reason
+        if rnd.greedy_diff is not None and self.greedy_diff is None:
+            self.greedy_diff = {**rnd.greedy_diff, "round": rnd.index}
         if rnd.settings is not None and rnd.settings != self.previous:
             self.changes.append({"round": rnd.index, "settings": dataclasses.asdict(rnd.settings)})
             self.previous = rnd.settings

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         from specviz.cli.options import fail
 
         problem = trace_problem(args.trace) if getattr(args, "trace", None) else None
-        problem = problem or _window_ignores(args) or _engine_problem(args)
+        problem = problem or _engine_problem(args)
         if problem:
             return fail(problem)
         return _open_window(args)
@@ -178,23 +178,10 @@ def _open_window(args: argparse.Namespace) -> int:
     # A trace opened alone is replayed without models; naming models loads them too.
     named = args.target or args.draft or args.pair or args.connect
     return gui_main(
-        specs, args.device, args.dtype, args.trace, drafting, options, **_engine_choice(args),
+        specs, args.device, options.dtype, args.trace, drafting, options, **_engine_choice(args),
         threads=args.threads, load=not (args.trace and not named), settings=settings,
-        prompt=prompt,
+        prompt=prompt, chat=args.chat,
     )  # fmt: skip
-
-
-# Model options that the window's loader does not take yet: refused rather than silently
-# ignored.
-WINDOW_LATER = ("chat", "use_generation_config")
-
-
-def _window_ignores(args: argparse.Namespace) -> str | None:
-    given = [name for name in WINDOW_LATER if getattr(args, name, None)]
-    if not given:
-        return None
-    flags = ", ".join("--" + name.replace("_", "-") for name in given)
-    return f"the window does not take {flags} yet; `specviz run` does"
 
 
 def _add_engine_args(parser: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ from specviz.core.trace.records import TREE_DRAWS, TREE_SETTINGS, TREE_SHAPES, V
 
 EXIT_BAD_INPUT = 2
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes 0 .. 2**64 - 1
-DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+DTYPE_CHOICES = ("auto", "config", "float32", "bfloat16", "float16")
 # What --device accepts: one torch device. `auto` is kept for old command lines (it means
 # "cuda if there is one, else cpu", not transformers' device_map="auto").
 DEVICE_RE = re.compile(r"(cpu|mps|auto|(cuda|xpu)(:\d+)?)")
@@ -133,7 +133,18 @@ def threads_arg(text: str) -> int:
     return n
 
 
-def add_model_args(parser: argparse.ArgumentParser) -> None:
+def dtype_list(text: str) -> tuple[str, ...]:
+    """--dtype of `tune`: one dtype or a comma list of them, each swept."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    bad = [n for n in names if n not in DTYPE_CHOICES]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected {', '.join(DTYPE_CHOICES)} or a comma list of them"
+        )
+    return names
+
+
+def add_model_args(parser: argparse.ArgumentParser, dtype_lists: bool = False) -> None:
     group = parser.add_argument_group("models")
     group.add_argument(
         "--target",
@@ -168,11 +179,15 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         help="the draft's device (default: --device, or where --device-map puts the "
         "target's input embeddings)",
     )
+    dtype = {"type": dtype_list} if dtype_lists else {"choices": DTYPE_CHOICES}
     group.add_argument(
         "--dtype",
-        default="float32",
-        choices=DTYPE_CHOICES,
-        help="weights' dtype; auto = as stored in each model's config (default float32)",
+        default=None,
+        **dtype,
+        help="weights' dtype: auto = float32 or bfloat16, whichever verifies K drafts faster "
+        "on this machine (timed once, kept in the cache); config = as stored in each model's "
+        "config; float32, bfloat16, float16 (default: auto for a built-in pair, else float32)"
+        + ("; a list (float32,bfloat16) sweeps each" if dtype_lists else ""),
     )
     group.add_argument(
         "--attn-implementation",
@@ -183,8 +198,11 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--draft-revision", help="branch, tag or commit of a hub draft")
     group.add_argument(
         "--chat",
-        action="store_true",
-        help="an instruct target: the prompt becomes a user turn of its chat template",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the prompt as a user turn of the target's chat template (default: on for an "
+        "instruct target, one whose tokenizer has a template and whose name or "
+        "generation_config.json marks it instruct; --no-chat: the raw text)",
     )
     group.add_argument(
         "--trust-remote-code",
@@ -201,9 +219,12 @@ def load_options(args: argparse.Namespace):
     def get(name, default=None):
         return getattr(args, name, default)
 
+    dtype = get("dtype") or default_dtype(args)
+    k = get("k")
     return LoadOptions(
         device=get("device") or "cpu",
-        dtype=get("dtype") or "float32",
+        dtype=dtype if isinstance(dtype, str) else dtype[0],
+        dtype_k=k if isinstance(k, int) and 1 <= k <= 32 else 4,
         device_map=get("device_map"),
         draft_device=get("draft_device"),
         attn_implementation=get("attn_implementation"),
@@ -212,6 +233,12 @@ def load_options(args: argparse.Namespace):
         trust_remote_code=bool(get("trust_remote_code")),
         tp_size=get("tp_size") or 1,
     )
+
+
+def default_dtype(args: argparse.Namespace) -> str:
+    """auto for a built-in pair (the default pair included), float32 for any other."""
+    target = getattr(args, "target", None)
+    return "float32" if target and not str(target).startswith("builtin:") else "auto"
 
 
 def model_specs(args: argparse.Namespace) -> tuple[str, str]:
@@ -350,7 +377,7 @@ def adopt_generation_config(
     settings: Settings, config: dict, args: argparse.Namespace
 ) -> tuple[Settings, dict]:
     """Settings with the sampling fields of a model's generation config (as
-    core.models.pair.generation_defaults gives them) that the command line did not set; and
+    core.models.generation.generation_defaults gives them) that the command line did not set; and
     the fields taken."""
     import dataclasses
 

@@ -69,8 +69,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         drafting = drafting_from(args)
         spec = pair_spec(args, drafting[0])
-        if args.chat:
-            raise UsageError("--chat is the client's choice per session (run --connect --chat)")
         if not 0 <= args.port < 65536:
             raise UsageError(f"--port must be in 0..65535, got {args.port}")
         if args.token:
@@ -95,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
             stop_fd=sys.stdin.fileno() if args.stop_with_stdin else None,
             drafting=drafting,
         )
+        server.chat = args.chat  # a session whose client does not say (None: instruct chats)
     except ServeError as e:
         return fail(str(e))
     set_threads(args.threads)

@@ -64,7 +64,7 @@ def drive(
                 prompt,
                 settings,
                 trace=bool(args.trace),
-                chat=getattr(args, "chat", False),
+                chat=getattr(args, "chat", None),
                 drafting=drafting,
             )
         except KeyboardInterrupt:
@@ -123,14 +123,21 @@ def drive(
         engine.close()
     result = summary(session)
     finish = finish_reason(session, interrupted, lost is not None)
+    diff = next((r.greedy_diff for r in session.rounds if r.greedy_diff is not None), None)
     if args.json:
+        extra = {"dtype": header.target.dtype, "dtype_choice": header.dtype_choice,
+                 "chat": header.chat, "greedy_diff": diff}  # fmt: skip
         obj = {"pair": names(header), **result, "finish_reason": finish, "text": session.text}
-        print(json.dumps(obj))
+        print(json.dumps({**obj, **extra}))
     else:
         if show:
             print(f"\n{printable(session.text)}\n")
         print(formats.summary(result))
         print(finish_text(session, finish))
+        if diff is not None:  # a greedy half-precision session left the target's text
+            from specviz.core.trace.rule_numbers import greedy_diff_text
+
+            print(f"greedy: {printable(greedy_diff_text(diff, header.target.dtype))}")
     if lost is not None:
         n = len(session.rounds)
         print(

@@ -13,6 +13,7 @@ estimate, the acceptance a smaller K would have seen.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -33,7 +34,7 @@ def add_parser(sub) -> None:
         "tune", help="sweep K (and drafters, policies) on a prompt set: which is fastest, and why"
     )
     parser.description = __doc__
-    add_model_args(parser)
+    add_model_args(parser, dtype_lists=True)
     group = parser.add_argument_group("sweep")
     group.add_argument(
         "--prompts", help="JSONL ({'category', 'prompt'} a line) or text file, one prompt a line "
@@ -175,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         from specviz.cli.tune_trace import run_from_trace
 
         return run_from_trace(args)
-    from specviz.core.tune.promptsets import PromptSetError, load_prompt_set
+    from specviz.core.tune.promptsets import PromptSetError, chat_prompts, load_prompt_set
     from specviz.core.tune.sweep import SweepConfig
 
     try:
@@ -215,14 +216,33 @@ def run(args: argparse.Namespace) -> int:
 
     from specviz.core.models.pair import ModelLoadError
 
-    try:
-        set_threads(args.threads)
-        pair = spec.load(progress)
-    except ModelLoadError as e:
-        return fail(str(e))
-    result = sweep(pair, prompts, config, progress, trace_dir)
-    args.exported = _export(args, result, drafters, policies, spec.draft)
-    print_result(args, result, spec.target, spec.draft)
+    set_threads(args.threads)
+    dtypes = args.dtype or (spec.options.dtype,)
+    probe_k = sorted(ks)[len(ks) // 2]  # --dtype auto probes for the sweep's middle K
+    by_dtype = {}
+    for dtype in dict.fromkeys(dtypes):  # each dtype once, in the order given
+        options = dataclasses.replace(spec.options, dtype=dtype, dtype_k=probe_k)
+        try:
+            pair = dataclasses.replace(spec, options=options).load(progress)
+        except ModelLoadError as e:
+            return fail(str(e))
+        try:  # the prompts as chat turns for an instruct target (core.models.chat)
+            turns = chat_prompts(prompts, pair, args.chat, progress)
+        except ValueError as e:
+            return fail(str(e))
+        result = sweep(pair, turns, config, progress, trace_dir)
+        pair = None  # the next dtype's pair loads in its place
+        if len(dtypes) > 1 and not args.json:
+            print(f"== dtype {dtype} ==")
+        args.exported = _export(args, result, drafters, policies, spec.draft)
+        sink = [] if len(dtypes) > 1 else None
+        print_result(args, result, spec.target, spec.draft, sink)
+        if sink is not None:
+            by_dtype[dtype] = (result, sink[0] if sink else None)
+        if result.cancelled:
+            break
+    if by_dtype:
+        print_dtypes(args, by_dtype, spec.target, spec.draft)
     if result.trace_errors:  # the tables above are kept; these runs have no trace
         for name, why in result.trace_errors:
             print(f"specviz: error: {plain(name)} was not written: {plain(why)}", file=sys.stderr)
@@ -234,6 +254,25 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     return 130 if result.cancelled else 0
+
+
+def print_dtypes(args, by_dtype: dict, target: str, draft: str) -> None:
+    """--dtype float32,bfloat16: each dtype's fastest configuration, in ms per token."""
+    from specviz.core.tune.table import fastest_ms
+
+    best = {dtype: fastest_ms(result.runs) for dtype, (result, _) in by_dtype.items()}
+    timed = {d: ms for d, (ms, _) in best.items() if ms is not None}
+    fastest = min(timed, key=timed.get) if timed else None
+    if args.json:
+        print(json.dumps({
+            "pair": {"target": target, "draft": draft}, "fastest_dtype": fastest,
+            "dtypes": {d: {"ms_per_token": ms, "best": what, "sweep": by_dtype[d][1]}
+                       for d, (ms, what) in best.items()},
+        }))  # fmt: skip
+        return
+    for dtype, (ms, what) in best.items():
+        print(f"dtype {dtype}: {_f(ms, '{:.1f}')} ms/token at best ({plain(what)})")
+    print(f"fastest dtype here: {fastest or 'n/a'}")
 
 
 def _pair_drafter(args, drafters):
@@ -310,7 +349,7 @@ def _export(args, result, drafters, policies, draft) -> dict | None:
     return {"engine": args.export, "command": command, "notes": notes}
 
 
-def print_result(args, result, target: str, draft: str) -> None:
+def print_result(args, result, target: str, draft: str, sink: list | None = None) -> None:
     from specviz.core.tune.table import prompt_rows, shape_advice, tables_by_category
 
     if not result.runs:
@@ -351,7 +390,7 @@ def print_result(args, result, target: str, draft: str) -> None:
             obj["greedy_mismatches"] = mismatches
         if getattr(args, "exported", None):
             obj["export"] = args.exported
-        print(json.dumps(obj))
+        print(json.dumps(obj)) if sink is None else sink.append(obj)
         return
     if result.cancelled:
         print(f"cancelled: {len(result.runs)} of {result.total} runs finished")

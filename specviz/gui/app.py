@@ -71,6 +71,7 @@ def main(
     load: bool = True,
     settings=None,
     prompt: str | None = None,
+    chat: bool | None = None,
 ) -> int:
     """Open the window on a model pair (None: this installation has no built-in pair) and,
     if given, a trace to replay; return when it closes. drafting: (DrafterConfig,
@@ -78,7 +79,8 @@ def main(
     serve` (its models, with `token`); engine "process": the pair in a child process;
     threads: the engine's torch threads (default: one per core but one); load=False: the
     Models box shows specs without loading them (a trace opened alone needs no models);
-    settings, prompt: the Setup panel's values to start with (the command line's)."""
+    settings, prompt, chat: the Setup panel's values to start with (the command line's;
+    chat None: on for an instruct target)."""
     if os.environ.get("SPECVIZ_NO_DIALOGS"):
         dialogs.AUTO_ANSWER = False
         dialogs.ECHO = True
@@ -107,6 +109,8 @@ def main(
         window.controls.set_settings(settings)
     if prompt is not None:
         window.controls.set_prompt(prompt)
+    if chat is not None:
+        window.controls.set_chat(chat, given=True)
     screen = app.primaryScreen()
     if screen is not None:  # as large as the screen allows, up to 1920 x 1200
         room = screen.availableGeometry()

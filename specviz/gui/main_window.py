@@ -114,6 +114,7 @@ class MainWindow(QMainWindow):
         c.error.connect(lambda title, text: dialogs.error(self, title, text))
         self.controls.load_requested.connect(self.load_models)
         self.controls.drafting_box.changed.connect(lambda *d: setattr(c, "drafting", d))
+        self.controls.chat_check.toggled.connect(lambda on: setattr(c, "chat", on))
         if drafting is not None:
             self.controls.drafting_box.set_drafting(*drafting)
             self.controls._drafter_changed()
@@ -217,6 +218,7 @@ class MainWindow(QMainWindow):
         if info is not None:
             self.controls.set_specs(info.target_spec, info.draft_spec)
             self.controls.set_device(info.device)
+            self.controls.offer_chat(info.instruct)
 
     def _confirm_discard(self, what: str) -> bool:
         session = self.controller.replay_source or self.controller.session
@@ -323,6 +325,7 @@ class MainWindow(QMainWindow):
         self.speed = SpeedTracker(header)
         self.status.set_figures(None, 0)
         self.status.set_speed(None)
+        self.status.set_dtype(header)
         name = self.controller.replay_name if self.controller.replay_source else None
         self.setWindowTitle(f"specviz \u2014 {name} (replay)" if name else TITLE)
         if header is not None:

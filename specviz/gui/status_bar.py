@@ -124,6 +124,22 @@ class StatusBar(QStatusBar):
     def set_pair(self, name: str, device: str) -> None:
         self.pair.setText(f"models: {name}")
         self.device.setText(f"device: {device}")
+        self._device = device
+
+    def set_dtype(self, header) -> None:
+        """The session's dtype beside the device, and why on hover (--dtype auto's probe:
+        core.models.dtype_probe; the header's dtype_choice)."""
+        if header is None:
+            return
+        choice = header.dtype_choice or {}
+        auto = " (auto)" if choice else ""
+        self.device.setText(f"device: {getattr(self, '_device', '') or header.target.device}, "
+                            f"{header.target.dtype}{auto}")  # fmt: skip
+        why = choice.get("why")
+        self.device.setToolTip(
+            f"--dtype auto chose {header.target.dtype}: {why}" if isinstance(why, str)
+            else f"The target's weights are in {header.target.dtype}."
+        )  # fmt: skip
 
     def set_engine(self, words: str) -> None:
         self.engine.setText(words)

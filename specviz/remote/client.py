@@ -210,12 +210,13 @@ class RemoteEngine:
         settings: Settings,
         calibrate: bool = True,
         trace: bool = True,
-        chat: bool = False,
+        chat: bool | None = False,
         drafting: tuple | None = None,
     ) -> SessionHeader:
         """A new session on the server (its previous one, if any, ends). chat: the prompt
         as a user turn of the target's chat template; drafting: (DrafterConfig,
-        PolicyConfig), else the server's own."""
+        PolicyConfig), else the server's own. chat None: the server decides (a chat turn for an
+        instruct target)."""
         request = {
             "op": "start",
             "prompt": prompt,

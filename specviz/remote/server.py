@@ -18,6 +18,7 @@ import orjson
 import zmq
 
 from specviz import __version__
+from specviz.core.models.chat import pair_instruct_reason, session_prompt
 from specviz.remote import protocol as P
 from specviz.remote.burst_log import BurstLog
 from specviz.remote.queries import ModelQueries
@@ -84,6 +85,7 @@ class Server(ModelQueries):
         self.pair, self.token, self.host, self.specs, self.log = pair, token, host, specs, log
         # the drafter and policy of a session whose start does not name them
         self.drafting = drafting or (DrafterConfig(), PolicyConfig())
+        self.chat: bool | None = None  # for a client that does not say (serve --chat/--no-chat)
         self.stop_fd = stop_fd  # a pipe from a parent process: its end (EOF) stops the server
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
@@ -295,6 +297,7 @@ class Server(ModelQueries):
                     **P.drafting_to_json(*self.drafting),
                     "device": str(pair.device),
                     "vocab_size": pair.vocab_size,
+                    "instruct": pair_instruct_reason(pair),  # why chat is on by default, or None
                     "busy": self.owner not in (None, ident),
                 }
             )
@@ -307,22 +310,19 @@ class Server(ModelQueries):
         if not isinstance(prompt, str):
             raise P.BadMessage("'prompt' must be a string")
         settings = P.settings_from_json(request.get("settings", {}))
-        flags = [request.get(name, name != "chat") for name in ("calibrate", "trace", "chat")]
-        if any(type(flag) is not bool for flag in flags):
+        flags = [request.get(name, True) for name in ("calibrate", "trace")]
+        chat = request.get("chat")  # absent or null: the server's default
+        if any(type(flag) is not bool for flag in flags) or type(chat) not in (bool, type(None)):
             raise P.BadMessage("'calibrate', 'trace' and 'chat' must be true or false")
-        calibrate, trace, chat = flags
+        calibrate, trace = flags
         drafter, policy = P.drafting_from_json(request, self.drafting)
-        if chat:  # the prompt as a user turn of the target's chat template
-            from specviz.core.models.generation import chat_prompt
-            from specviz.core.models.pair import ModelLoadError
-
-            try:
-                prompt = chat_prompt(self.pair.tokenizer, prompt)
-            except ModelLoadError as e:
-                raise ValueError(str(e)) from None
+        chat = self.chat if chat is None else chat  # None: an instruct target chats
+        prompt, chat_record = session_prompt(self.pair, prompt, chat)  # ValueError: no template
         self._release()
         engine = SpeculativeEngine(self.pair, settings, trace=trace, drafter=drafter, policy=policy)
         header = engine.prefill(prompt, calibrate=calibrate)
+        if chat_record is not None:
+            header = engine.header = dataclasses.replace(header, chat=chat_record)
         self.owner, self.engine = ident, engine
         self.log(f"session {header.session_id} started ({len(header.prompt_ids)} prompt tokens)")
         return [P.header_message(header, re)]

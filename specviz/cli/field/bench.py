@@ -124,9 +124,9 @@ def run(args: argparse.Namespace) -> int:
         set_threads(args.threads)
         pair = spec.load(progress)
         if settings.chat:
-            from specviz.core.models.generation import chat_prompt
+            from specviz.core.models.chat import render
 
-            chat_prompt(pair.tokenizer, "a check")  # no template: one line, before any run
+            render(pair.tokenizer, "a check")  # no template: one line, before any run
         for config in configs:  # a drafter that cannot run on this pair (early-exit layers)
             from specviz.core.drafters.registry import make_drafter
 

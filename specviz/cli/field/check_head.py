@@ -70,7 +70,7 @@ def measure(args: argparse.Namespace, target: str) -> dict:
     from specviz.core.drafters.eagle3_fit import CLEAR, best, fit, z_score
     from specviz.core.drafters.registry import DrafterConfig, make_drafter
     from specviz.core.models.builtin import resources_dir
-    from specviz.core.models.generation import chat_prompt
+    from specviz.core.models.chat import render
     from specviz.core.models.pair import load_pair
     from specviz.core.tune.questions import load_questions
 
@@ -83,7 +83,7 @@ def measure(args: argparse.Namespace, target: str) -> dict:
     sequences, starts = [], []
     device = pair.device
     for prompt in prompts:
-        text = chat_prompt(pair.tokenizer, prompt) if chat else prompt
+        text = render(pair.tokenizer, prompt) if chat else prompt
         ids = pair.tokenizer(text, add_special_tokens=not chat)["input_ids"][-2048:]
         with torch.inference_mode():
             out = pair.target.generate(

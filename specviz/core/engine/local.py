@@ -23,20 +23,19 @@ class LocalEngine:
         settings: Settings,
         calibrate: bool = True,
         trace: bool = True,
-        chat: bool = False,
+        chat: bool | None = False,
         drafting: tuple | None = None,
     ) -> SessionHeader:
-        if chat:
-            from specviz.core.models.generation import chat_prompt
-            from specviz.core.models.pair import ModelLoadError
+        import dataclasses
 
-            try:
-                prompt = chat_prompt(self.pair.tokenizer, prompt)
-            except ModelLoadError as e:  # no chat template: the prompt cannot be taken
-                raise ValueError(str(e)) from None
+        from specviz.core.models.chat import session_prompt
+
+        prompt, chat_record = session_prompt(self.pair, prompt, chat)  # ValueError: no template
         drafter, policy = drafting or self.drafting
         engine = SpeculativeEngine(self.pair, settings, trace=trace, drafter=drafter, policy=policy)
         header = engine.prefill(prompt, calibrate=calibrate)
+        if chat_record is not None:
+            header = engine.header = dataclasses.replace(header, chat=chat_record)
         self.engine = engine
         return header
 

@@ -23,11 +23,12 @@ class Engine(Protocol):
         settings: Settings,
         calibrate: bool = True,
         trace: bool = True,
-        chat: bool = False,
+        chat: bool | None = False,
         drafting: tuple | None = None,
     ) -> SessionHeader:
         """A new session (the previous one ends); ValueError for a prompt or settings the
-        engine cannot take."""
+        engine cannot take. chat: the prompt as a user turn of the target's chat template;
+        None: so for an instruct target (core.models.chat), else the raw text."""
         ...
 
     def step(self) -> Round: ...

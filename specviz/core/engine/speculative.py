@@ -21,6 +21,7 @@ from transformers import DynamicCache
 
 from specviz import __version__
 from specviz.core.decoding.forward import forward_states, max_positions, measure_ms_per_token
+from specviz.core.decoding.greedy_check import GreedyWatch, watches
 from specviz.core.decoding.k_policy import Policy, PolicyConfig
 from specviz.core.decoding.token_events import round_events
 from specviz.core.decoding.verifier import verifier_for
@@ -72,6 +73,7 @@ class SpeculativeEngine:
         # Cost-model probes between rounds (core/engine/cost_probes.py), in sessions that calibrate.
         self.prober = prober or Prober()
         self.probing = False
+        self.greedy_watch = None  # set by prefill for a greedy half-precision session
 
     # ------------------------------------------------------------------------------ setup
 
@@ -123,6 +125,10 @@ class SpeculativeEngine:
         self.generator = torch.Generator(device=self.pair.device)
         self.generator.manual_seed(self.settings.seed)
         self.finish_reason = None
+        self.greedy_watch = None  # core.decoding.greedy_check: greedy in half precision
+        if watches(self.pair, self.settings.temperature):
+            eos = None if self.settings.ignore_eos else self.pair.eos_token_id
+            self.greedy_watch = GreedyWatch(self.pair, ids, eos)
         self.round_index = 0
         self.probing = calibrate
         self.header = SessionHeader(
@@ -140,6 +146,7 @@ class SpeculativeEngine:
             drafter=self.drafter.describe(),
             policy=self.policy.config.to_json(),
             eos_token_id=self.pair.eos_token_id,
+            dtype_choice=getattr(self.pair, "dtype_choice", None),
             extra={"drafter_notes": list(self.drafter.notes)} if self.drafter.notes else {},
         )
         return self.header
@@ -152,6 +159,8 @@ class SpeculativeEngine:
             check_tree_drafter(self.drafter)
         if settings.k != self.settings.k:
             self.policy.reset(settings.k)
+        if settings.temperature != 0 and self.greedy_watch is not None:
+            self.greedy_watch.done = True  # sampled from here on: no one text to compare with
         self.settings = dataclasses.replace(settings, seed=self.settings.seed)
 
     @property
@@ -184,15 +193,25 @@ class SpeculativeEngine:
 
     @torch.inference_mode()
     def step(self) -> Round:
-        """One round: draft, verify, advance, then build the token records; each timed."""
+        """One round: draft, verify, advance, then build the token records; each timed. A
+        greedy half-precision session's round names where its text first leaves the target
+        alone's (greedy_diff), found after the round's times were taken."""
         if self.header is None:
             raise RuntimeError("call prefill() before step()")
         if self.finished:
             raise RuntimeError(f"the session has finished ({self.finish_reason})")
         settings = self.settings
         config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
-        if settings.tree:
-            return tree_step(self, config)
+        start = self.n_generated
+        rnd = tree_step(self, config) if settings.tree else self._chain_step(settings, config)
+        if self.greedy_watch is not None and settings.temperature == 0:
+            emitted = [t.id for t in rnd.emitted]
+            diff = self.greedy_watch.check(emitted, start, rnd.n_drafted + 1)
+            if diff is not None:
+                rnd = dataclasses.replace(rnd, greedy_diff=diff)
+        return rnd
+
+    def _chain_step(self, settings: Settings, config: SamplingConfig) -> Round:
         context_len = len(self.ids)
         policy_k = self.policy.next_k()
 

@@ -1,8 +1,13 @@
-"""A model's own generation settings (generation_config.json) and chat template."""
+"""A model's own generation settings (generation_config.json); its chat template is
+core.models.chat's."""
 
 from __future__ import annotations
 
-from specviz.core.models.pair import ModelLoadError
+# What a generation_config.json says about decoding (not its token ids or output flags).
+GENERATION_SHOWN = (
+    "do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p", "max_new_tokens",
+    "max_length", "repetition_penalty", "no_repeat_ngram_size", "num_beams",
+)  # fmt: skip
 
 # transformers' GenerationConfig defaults, for the fields a generation_config.json leaves out.
 HF_DEFAULTS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0}
@@ -25,21 +30,14 @@ def generation_settings(config: dict) -> dict:
     return out
 
 
-def chat_prompt(tokenizer, text: str) -> str:
-    """`text` as a user turn in the tokenizer's chat template, ready for the assistant's
-    answer; ModelLoadError when the tokenizer has no template."""
-    return chat_messages(tokenizer, [{"role": "user", "content": text}])
-
-
-def chat_messages(tokenizer, messages: list[dict]) -> str:
-    """A conversation ({"role", "content"} each, the last a user turn) in the tokenizer's
-    chat template, ready for the assistant's answer; ModelLoadError without a template."""
-    if not getattr(tokenizer, "chat_template", None):
-        raise ModelLoadError(
-            "--chat: the target's tokenizer has no chat template (not an instruct model?); "
-            "leave out --chat to continue the prompt as plain text"
-        )
+def generation_defaults(model) -> dict:
+    """The decoding fields of a model's generation_config.json that differ from
+    transformers' defaults; {} when the model has no such file."""
+    config = getattr(model, "generation_config", None)
+    if config is None or getattr(config, "_from_model_config", False):
+        return {}  # made up from config.json by transformers, not the model's own
     try:
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    except Exception as e:  # noqa: BLE001 - a template is code from the model's folder
-        raise ModelLoadError(f"--chat: the chat template failed: {e}") from None
+        diff = config.to_diff_dict()
+    except (AttributeError, TypeError, ValueError):
+        return {}
+    return {k: diff[k] for k in GENERATION_SHOWN if k in diff}

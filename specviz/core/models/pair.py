@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from specviz.core.models.generation import generation_defaults
 from specviz.core.models.sanity import check_model
 from specviz.core.models.smollm2 import Progress
 from specviz.core.models.tensor_parallel import tp_load_kwargs
@@ -24,13 +25,6 @@ from specviz.core.trace.records import ModelInfo
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 HUB_HOST = ("huggingface.co", 443)
-
-
-# What a generation_config.json says about decoding (not its token ids or output flags).
-GENERATION_SHOWN = (
-    "do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p", "max_new_tokens",
-    "max_length", "repetition_penalty", "no_repeat_ngram_size", "num_beams",
-)  # fmt: skip
 
 
 class ModelLoadError(Exception):
@@ -43,7 +37,10 @@ class LoadOptions:
     one from the command line: --device, --device-map, --draft-device, ...)."""
 
     device: str = "cpu"  # both models, unless device_map / draft_device say otherwise
-    dtype: str = "float32"  # or "auto": as stored in each model's config
+    # float32, bfloat16, float16; "config": as stored in each model's config; "auto": the
+    # faster of float32 and bfloat16 on this machine for K dtype_k (core.models.dtype_probe).
+    dtype: str = "float32"
+    dtype_k: int = 4
     # accelerate's placement of the target: "auto", "balanced", ... or {module: device}.
     device_map: str | dict | None = None
     draft_device: str | None = None  # None: the target's input device
@@ -70,6 +67,8 @@ class ModelPair:
     # The target's generation_config.json: the fields it sets that differ from
     # transformers' defaults ({} when it has none).
     generation_config: dict = field(default_factory=dict)
+    # How --dtype auto chose the dtype (core.models.dtype_probe.choose_dtype); None otherwise.
+    dtype_choice: dict | None = None
 
     @property
     def eos_token_id(self) -> int | None:
@@ -257,7 +256,7 @@ def load_model(
     if isinstance(options, str):  # the old signature: a dtype name
         options = LoadOptions(dtype=options)
     kwargs = {
-        "dtype": "auto" if options.dtype == "auto" else DTYPES[options.dtype],
+        "dtype": "auto" if options.dtype == "config" else DTYPES[options.dtype],
         "weights_only": True,  # a pickled checkpoint is read as tensors only, never run
         "trust_remote_code": options.trust_remote_code,
     }
@@ -346,9 +345,9 @@ def check_same_tokenizer(target_tok, draft_tok, target_name: str, draft_name: st
 
 
 def _check_options(options: LoadOptions, t_local: bool, d_local: bool) -> None:
-    if options.dtype != "auto" and options.dtype not in DTYPES:
+    if options.dtype not in ("auto", "config", *DTYPES):
         raise ModelLoadError(
-            f"unknown dtype '{options.dtype}' (auto or one of {', '.join(DTYPES)})"
+            f"unknown dtype '{options.dtype}' (auto, config or one of {', '.join(DTYPES)})"
         )
     for revision, local, what in (
         (options.revision, t_local, "--revision (the target)"),
@@ -366,19 +365,6 @@ def _check_options(options: LoadOptions, t_local: bool, d_local: bool) -> None:
 def input_device(model: torch.nn.Module) -> torch.device:
     """Where a model takes its input ids: its input embeddings' device."""
     return model.get_input_embeddings().weight.device
-
-
-def generation_defaults(model) -> dict:
-    """The decoding fields of a model's generation_config.json that differ from
-    transformers' defaults; {} when the model has no such file."""
-    config = getattr(model, "generation_config", None)
-    if config is None or getattr(config, "_from_model_config", False):
-        return {}  # made up from config.json by transformers, not the model's own
-    try:
-        diff = config.to_diff_dict()
-    except (AttributeError, TypeError, ValueError):
-        return {}
-    return {k: diff[k] for k in GENERATION_SHOWN if k in diff}
 
 
 def load_pair(
@@ -400,6 +386,12 @@ def load_pair(
             raise ModelLoadError(f"load_pair: {e}") from None
     elif fields:
         options = dataclasses.replace(options, **fields)
+    if options.dtype == "auto":  # measured here (core.models.dtype_probe): loaded as float32
+        from specviz.core.models.dtype_probe import apply_auto_dtype
+
+        pair = load_pair(target, draft, dataclasses.replace(options, dtype="float32"), progress)
+        split = options.device_map is not None or options.tp_size > 1
+        return apply_auto_dtype(pair, options.dtype_k, split, progress, speed_up_head)
     # Checked before anything loads.
     dev = None if options.device_map is not None else resolve_device(options.device, progress)
     draft_dev = resolve_device(options.draft_device) if options.draft_device else None

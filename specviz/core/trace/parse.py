@@ -30,7 +30,7 @@ from specviz.core.trace.records import (
     TokenEvent,
     TraceError,
 )
-from specviz.core.trace.rule_numbers import parse_block, parse_typical
+from specviz.core.trace.rule_numbers import parse_block, parse_greedy_diff, parse_typical
 from specviz.core.trace.tree_numbers import parse_tree
 
 _STATUSES = frozenset(STATUSES)
@@ -189,6 +189,8 @@ def parse_header(obj: dict[str, Any], line: int = 1) -> SessionHeader:
         drafter=_kind_object(obj, "drafter", line),
         policy=_kind_object(obj, "policy", line),
         eos_token_id=_get(obj, "eos_token_id", int, line, optional=True),
+        chat=_get(obj, "chat", dict, line, optional=True),
+        dtype_choice=_get(obj, "dtype_choice", dict, line, optional=True),
         extra={k: v for k, v in obj.items() if k not in HEADER_KEYS},
     )
 
@@ -223,6 +225,8 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
         extras["typical"] = parse_typical(typical, line)
     if "tree" in obj:
         extras["tree"] = parse_tree(_get(obj, "tree", dict, line, optional=True), line)
+    if "greedy_diff" in obj:
+        extras["greedy_diff"] = parse_greedy_diff(_get(obj, "greedy_diff", dict, line, True), line)
     if "copied_from" in obj:
         span = _get(obj, "copied_from", list, line, optional=True)
         if span is not None:

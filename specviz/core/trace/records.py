@@ -13,14 +13,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA = "specviz.trace/1.5"
+SCHEMA = "specviz.trace/1.6"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 5  # each minor version added optional fields only, so an older file reads
+SCHEMA_MINOR = 6  # each minor version added optional fields only, so an older file reads
 # as a newer one without them: 1.1 k, stop, events_ms, probes, copied_from, drafter, policy,
 # eos_token_id; 1.2 the UNJUDGED numbers below; 1.3 a probe's t1_ms and rule_ms, and the
 # summary's speedup interval and status (core.metrics.speedup), settings.verifier and a
 # round's block numbers; 1.4 the lossy verifier "typical", its settings and a round's
-# typical numbers; 1.5 token trees: the tree settings and a round's tree
+# typical numbers; 1.5 token trees: the tree settings and a round's tree; 1.6 the header's
+# chat and dtype_choice, a round's greedy_diff
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
@@ -319,6 +320,10 @@ class Round:
     # others). `tokens` reads as a chain: the accepted path, the last rejected child where
     # the round ended on one, then the resampled or bonus token.
     tree: dict[str, Any] | None = None
+    # Schema 1.6, optional: in a greedy half-precision session, the first generated token
+    # where the text leaves the target alone's greedy decoding, found in this round
+    # (core.decoding.greedy_check.GreedyDiff's fields as an object).
+    greedy_diff: dict[str, Any] | None = None
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:
@@ -360,7 +365,18 @@ class SessionHeader:
     # Schema 1.1, optional: the tokenizer's end-of-text id, which ends a session (finish_reason
     # "eos") unless it ignores end-of-text. None: not recorded (a 1.0 trace) or no such token.
     eos_token_id: int | None = None
+    # Schema 1.6, optional: the prompt as a user turn of the chat template ({"user": the text
+    # typed, "why": ...}; `prompt` is then the rendered turn), and how the dtype was chosen
+    # ({"dtype", "why", "k", "probe_ms": {dtype: {n: ms}}, "cached"}: core.models.dtype_probe).
+    chat: dict[str, Any] | None = None
+    dtype_choice: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # unknown fields, kept for writing
+
+    @property
+    def typed_prompt(self) -> str:
+        """The text the user gave: a chat turn's user text, else the prompt itself."""
+        user = (self.chat or {}).get("user")
+        return user if isinstance(user, str) else self.prompt
 
     @property
     def cost_ratio(self) -> float | None:
@@ -391,7 +407,7 @@ def _optional(cls: type) -> tuple[str, ...]:
 
 
 HEADER_FIELDS = tuple(f.name for f in dataclasses.fields(SessionHeader) if f.name != "extra")
-HEADER_OPTIONAL = _optional(SessionHeader)  # drafter, policy, eos_token_id
+HEADER_OPTIONAL = _optional(SessionHeader)  # drafter, policy, eos_token_id, chat, dtype_choice
 HEADER_KEYS = frozenset(("type", "schema", *HEADER_FIELDS))  # any other key is kept in extra
 ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(Round) if f.name != "session_id")
 ROUND_OPTIONAL = _optional(Round)

@@ -1,5 +1,6 @@
 """A round's rule numbers: what a block round (schema 1.3) and a typical round (schema 1.4)
-record beside their tokens, read from a line (structure) and checked against the tokens
+record beside their tokens, and a greedy half-precision round's difference from the target
+alone (schema 1.6), read from a line (structure) and checked against the tokens
 (meaning). The rules themselves are core.decoding.block and core.decoding.typical.
 """
 
@@ -121,3 +122,47 @@ def kept_beyond_token_stop(rnd: Round) -> set[int]:
         return set()
     judged = [j for j, t in enumerate(rnd.tokens) if t.status in _JUDGED]
     return {j for j in judged[stop:] if rnd.tokens[j].status == "accepted"}
+
+
+# A greedy_diff's fields (core.decoding.greedy_check.GreedyDiff); pass_tokens may be absent.
+GREEDY_DIFF = {"position": int, "ours": int, "theirs": int, "text_ours": str,
+               "text_theirs": str, "logit_ours": float, "logit_theirs": float,
+               "pass_tokens": int}  # fmt: skip
+
+
+def parse_greedy_diff(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
+    """Where a greedy session left the target alone's text: each field of its type."""
+    if value is None:
+        return None
+    out: dict[str, Any] = {}
+    for key, kind in GREEDY_DIFF.items():
+        v = value.get(key)
+        if v is None and key == "pass_tokens":
+            continue
+        ok = type(v) is kind or kind is float and type(v) is int
+        if not ok or kind is not str and v != v:  # NaN is no logit
+            raise TraceError(f"expected {kind.__name__}", line, f"greedy_diff.{key}")
+        out[key] = float(v) if kind is float else v
+    return out
+
+
+NEAR_TIE = 0.25  # logits closer than this: a rounding apart (bf16 keeps ~3 digits of a logit)
+
+
+def greedy_diff_text(diff: dict[str, Any], dtype: str | None = None) -> str:
+    """A round's greedy_diff in words: where the text left the target alone's, the two
+    tokens, the target's logit margin there and why a near-tie can flip."""
+    margin = diff["logit_theirs"] - diff["logit_ours"]
+    tie = "an exact tie" if margin == 0 else "a near-tie" if margin < NEAR_TIE else "not a tie"
+    n = diff.get("pass_tokens")
+    why = (
+        f"a pass of {n} tokens rounds differently from a pass of 1"
+        if n and n > 1
+        else "the pass was of 1 token: the rounding of earlier passes, kept in the cache"
+    )
+    where = f" in {dtype}" if dtype else ""
+    return (
+        f"the text leaves the target alone's greedy decoding{where} at generated token "
+        f"{diff['position'] + 1}: {tie}: {margin:.3g} between {diff['text_theirs']!r} (the "
+        f"target alone) and {diff['text_ours']!r} (this session); {why}"
+    )

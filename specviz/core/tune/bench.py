@@ -211,14 +211,14 @@ def _turn_prompt(pair, question: Question, turn: int, answers: list, chat: bool)
     """(prompt text, prompt ids or None) for one turn after the earlier answers
     (answers: (prompt ids, emitted ids) of each earlier turn)."""
     if chat:
-        from specviz.core.models.generation import chat_messages
+        from specviz.core.models.chat import render_messages
 
         messages = []
         for text, (_, emitted) in zip(question.turns, answers, strict=False):
             reply = pair.tokenizer.decode(list(emitted), skip_special_tokens=True)
             messages += [{"role": "user", "content": text}, {"role": "assistant", "content": reply}]
         messages.append({"role": "user", "content": question.turns[turn]})
-        return chat_messages(pair.tokenizer, messages), None
+        return render_messages(pair.tokenizer, messages), None
     if turn == 0:
         return question.turns[0], None
     prompt_ids, emitted = answers[-1]

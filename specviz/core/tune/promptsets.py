@@ -8,6 +8,7 @@ resources/prompts/tune.jsonl.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,3 +91,16 @@ def _parse_text(lines: list[str]) -> list[Prompt]:
 def categories(prompts: list[Prompt]) -> list[str]:
     """Categories in order of first appearance."""
     return list(dict.fromkeys(p.category for p in prompts))
+
+
+def chat_prompts(prompts: list[Prompt], pair, chat: bool | None, progress=None) -> list[Prompt]:
+    """The prompts as the models read them: user turns of the target's chat template for
+    an instruct target (chat None) or when asked (True), else as written (ValueError: chat
+    asked for and the tokenizer has no template)."""
+    from specviz.core.models.chat import session_prompt
+
+    out = [dataclasses.replace(p, text=session_prompt(pair, p.text, chat)[0]) for p in prompts]
+    if progress and prompts and out[0].text != prompts[0].text:
+        why = session_prompt(pair, prompts[0].text, chat)[1]["why"]
+        progress(f"the prompts are user turns of the chat template ({why}; --no-chat: raw)")
+    return out

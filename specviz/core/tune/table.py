@@ -296,3 +296,16 @@ def tables_by_category(runs: Sequence[SweepRun]) -> dict[str, SweepTable]:
             name = cat if cat != "overall" else "overall (category)"
             out[name] = sweep_table([r for r in runs if r.category == cat], overall.costs)
     return out
+
+
+def fastest_ms(runs) -> tuple[float | None, str]:
+    """A sweep's fastest measured configuration: (ms per emitted token, what it was), from
+    the overall table's best measured speedup and its T_t(1); (None, why) if none."""
+    table = tables_by_category(runs)["overall"] if runs else None
+    rows = [r for r in (table.rows if table else ()) if r.speedup.value and r.speedup.baseline_ms]
+    if not rows:
+        return None, "nothing measured"
+    row = max(rows, key=lambda r: r.speedup.value)
+    what = f"{row.drafter}/{row.policy}/{row.verifier} K {row.k}, target alone "
+    what += f"{row.speedup.baseline_ms:.1f} ms/token, speedup {row.speedup.value:.2f}"
+    return row.speedup.baseline_ms / row.speedup.value, what

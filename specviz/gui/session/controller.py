@@ -65,6 +65,7 @@ class SessionController(ReplayMixin, QObject):
         # the drafter and K policy of the next session (changed: a new one), and the live one's
         self.drafting: tuple[DrafterConfig, PolicyConfig] = (DrafterConfig(), PolicyConfig())
         self._session_drafting = self.drafting
+        self.chat = False  # the next session's prompt as a chat turn (the Setup's Chat box)
         self._draw_until = 0  # a long trace is drawn up to this many rounds
         self.autosaver = None
         if autosave:
@@ -203,8 +204,9 @@ class SessionController(ReplayMixin, QObject):
             return
         session = self.session
         # White space added around the prompt (a stray Space) keeps the session.
-        changed = session is not None and prompt.strip() != session.header.prompt.strip()
+        changed = session is not None and prompt.strip() != session.header.typed_prompt.strip()
         changed = changed or session is not None and self.drafting != self._session_drafting
+        changed = changed or session is not None and self.chat != (session.header.chat is not None)
         if session is None or changed or restart:
             what = "A new prompt or drafter starts a new session" if changed else "Starting again"
             if not self.discard_ok(what):
@@ -225,6 +227,7 @@ class SessionController(ReplayMixin, QObject):
             self._set_state(State.STARTING)
         self._session_drafting = self.drafting
         self.engine.request_drafting.emit(*self.drafting)  # queued: before the start
+        self.engine.request_chat.emit(self.chat)
         self.engine.request_start.emit(prompt, settings)
 
     def _on_session_started(self, header: SessionHeader) -> None:

@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
+from specviz.core.models.chat import pair_instruct_reason, session_prompt
 from specviz.core.models.pair import LoadOptions, ModelLoadError, ModelPair
 from specviz.core.models.spec import PairSpec
 from specviz.core.trace.records import ModelInfo, Settings
@@ -33,6 +34,7 @@ class Loaded:
     draft: ModelInfo | None
     device: str
     vocab_size: int
+    instruct: str | None = None  # why the target chats by default (core.models.chat), or None
 
 
 class Cancelled(Exception):
@@ -59,6 +61,7 @@ class Worker(QObject):
         self.load_options = LoadOptions()  # beyond device and dtype (the command line's)
         self.drafter = DrafterConfig()  # what the next session drafts with
         self.policy = PolicyConfig()
+        self.chat = False  # the next session's prompt as a chat turn
 
     @Slot(object)
     def set_load_options(self, options: LoadOptions) -> None:
@@ -69,6 +72,11 @@ class Worker(QObject):
     def set_drafting(self, drafter: DrafterConfig, policy: PolicyConfig) -> None:
         """The drafter and K policy of the next session."""
         self.drafter, self.policy = drafter, policy
+
+    @Slot(object)
+    def set_chat(self, chat: bool) -> None:
+        """Whether the next session's prompt is a user turn of the chat template."""
+        self.chat = bool(chat)
 
     def _progress(self, message: str) -> None:
         if self.stop_event.is_set():
@@ -112,6 +120,7 @@ class Worker(QObject):
                 pair.draft_info,
                 str(pair.device),
                 pair.vocab_size,
+                pair_instruct_reason(pair),
             )
         )
 
@@ -138,10 +147,13 @@ class Worker(QObject):
 
         self.busy.emit("reading the prompt and measuring the models' step times")
         try:
+            prompt, chat = session_prompt(self.pair, prompt, self.chat)
             engine = SpeculativeEngine(
                 self.pair, settings, drafter=self.drafter, policy=self.policy
             )
             header = engine.prefill(prompt, calibrate=self.calibrate)
+            if chat is not None:
+                header = engine.header = dataclasses.replace(header, chat=chat)
         except ValueError as e:
             self.error.emit("Could not start the session", f"{e}.")
             return
@@ -252,6 +264,7 @@ class EngineSignals(QObject):
     request_load = Signal(str, str, str, str)
     request_load_options = Signal(object)
     request_drafting = Signal(object, object)
+    request_chat = Signal(object)
     request_greedy_check = Signal(object, object)
     request_start = Signal(str, object)
     request_step = Signal()
@@ -273,6 +286,7 @@ class EngineSignals(QObject):
         "request_load": "load",
         "request_load_options": "set_load_options",
         "request_drafting": "set_drafting",
+        "request_chat": "set_chat",
         "request_greedy_check": "check_greedy",
         "request_start": "start_session",
         "request_step": "step",

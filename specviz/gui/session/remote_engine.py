@@ -82,6 +82,7 @@ class RemoteWorker(QObject):
         self.calibrate = True
         self.load_options = None  # core.models.pair.LoadOptions for a child engine's load
         self.drafting: tuple | None = None  # (DrafterConfig, PolicyConfig); None: the server's
+        self.chat = False  # the next session's prompt as a chat turn
         self._resume: tuple | None = None  # (SessionHeader, rounds received) for the next load
 
     @Slot(object)
@@ -99,6 +100,11 @@ class RemoteWorker(QObject):
     def set_drafting(self, drafter, policy) -> None:
         """The drafter and K policy of the next session."""
         self.drafting = (drafter, policy)
+
+    @Slot(object)
+    def set_chat(self, chat: bool) -> None:
+        """Whether the next session's prompt is a user turn of the chat template."""
+        self.chat = bool(chat)
 
     @Slot(object, object)
     def check_greedy(self, prompt_ids: list, emitted: list) -> None:
@@ -214,6 +220,7 @@ class RemoteWorker(QObject):
                 model_info(info["draft"] or {**info["target"], "name": "(no draft model)"}),
                 str(info["device"]),
                 int(info["vocab_size"]),
+                info.get("instruct") if isinstance(info.get("instruct"), str) else None,
             )
         )
         if resume is not None:
@@ -246,7 +253,7 @@ class RemoteWorker(QObject):
                 self._stop_stream()
             self._buffer.clear()
             header = self.remote.start(
-                prompt, settings, calibrate=self.calibrate, drafting=self.drafting
+                prompt, settings, self.calibrate, chat=self.chat, drafting=self.drafting
             )
         except RemoteError as e:
             self._failed("Could not start the session", e)

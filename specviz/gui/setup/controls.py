@@ -32,7 +32,12 @@ from specviz.gui.setup.drafting_box import DraftingBox, describe_drafter
 
 CUSTOM = "Custom: hub id or folder"
 DEVICES = ("cpu", "cuda", "auto")
-DTYPES = ("float32", "bfloat16", "float16")
+CHAT_TIP = (
+    "On: the models read the prompt as a user's message in the target's chat template, "
+    "and answer it (an instruct model's way). Off: they continue the raw text. On by "
+    "default for an instruct target. A change starts a new session."
+)
+DTYPES = ("auto", "float32", "bfloat16", "float16", "config")  # cli.options' --dtype
 MAX_K = 32  # as Settings.validate allows
 VERIFIER_TIP = (
     "How the drafts are judged: one at a time (Leviathan et al.) or as a block (Sun et "
@@ -94,10 +99,31 @@ class Controls(QWidget):
         prompts = example_prompts()
         if prompts:
             self.prompt_edit.setPlainText(prompts[0])
+        self.chat_check = QCheckBox("Chat: the prompt as a user turn")
+        self.chat_check.setToolTip(CHAT_TIP)
+        self._chat_given = False  # the command line's --chat / --no-chat: kept over loads
         box_layout = QVBoxLayout(box)
         box_layout.addWidget(self.examples)
         box_layout.addWidget(self.prompt_edit)
+        box_layout.addWidget(self.chat_check)
         return box
+
+    def chat(self) -> bool:
+        return self.chat_check.isChecked()
+
+    def set_chat(self, on: bool, given: bool = False) -> None:
+        """Tick or untick Chat; given: the user's choice (--chat / --no-chat), which a
+        later load does not change."""
+        self._chat_given = self._chat_given or given
+        self.chat_check.setChecked(on)
+
+    def offer_chat(self, instruct: str | None) -> None:
+        """A pair was loaded: Chat on for an instruct target (instruct: why, from
+        core.models.chat), off otherwise, unless the command line chose."""
+        tip = f"{CHAT_TIP}\n\nThis target: {instruct}." if instruct else CHAT_TIP
+        self.chat_check.setToolTip(tip)
+        if not self._chat_given:
+            self.chat_check.setChecked(instruct is not None)
 
     def _use_example(self, index: int) -> None:
         text = self.examples.itemData(index)
@@ -336,13 +362,14 @@ class Controls(QWidget):
         combo.setToolTip(VERIFIER_TREE_TIP if tree else VERIFIER_TIP)
 
     def show_session(self, header) -> None:
-        """Show the prompt and settings a session (live or replayed) started with, without
-        emitting anything."""
+        """Show the prompt (the text typed, of a chat turn) and settings a session (live or
+        replayed) started with, without emitting anything."""
         self.set_settings(header.settings)
-        if self.prompt() != header.prompt:
+        if self.prompt() != header.typed_prompt:
             self.prompt_edit.blockSignals(True)
-            self.set_prompt(header.prompt)
+            self.set_prompt(header.typed_prompt)
             self.prompt_edit.blockSignals(False)
+        self.chat_check.setChecked(header.chat is not None)
 
     def _emit_settings(self) -> None:
         self.settings_changed.emit(self.settings())

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.trace.records import LOSSY_WARNING, Round, Settings, drafter_notes
+from specviz.core.trace.rule_numbers import greedy_diff_text
 from specviz.gui import keys, palette
 from specviz.gui.stream.rich_line import RichLine
 from specviz.gui.stream.token_view import TokenView, k_text
@@ -30,6 +31,8 @@ def round_text(rnd: Round, total: int) -> str:
     sampling = (f" \u00b7 {k}" if k else "") + ("" if s is None else f" \u00b7 T {s.temperature:g}")
     reason = html.escape(rnd.finish_reason or "")  # a trace's string: never markup
     end = f" \u00b7 finished: {reason}" if rnd.finish_reason else ""
+    if rnd.greedy_diff is not None:  # the first token where the text left the target alone's
+        end += f" \u00b7 leaves the target alone's text at token {rnd.greedy_diff['position'] + 1}"
     return (
         f"<b>Round {rnd.index + 1} / {total}</b> \u00b7 drafted {rnd.n_drafted} \u00b7 "
         f"accepted {rnd.n_accepted} \u00b7 emitted {rnd.n_emitted} \u00b7 "
@@ -89,6 +92,34 @@ class LossyBanner(QLabel):
     def clear(self) -> None:
         self._notes = []
         self.hide()
+
+
+class GreedyNote(LossyBanner):
+    """A standing note while a greedy half-precision session's text has left the target
+    alone's greedy decoding (a Round's greedy_diff): where, the two tokens, the margin."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("greedy-note")
+        self.setStyleSheet(
+            f"#greedy-note {{ background: {palette.PROMPT_BACKGROUND}; padding: 4px; "
+            f"border: 1px solid {palette.fate('resampled').foreground}; border-radius: 4px; }}"
+        )
+        self.setWordWrap(False)
+        self.dtype: str | None = None
+
+    def note(self, rounds: Sequence[Round]) -> None:  # type: ignore[override]
+        """One line (the stream keeps its room at 1280x720); the whole reason on hover."""
+        for rnd in rounds:
+            if (diff := rnd.greedy_diff) is not None:
+                text = greedy_diff_text(diff, self.dtype)
+                margin = diff["logit_theirs"] - diff["logit_ours"]
+                self.setText(
+                    f"Round {rnd.index + 1}: the text leaves the target alone's greedy text at "
+                    f"token {diff['position'] + 1} (logits {margin:.3g} apart; hover for why)"
+                )
+                self.setToolTip(f"Round {rnd.index + 1}: {text[0].upper()}{text[1:]}.")
+                self.show()
 
 
 class EndBanner(QFrame):
@@ -189,6 +220,7 @@ class StreamPanel(QWidget):
         self.output.hide()
         self.banner = EndBanner()
         self.lossy = LossyBanner()
+        self.greedy = GreedyNote()
         self._total = 0  # rounds in the session (a replay: in the trace)
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setRange(0, 0)
@@ -222,6 +254,7 @@ class StreamPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.legend)
         layout.addWidget(self.lossy)
+        layout.addWidget(self.greedy)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.output, 1)
         layout.addWidget(self.banner)
@@ -252,6 +285,8 @@ class StreamPanel(QWidget):
         self.lossy.clear()
         self.lossy.note(*((None, None) if header is None else (header.settings,
                                                               drafter_notes(header))))  # fmt: skip
+        self.greedy.clear()
+        self.greedy.dtype = None if header is None else header.target.dtype
         self.view.clear_session(header)
         self._show_beyond(header is not None and _may_keep_beyond(header.settings))
         self.slider.blockSignals(True)
@@ -264,6 +299,7 @@ class StreamPanel(QWidget):
         self.view.append_rounds(rounds)
         if rounds:
             self.lossy.note(rounds[-1].settings)
+            self.greedy.note(rounds)
         if not self._beyond and any(_may_keep_beyond(r.settings) for r in rounds):
             self._show_beyond(True)
         self.slider.blockSignals(True)
