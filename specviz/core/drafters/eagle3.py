@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from specviz.core.decoding.forward import max_positions
 from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.decoding.warp import sample, warp
 from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec, Proposal
@@ -302,6 +303,7 @@ def _build(params, pair) -> Eagle3Drafter:
     head.to(device=device, dtype=next(target.parameters()).dtype)
     embed = head.embed if head.embed is not None else target.get_input_embeddings().weight
     ids, start = probe_sequence(pair.tokenizer)  # one target pass, three head passes
+    ids = ids[: max_positions(target) or len(ids)]
     misfit = misfit_note(fit(head, embed, target, [ids], [start], steps=1))
     if misfit:
         notes.append(misfit)
