@@ -36,9 +36,9 @@ def add_drafter_options(parser: argparse.ArgumentParser, lists: bool = False) ->
         group.add_argument(
             param.flag,
             dest=param.name,
-            type=int,
+            type=float if param.decimals else int,
             default=None,
-            metavar="N",
+            metavar="X" if param.decimals else "N",
             help=f"{param.help}{default}",
         )
     group.add_argument(

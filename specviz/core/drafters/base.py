@@ -31,29 +31,33 @@ DRAFTER_CONTEXT = 128  # context tokens a drafter without a cache of its own is 
 
 @dataclass(frozen=True)
 class DrafterParam:
-    """One integer parameter a drafter takes. Its name is the key in the config, the trace
-    header and the wire format; the flag (--ngram-max) and the Drafting box's row derive
-    from it."""
+    """One parameter a drafter takes: an integer, or a number where `decimals` > 0. Its
+    name is the key in the config, the trace header and the wire format; the flag
+    (--ngram-max) and the Drafting box's row derive from it."""
 
     name: str  # "ngram_max"
     label: str  # the Drafting box's row: "N-gram max"
     help: str  # the flag's help and the row's tooltip
-    default: int | None
+    default: int | float | None
     low: int
     high: int
     none_label: str | None = None  # a parameter that may be None says what None means
+    decimals: int = 0  # > 0: a real number (the flag's type, the box's step), shown so
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
     def check(self, value: Any) -> None:
-        """ValueError unless value is an int in [low, high] (or None where None is allowed)."""
+        """ValueError unless value is an int (a number, with decimals) in [low, high], or
+        None where None is allowed."""
         if value is None and self.none_label is not None:
             return
-        if type(value) is not int or not self.low <= value <= self.high:
+        types = (int, float) if self.decimals else (int,)
+        if type(value) not in types or not self.low <= value <= self.high:
+            what = "a number" if self.decimals else "an integer"
             raise ValueError(
-                f"the {self.label.lower()} must be an integer between {self.low} and "
+                f"the {self.label.lower()} must be {what} between {self.low} and "
                 f"{self.high}, got {value!r}"
             )
 
@@ -81,6 +85,7 @@ class Proposal:
     q: torch.Tensor  # [len(tokens), V] the distribution each token was drawn from
     stop: str  # why drafting stopped: "k", "eos", "threshold" or "no_match" (STOP_REASONS)
     copied_from: tuple[int, int] | None = None  # lookup: [start, end) in the context ids
+    matched: dict[str, Any] | None = None  # suffix: what it matched (Round.matched)
 
 
 class Drafter:
@@ -115,6 +120,10 @@ class Drafter:
         ids from, raw and warped, from a fresh pass (its state untouched); None when it
         would propose nothing there (a lookup without a match). For the lab's position."""
         raise NotImplementedError
+
+    def finish(self, ids: list[int]) -> None:
+        """The session has ended (its last round was emitted): ids are its prompt and
+        output. A drafter that learns across requests (suffix decoding) keeps the output."""
 
     def observe(self, n_accepted: int, n_drafted: int) -> None:
         """After verification: how many of the proposed tokens the target kept (a drafter

@@ -1,6 +1,6 @@
 """The trace records (SessionHeader, Round, TokenEvent, Settings, ModelInfo), the format's
 vocabulary (statuses, which numbers each status carries, field lists), schema
-"specviz.trace/1.5". Their JSON form is specviz.core.trace.serialize.
+"specviz.trace/1.6". Their JSON form is specviz.core.trace.serialize.
 
 A trace is one JSON object per line: the session header, one line per round, and an
 optional summary. Records are plain frozen values: they cross from the worker thread to the
@@ -13,14 +13,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA = "specviz.trace/1.5"
+SCHEMA = "specviz.trace/1.6"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 5  # each minor version added optional fields only, so an older file reads
+SCHEMA_MINOR = 6  # each minor version added optional fields only, so an older file reads
 # as a newer one without them: 1.1 k, stop, events_ms, probes, copied_from, drafter, policy,
 # eos_token_id; 1.2 the UNJUDGED numbers below; 1.3 a probe's t1_ms and rule_ms, and the
 # summary's speedup interval and status (core.metrics.speedup), settings.verifier and a
 # round's block numbers; 1.4 the lossy verifier "typical", its settings and a round's
-# typical numbers; 1.5 token trees: the tree settings and a round's tree
+# typical numbers; 1.5 token trees: the tree settings and a round's tree; 1.6 a round's
+# `matched` (suffix decoding)
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
@@ -319,6 +320,13 @@ class Round:
     # others). `tokens` reads as a chain: the accepted path, the last rejected child where
     # the round ended on one, then the resampled or bonus token.
     tree: dict[str, Any] | None = None
+    # Schema 1.6, optional: what a suffix-decoding proposal matched (core.drafters.suffix):
+    # {"source": "request" (this prompt and output) or "cache" (earlier outputs), "length":
+    # the matched suffix's tokens (the context's last ones), "count": its earlier
+    # occurrences with a continuation, "probs": each drafted token's (node's) probability,
+    # the share of those occurrences that continued so, and on a chain "cut": why it ended
+    # ("k", "spec_factor", "min_prob", "eos", "end", "policy")}.
+    matched: dict[str, Any] | None = None
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:

@@ -66,9 +66,12 @@ class DraftingBox(QGroupBox):
         self.drafter_combo.setMinimumContentsLength(12)
         # A spin box per drafter parameter (the registry's); enabled for the drafters
         # that take it. A parameter that may be None shows its meaning at the low end.
-        self.param_spins: dict[str, QSpinBox] = {}
+        self.param_spins: dict[str, QSpinBox | QDoubleSpinBox] = {}
         for param in all_params():
-            spin = QSpinBox()
+            spin = QDoubleSpinBox() if param.decimals else QSpinBox()
+            if param.decimals:
+                spin.setDecimals(param.decimals)
+                spin.setSingleStep(10.0**-param.decimals * 5)
             if param.none_label is not None:
                 spin.setRange(param.low - 1, param.high)
                 spin.setSpecialValueText(param.none_label)
@@ -223,6 +226,8 @@ class DraftingBox(QGroupBox):
     def _param_value(self, name: str) -> int | None:
         spin = self.param_spins[name]
         value = spin.value()
+        if isinstance(spin, QDoubleSpinBox):
+            value = round(value, spin.decimals())
         return None if spin.specialValueText() and value == spin.minimum() else value
 
     def drafting(self) -> tuple[DrafterConfig, PolicyConfig]:
