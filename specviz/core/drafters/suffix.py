@@ -315,7 +315,7 @@ class SuffixDrafter(Drafter):
     def propose_tree(self, ids, shape, config, generator) -> TreeProposal:
         """The best source's tree: at most tree_budget nodes (and spec_factor x the match's
         length), tree_width children a node, K levels."""
-        best, best_score = TreeProposal(rule="topk"), 0.0
+        best, best_score = TreeProposal(rule=shape.rule(config)), 0.0  # none: as the settings
         for source, m, ends, follows, budget in self._matches(ids, shape.budget):
             tree, probs = best_tree(follows, budget, shape.depth, shape.width, self.min_prob,
                                     self.eos, self.vocab, self.device)  # fmt: skip
