@@ -30,7 +30,7 @@ from specviz.core.trace.records import (
     TokenEvent,
     TraceError,
 )
-from specviz.core.trace.rule_numbers import parse_block, parse_typical
+from specviz.core.trace.rule_numbers import parse_block, parse_matched, parse_typical
 from specviz.core.trace.tree_numbers import parse_tree
 
 _STATUSES = frozenset(STATUSES)
@@ -224,7 +224,7 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
     if "tree" in obj:
         extras["tree"] = parse_tree(_get(obj, "tree", dict, line, optional=True), line)
     if "matched" in obj:
-        extras["matched"] = _matched(_get(obj, "matched", dict, line, optional=True), line)
+        extras["matched"] = parse_matched(_get(obj, "matched", dict, line, optional=True), line)
     if "copied_from" in obj:
         span = _get(obj, "copied_from", list, line, optional=True)
         if span is not None:
@@ -232,31 +232,6 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
                 raise TraceError("expected [start, end] positions", line, "copied_from")
             extras["copied_from"] = tuple(span)
     return extras
-
-
-MATCH_SOURCES = ("request", "cache")
-MATCH_CUTS = ("k", "spec_factor", "min_prob", "eos", "end", "policy")
-
-
-def _matched(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
-    """A suffix-decoding round's `matched` (records.Round.matched), every field checked."""
-    if value is None:
-        return None
-    known = {"source", "length", "count", "probs", "cut"}
-    if not set(value) <= known or not {"source", "length", "count", "probs"} <= set(value):
-        raise TraceError(f"expected the fields {', '.join(sorted(known))}", line, "matched")
-    if value["source"] not in MATCH_SOURCES:
-        raise TraceError(f"source must be one of {', '.join(MATCH_SOURCES)}", line, "matched")
-    for name in ("length", "count"):
-        if type(value[name]) is not int or value[name] < 1:
-            raise TraceError(f"{name} must be a positive integer", line, "matched")
-    probs = value["probs"]
-    if (type(probs) is not list or len(probs) > MAX_PASS
-            or not all(type(x) in (int, float) and 0 <= x <= 1 for x in probs)):  # fmt: skip
-        raise TraceError("probs must be numbers in [0, 1]", line, "matched")
-    if "cut" in value and value["cut"] not in MATCH_CUTS:
-        raise TraceError(f"cut must be one of {', '.join(MATCH_CUTS)}", line, "matched")
-    return dict(value)
 
 
 MAX_PASS = MAX_TREE_BUDGET + 1  # tokens in one target pass: a tree's nodes and the last token
