@@ -20,6 +20,7 @@ from specviz.core.trace.check_session import check_session
 from specviz.core.trace.files import load, save
 from specviz.core.trace.records import Settings
 from specviz.core.trace.session import Session
+from specviz.gui import palette
 from tests.test_drafters import (
     LEVEL,
     N_RUNS,
@@ -32,6 +33,7 @@ from tests.test_drafters import (
     sequence_pvalue,
     target_only,
 )
+from tests.test_gui_drafting import quiet, step, window  # noqa: F401 (fixtures)
 from tests.test_tree_engine import tree_settings
 
 SUFFIX = DrafterConfig("suffix")
@@ -276,3 +278,24 @@ def test_tune_exports_vllms_suffix_fields():
         "suffix_decoding_min_token_prob": 0.2,
         "suffix_decoding_max_cached_requests": 10000,
     }
+
+
+def test_the_window_shows_what_a_round_matched(qtbot, window):  # noqa: F811
+    box = window.controls.drafting_box
+    box.drafter_combo.setCurrentIndex(box.drafter_combo.findData("suffix"))
+    assert box.param_spins["suffix_min_prob"].isEnabled()
+    assert not box.param_spins["ngram_max"].isEnabled()
+    assert box.drafting()[0].param("suffix_min_prob") == 0.1  # a number, not 0.1000000001
+    step(qtbot, window, 4)
+    session = window.session
+    assert session.header.drafter["kind"] == "suffix"
+    rnd = next(r for r in session.rounds if r.matched is not None)
+    window.select_round(rnd.index)
+    view = window.stream.view
+    matched = [s for s in view.extraSelections()
+               if s.format.background().color().name() == palette.COPIED]  # fmt: skip
+    assert len(matched) == rnd.matched["length"]  # the context's last tokens, in blue
+    label = window.stream.round_label.text()
+    assert f"suffix match: the last {rnd.matched['length']} tokens" in label
+    assert f"seen {rnd.matched['count']}x" in label
+    assert "this path's probability" in view.tooltip_at((rnd.index, 0))
