@@ -102,7 +102,7 @@ STOPS = {
     "k": "drafted K",
     "eos": "drafted end-of-text",
     "threshold": "below the confidence threshold",
-    "no_match": "no n-gram match",
+    "no_match": "nothing (more) matched",
     "limit": "at the length limit",
 }
 
