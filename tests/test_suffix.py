@@ -299,3 +299,14 @@ def test_the_window_shows_what_a_round_matched(qtbot, window):  # noqa: F811
     assert f"suffix match: the last {rnd.matched['length']} tokens" in label
     assert f"seen {rnd.matched['count']}x" in label
     assert "this path's probability" in view.tooltip_at((rnd.index, 0))
+
+
+def test_a_sweep_gives_trees_to_the_drafters_that_draft_them():
+    from specviz.core.tune.sweep import SweepConfig
+
+    lookup = DrafterConfig("lookup")
+    config = SweepConfig(variants=((lookup, None), (SUFFIX, None)), verifiers=("token", "tree3x16"))
+    assert [(d.kind, v) for d, _, v in config.combos()] == [
+        ("lookup", "token"), ("suffix", "token"), ("suffix", "tree3x16")]  # fmt: skip
+    alone = SweepConfig(drafter=lookup, verifier="tree3x16")  # asked for: refused at the run
+    assert [v for _, _, v in alone.combos()] == ["tree3x16"]

@@ -119,7 +119,8 @@ def check_tree_kind(kind: str) -> None:
     """ValueError unless drafters of this kind draft token trees (DrafterSpec.drafts_trees):
     what the engine, the command line and the Drafting box refuse a tree with."""
     if not spec(kind).drafts_trees:
+        trees = ", ".join(s.kind for s in SPECS.values() if s.drafts_trees)
         raise ValueError(
-            f"a token tree is drafted by the draft model; the {kind} drafter drafts chains "
-            "only (use --drafter model, or --tree-width 1)"
+            f"a token tree is drafted by the {trees} drafters; the {kind} drafter drafts "
+            "chains only (use one of those, or --tree-width 1)"
         )
