@@ -310,3 +310,16 @@ def test_a_sweep_gives_trees_to_the_drafters_that_draft_them():
         ("lookup", "token"), ("suffix", "token"), ("suffix", "tree3x16")]  # fmt: skip
     alone = SweepConfig(drafter=lookup, verifier="tree3x16")  # asked for: refused at the run
     assert [v for _, _, v in alone.combos()] == ["tree3x16"]
+
+
+def test_tune_says_when_runs_of_one_prompt_share_the_cache(capsys):
+    from specviz.cli.tune import _note_shared_cache
+    from specviz.core.tune.sweep import SweepConfig
+
+    _note_shared_cache(SweepConfig(drafter=SUFFIX, ks=(2, 4)))
+    assert "--suffix-cache 0" in capsys.readouterr().err
+    for quiet_config in (SweepConfig(drafter=SUFFIX, ks=(4,)),
+                         SweepConfig(drafter=DrafterConfig("suffix", suffix_cache=0), ks=(2, 4)),
+                         SweepConfig(drafter=DrafterConfig("lookup"), ks=(2, 4))):  # fmt: skip
+        _note_shared_cache(quiet_config)
+        assert capsys.readouterr().err == ""
