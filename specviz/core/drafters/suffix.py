@@ -46,24 +46,20 @@ def match_ends(seq: np.ndarray, context: list[int], depth: int) -> tuple[int, np
     """(m, ends): the longest m <= depth such that the context's last m tokens occur in seq
     ending at j with a token after them (seq[j + 1] is not SEP, j + 1 < len(seq)), and those
     positions j. (0, empty) without a match."""
-    n = len(seq)
-    if n < 2 or not context:
-        return 0, np.zeros(0, dtype=np.int64)
-    can_follow = np.zeros(n, dtype=bool)
-    can_follow[:-1] = seq[1:] != SEP
-    alive = can_follow.copy()
-    best, ends = 0, np.zeros(0, dtype=np.int64)
+    empty = np.zeros(0, dtype=np.int64)
+    if len(seq) < 2 or not context:
+        return 0, empty
+    ends = np.flatnonzero(seq[:-1] == context[-1])  # [candidates] the match's last token
+    ends = ends[seq[ends + 1] != SEP]
+    best, best_ends = 0, empty
     for i, token in enumerate(reversed(context[-depth:])):  # the match grows leftwards
-        if i >= n:
+        if i:
+            ends = ends[ends >= i]
+            ends = ends[seq[ends - i] == token]
+        if not len(ends):
             break
-        here = np.zeros(n, dtype=bool)
-        here[i:] = seq[: n - i] == token  # seq[j - i] is the context's (i + 1)-th last token
-        alive &= here
-        hits = np.flatnonzero(alive)
-        if not len(hits):
-            break
-        best, ends = i + 1, hits
-    return best, ends
+        best, best_ends = i + 1, ends
+    return best, best_ends
 
 
 def continuations(seq: np.ndarray, ends: np.ndarray, length: int) -> list[list[int]]:

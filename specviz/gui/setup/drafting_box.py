@@ -207,10 +207,8 @@ class DraftingBox(QGroupBox):
             w.setEnabled(tree)
         kind = self.drafter_combo.currentData()
         if not self.drafts_trees:
-            trees = ", ".join(s.kind for s in SPECS.values() if s.drafts_trees)
-            why = (
-                f"A token tree is drafted by the {trees} drafters: the {kind} drafter drafts chains"
-            )
+            trees = " or ".join(s.label for s in SPECS.values() if s.drafts_trees)
+            why = f"A token tree is drafted by {trees}: the {kind} drafter drafts chains"
             spin.setToolTip(why + " only (Tree width held at 1)")
             self.tree_note.setText(why + " only, so Tree width is held at 1.")
         else:
