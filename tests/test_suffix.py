@@ -107,10 +107,20 @@ def test_emitted_sequences_follow_p(pair, temperature):
     next ones draft from: whole sequences follow the target's p."""
     used, prompt_ids = target_only(pair), looping_prompt(pair)
     sampling = SamplingConfig(temperature=temperature)
-    sequences, statuses = run_sequences(used, SUFFIX, CONSTANT, 2, N_RUNS, 4, prompt_ids,
+    sequences, statuses = run_sequences(used, SUFFIX, CONSTANT, 1, N_RUNS, 3, prompt_ids,
                                         seed=1, sampling=sampling)  # fmt: skip
     assert {"accepted", "rejected", "resampled", "bonus"} <= {s for r in statuses for s in r}
     assert sequence_pvalue(pair, prompt_ids, sequences, sampling) > LEVEL
+
+
+def test_the_sequence_test_catches_a_wrong_residual_here(pair, monkeypatch):
+    """Power, at this size: resampling from p (x let back in) instead of p without x."""
+    from specviz.core.decoding import verify
+
+    monkeypatch.setattr(verify, "residual_distribution", lambda p, q: p.double() / p.double().sum())
+    used, prompt_ids = target_only(pair), looping_prompt(pair)
+    sequences, _ = run_sequences(used, SUFFIX, CONSTANT, 1, N_RUNS, 3, prompt_ids, seed=1)
+    assert sequence_pvalue(pair, prompt_ids, sequences) < LEVEL
 
 
 def branching_prompt(pair) -> list[int]:
@@ -127,7 +137,7 @@ def test_tree_sessions_follow_p(pair):
     import torch
 
     used, prompt_ids = target_only(pair), branching_prompt(pair)
-    settings = tree_settings(3, width=3, budget=8, max_new_tokens=5, temperature=1.5)
+    settings = tree_settings(2, width=3, budget=8, max_new_tokens=3, temperature=1.5)
     drafter = DrafterConfig("suffix", suffix_spec_factor=4.0)
     engine = SpeculativeEngine(used, settings, trace=False, drafter=drafter)
     gen = torch.Generator().manual_seed(3)
