@@ -51,9 +51,13 @@ def main() -> int:
         window.actions_.step.trigger()
         wait(app, lambda c=count: window.session is not None and len(window.session.rounds) > c)
     rounds = window.session.rounds
-    chosen = args.select - 1 if args.select else max(  # the most accepted, then the longest
-        (r for r in rounds if r.matched), key=lambda r: (r.n_accepted, r.matched["length"])
-    ).index
+    chosen = (
+        args.select - 1
+        if args.select
+        else max(  # the most accepted, then the longest
+            (r for r in rounds if r.matched), key=lambda r: (r.n_accepted, r.matched["length"])
+        ).index
+    )
     window.select_round(chosen)
     wait(app, lambda: True, 0.5)
     window.grab().save(args.out)
