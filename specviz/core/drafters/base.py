@@ -13,6 +13,7 @@ derive from the spec.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -142,6 +143,29 @@ class Drafter:
         """One drafting step's time at the session's context, for the cost probes; the
         drafter's state is left as found. By default: measure_ms on the context's tail."""
         return self.measure_ms(ids[-DRAFTER_CONTEXT:], 1)
+
+
+def one_hot(tokens: list[int], vocab: int, device) -> torch.Tensor:
+    """[len(tokens), V] one-hot rows: the q of a deterministic drafter's proposal."""
+    q = torch.zeros((len(tokens), vocab), device=device)
+    q[torch.arange(len(tokens)), torch.tensor(tokens, dtype=torch.long)] = 1.0
+    return q
+
+
+def one_hot_next(token: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(q_raw, q) [V] float64, one-hot at token (raw and warped alike: nothing is drawn):
+    a deterministic drafter's next_q."""
+    q = torch.zeros(vocab, dtype=torch.float64)
+    q[token] = 1.0
+    return q, q.clone()
+
+
+def ms_per_call(call: Callable[[], object], n: int) -> float:
+    """Mean milliseconds of n calls (a model-free drafter's measure_ms)."""
+    start = time.perf_counter()
+    for _ in range(n):
+        call()
+    return 1000 * (time.perf_counter() - start) / max(n, 1)
 
 
 def fresh_q(model: torch.nn.Module, ids: list[int], vocab: int, config: SamplingConfig):

@@ -24,7 +24,6 @@ import heapq
 import json
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,15 @@ import numpy as np
 import torch
 
 from specviz.core import resources
-from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec, Proposal
+from specviz.core.drafters.base import (
+    Drafter,
+    DrafterParam,
+    DrafterSpec,
+    Proposal,
+    ms_per_call,
+    one_hot,
+    one_hot_next,
+)
 from specviz.core.drafters.tree_draft import TreeProposal
 from specviz.core.trace.records import ModelInfo
 
@@ -304,9 +311,7 @@ class SuffixDrafter(Drafter):
                     tokens, stop = tokens[: i + 1], "threshold"
                     matched = {**matched, "probs": matched["probs"][: i + 1], "cut": "policy"}
                     break
-        q = torch.zeros((len(tokens), self.vocab), device=self.device)  # [k, V] one-hot
-        q[torch.arange(len(tokens)), torch.tensor(tokens)] = 1.0
-        return Proposal(tokens, q, stop, matched=matched)
+        return Proposal(tokens, one_hot(tokens, self.vocab, self.device), stop, matched=matched)
 
     def propose_tree(self, ids, shape, config, generator) -> TreeProposal:
         """The best source's tree: at most tree_budget nodes (and spec_factor x the match's
@@ -329,15 +334,10 @@ class SuffixDrafter(Drafter):
         found = self.find(ids, 1)
         if found is None:
             return None
-        q = torch.zeros(self.vocab, dtype=torch.float64)
-        q[found[0][0]] = 1.0
-        return q, q.clone()
+        return one_hot_next(found[0][0], self.vocab)
 
     def measure_ms(self, ids: list[int], n_tokens: int) -> float:
-        start = time.perf_counter()
-        for _ in range(n_tokens):
-            self.find(ids, 1)
-        return 1000 * (time.perf_counter() - start) / max(n_tokens, 1)
+        return ms_per_call(lambda: self.find(ids, 1), n_tokens)
 
 
 def fingerprint(pair) -> str:
