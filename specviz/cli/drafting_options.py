@@ -57,7 +57,7 @@ def add_drafter_params(group) -> None:
         group.add_argument(
             param.flag,
             dest=param.name,
-            type=str if param.text else int,
+            type=str if param.text else float if param.decimals else int,
             default=None,
             metavar=param.metavar,
             help=f"{param.help}{default}",

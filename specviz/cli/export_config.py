@@ -2,7 +2,7 @@
 engine that serves the model (vLLM, SGLang, llama.cpp, transformers), and what does not
 carry over. Names as the engines spell them: vLLM's SpeculativeConfig fields
 (vllm/config/speculative.py: method, model, num_speculative_tokens, prompt_lookup_max,
-prompt_lookup_min), SGLang's --speculative-* flags, llama.cpp's --draft-* flags,
+prompt_lookup_min, suffix_decoding_*), SGLang's --speculative-* flags, llama.cpp's --draft-* flags,
 transformers' generate() keyword arguments."""
 
 from __future__ import annotations
@@ -49,6 +49,14 @@ def export(engine: str, best: Best) -> tuple[str, list[str]]:
     return command, notes
 
 
+SUFFIX_FIELDS = {  # specviz's suffix parameters, as vLLM's SpeculativeConfig spells them
+    "suffix_depth": "suffix_decoding_max_tree_depth",
+    "suffix_spec_factor": "suffix_decoding_max_spec_factor",
+    "suffix_min_prob": "suffix_decoding_min_token_prob",
+    "suffix_cache": "suffix_decoding_max_cached_requests",
+}
+
+
 def vllm_config(best: Best) -> dict:
     """vLLM's speculative_config (the --speculative-config JSON)."""
     config: dict = {"num_speculative_tokens": best.k}
@@ -59,6 +67,11 @@ def vllm_config(best: Best) -> dict:
     elif best.drafter == "eagle3":  # vLLM reads a speculators folder or hub id
         config["method"] = "eagle3"
         config["model"] = best.params.get("head") or "EAGLE3_HEAD"
+    elif best.drafter == "suffix":  # vLLM's SuffixDecodingProposer (Arctic Inference)
+        config["method"] = "suffix"
+        for ours, theirs in SUFFIX_FIELDS.items():
+            if ours in best.params:
+                config[theirs] = best.params[ours]
     else:
         config["method"] = "draft_model"
         config["model"] = best.draft or "DRAFT_MODEL"
@@ -71,6 +84,8 @@ def _vllm(best: Best) -> tuple[str, list[str]]:
     notes = []
     if best.drafter == "early-exit":
         notes.append("vLLM has no early-exit drafter: the draft model line is a placeholder")
+    if best.drafter == "suffix" and best.params.get("suffix_cache") == 0:
+        notes.append("vLLM always caches earlier outputs: suffix_cache 0 does not carry over")
     if best.policy != "constant":
         notes.append(f"vLLM drafts a constant K: the {best.policy} policy does not carry over")
     if best.verifier == "block":
@@ -81,7 +96,9 @@ def _vllm(best: Best) -> tuple[str, list[str]]:
 
 def _sglang(best: Best) -> tuple[str, list[str]]:
     notes = ["SGLang's flags change between releases: check them against yours"]
-    if best.drafter == "lookup":
+    if best.drafter == "suffix":
+        notes.append("SGLang has no suffix decoding: its n-gram drafter is the nearest")
+    if best.drafter in ("lookup", "suffix"):
         args = ["--speculative-algorithm NGRAM", f"--speculative-num-draft-tokens {best.k + 1}"]
     elif best.drafter == "eagle3":
         args = [
@@ -125,7 +142,9 @@ def _llama_cpp(best: Best) -> tuple[str, list[str]]:
 def _transformers(best: Best) -> tuple[str, list[str]]:
     notes = []
     kwargs: dict = {}
-    if best.drafter == "lookup":
+    if best.drafter == "suffix":
+        notes.append("transformers has no suffix decoding: prompt lookup is the nearest")
+    if best.drafter in ("lookup", "suffix"):
         kwargs["prompt_lookup_num_tokens"] = best.k
         kwargs["max_matching_ngram_size"] = int(best.params.get("ngram_max", 2))
     elif best.drafter == "eagle3":
@@ -136,7 +155,7 @@ def _transformers(best: Best) -> tuple[str, list[str]]:
         kwargs["assistant_early_exit"] = layer if layer is not None else "HALF_THE_LAYERS"
     else:
         kwargs["assistant_model"] = f"AutoModelForCausalLM.from_pretrained({best.draft!r})"
-    if best.drafter != "lookup":
+    if best.drafter not in ("lookup", "suffix"):
         kwargs["num_assistant_tokens"] = best.k
         kwargs["num_assistant_tokens_schedule"] = (
             "heuristic" if best.policy == "heuristic" else "constant"

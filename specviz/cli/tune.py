@@ -171,6 +171,17 @@ def _costs_json(costs) -> dict:
     }
 
 
+def _note_shared_cache(config) -> None:
+    """Say so when a suffix drafter with a cache runs one prompt more than once: its later
+    runs read what its earlier ones wrote (the same text), and draft more than on a new
+    prompt."""
+    runs = [c for c in config.combos() if c[0] is not None and c[0].kind == "suffix"]
+    if any(d.param("suffix_cache") for d, _, _ in runs) and len(runs) * len(config.ks) > 1:
+        print("[specviz] note: the suffix drafter's runs of one prompt share its cache of "
+              "earlier outputs, so a later run reads an earlier one's text; --suffix-cache 0 "
+              "compares them on each request alone", file=sys.stderr)  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     if args.from_trace:
         from specviz.cli.tune_trace import run_from_trace
@@ -206,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
         if args.limit is not None and args.limit < 1:
             raise UsageError("--limit must be >= 1")
         prompts = load_prompt_set(args.prompts)[: args.limit]
+        _note_shared_cache(config)
         trace_dir = traces_folder(args.traces)
         spec = pair_spec(args, _pair_drafter(args, drafters))
     except (UsageError, PromptSetError, ValueError) as e:

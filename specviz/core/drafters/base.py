@@ -13,6 +13,7 @@ derive from the spec.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,19 +35,20 @@ TEXT_MAX = 4096  # characters of a text parameter (a folder or a hub id)
 
 @dataclass(frozen=True)
 class DrafterParam:
-    """One parameter a drafter takes: an integer in [low, high], or (text=True) a folder or
-    hub id of at most TEXT_MAX characters. Its name is the key in the config, the trace
-    header and the wire format; the flag (--ngram-max) and the Drafting box's row derive
-    from it."""
+    """One parameter a drafter takes: an integer in [low, high], a number where `decimals`
+    > 0, or (text=True) a folder or hub id of at most TEXT_MAX characters. Its name is the
+    key in the config, the trace header and the wire format; the flag (--ngram-max) and the
+    Drafting box's row derive from it."""
 
     name: str  # "ngram_max"
     label: str  # the Drafting box's row: "N-gram max"
     help: str  # the flag's help and the row's tooltip
-    default: int | str | None
+    default: int | float | str | None
     low: int = 0
     high: int = 0
     none_label: str | None = None  # a parameter that may be None says what None means
-    text: bool = False  # a string (--head DIR), not an integer
+    decimals: int = 0  # > 0: a real number (the flag's type, the box's step), shown so
+    text: bool = False  # a string (--head DIR), not a number
 
     @property
     def flag(self) -> str:
@@ -54,11 +56,12 @@ class DrafterParam:
 
     @property
     def metavar(self) -> str:
-        return "DIR|HF_ID" if self.text else "N"
+        return "DIR|HF_ID" if self.text else "X" if self.decimals else "N"
 
     def check(self, value: Any) -> None:
-        """ValueError unless value is an int in [low, high] (a text parameter: a non-empty
-        string without control characters), or None where None is allowed."""
+        """ValueError unless value is an int (a number, with decimals) in [low, high] (a
+        text parameter: a non-empty string without control characters), or None where None
+        is allowed."""
         if value is None and self.none_label is not None:
             return
         if self.text:
@@ -69,9 +72,11 @@ class DrafterParam:
                     f"{TEXT_MAX} characters, no control characters), got {value!r:.80}"
                 )
             return
-        if type(value) is not int or not self.low <= value <= self.high:
+        types = (int, float) if self.decimals else (int,)
+        if type(value) not in types or not self.low <= value <= self.high:
+            what = "a number" if self.decimals else "an integer"
             raise ValueError(
-                f"the {self.label.lower()} must be an integer between {self.low} and "
+                f"the {self.label.lower()} must be {what} between {self.low} and "
                 f"{self.high}, got {value!r}"
             )
 
@@ -99,6 +104,7 @@ class Proposal:
     q: torch.Tensor  # [len(tokens), V] the distribution each token was drawn from
     stop: str  # why drafting stopped: "k", "eos", "threshold" or "no_match" (STOP_REASONS)
     copied_from: tuple[int, int] | None = None  # lookup: [start, end) in the context ids
+    matched: dict[str, Any] | None = None  # suffix: what it matched (Round.matched)
 
 
 class Drafter:
@@ -140,6 +146,10 @@ class Drafter:
         would propose nothing there (a lookup without a match). For the lab's position."""
         raise NotImplementedError
 
+    def finish(self, ids: list[int]) -> None:
+        """The session has ended (its last round was emitted): ids are its prompt and
+        output. A drafter that learns across requests (suffix decoding) keeps the output."""
+
     def observe(self, n_accepted: int, n_drafted: int) -> None:
         """After verification: how many of the proposed tokens the target kept (a drafter
         that adapts, as transformers' update_candidate_strategy, learns from it)."""
@@ -162,6 +172,29 @@ class Drafter:
         """One drafting step's time at the session's context, for the cost probes; the
         drafter's state is left as found. By default: measure_ms on the context's tail."""
         return self.measure_ms(ids[-DRAFTER_CONTEXT:], 1)
+
+
+def one_hot(tokens: list[int], vocab: int, device) -> torch.Tensor:
+    """[len(tokens), V] one-hot rows: the q of a deterministic drafter's proposal."""
+    q = torch.zeros((len(tokens), vocab), device=device)
+    q[torch.arange(len(tokens)), torch.tensor(tokens, dtype=torch.long)] = 1.0
+    return q
+
+
+def one_hot_next(token: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(q_raw, q) [V] float64, one-hot at token (raw and warped alike: nothing is drawn):
+    a deterministic drafter's next_q."""
+    q = torch.zeros(vocab, dtype=torch.float64)
+    q[token] = 1.0
+    return q, q.clone()
+
+
+def ms_per_call(call: Callable[[], object], n: int) -> float:
+    """Mean milliseconds of n calls (a model-free drafter's measure_ms)."""
+    start = time.perf_counter()
+    for _ in range(n):
+        call()
+    return 1000 * (time.perf_counter() - start) / max(n, 1)
 
 
 def fresh_q(model: torch.nn.Module, ids: list[int], vocab: int, config: SamplingConfig):

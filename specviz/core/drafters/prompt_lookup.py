@@ -7,12 +7,19 @@ follows the target's p.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
 
-from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec, Proposal
+from specviz.core.drafters.base import (
+    Drafter,
+    DrafterParam,
+    DrafterSpec,
+    Proposal,
+    ms_per_call,
+    one_hot,
+    one_hot_next,
+)
 from specviz.core.trace.records import ModelInfo
 
 
@@ -53,8 +60,7 @@ class LookupDrafter(Drafter):
         if self.eos is not None and self.eos in tokens:
             tokens = tokens[: tokens.index(self.eos) + 1]
             span, stop = (span[0], span[0] + len(tokens)), "eos"
-        q = torch.zeros((len(tokens), self.vocab), device=self.device)  # [k, V] one-hot
-        q[torch.arange(len(tokens)), torch.tensor(tokens)] = 1.0
+        q = one_hot(tokens, self.vocab, self.device)  # [k, V]
         return Proposal(tokens, q, stop, copied_from=span)
 
     def next_q(self, ids, config):
@@ -63,15 +69,10 @@ class LookupDrafter(Drafter):
         span = self.find(ids, 1)
         if span is None:
             return None
-        q = torch.zeros(self.vocab, dtype=torch.float64)
-        q[ids[span[0]]] = 1.0
-        return q, q.clone()
+        return one_hot_next(ids[span[0]], self.vocab)
 
     def measure_ms(self, ids: list[int], n_tokens: int) -> float:
-        start = time.perf_counter()
-        for _ in range(n_tokens):
-            self.find(ids, 1)
-        return 1000 * (time.perf_counter() - start) / max(n_tokens, 1)
+        return ms_per_call(lambda: self.find(ids, 1), n_tokens)
 
 
 def _build(params, pair) -> LookupDrafter:

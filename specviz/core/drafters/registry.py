@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.core.drafters import draft_model, eagle3, early_exit, prompt_lookup
+from specviz.core.drafters import draft_model, eagle3, early_exit, prompt_lookup, suffix
 from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec
 
 SPECS: dict[str, DrafterSpec] = {
-    spec.kind: spec for spec in (draft_model.SPEC, prompt_lookup.SPEC, early_exit.SPEC, eagle3.SPEC)
+    spec.kind: spec
+    for spec in (draft_model.SPEC, prompt_lookup.SPEC, early_exit.SPEC, suffix.SPEC, eagle3.SPEC)
 }
 
 
@@ -119,7 +120,8 @@ def check_tree_kind(kind: str) -> None:
     """ValueError unless drafters of this kind draft token trees (DrafterSpec.drafts_trees):
     what the engine, the command line and the Drafting box refuse a tree with."""
     if not spec(kind).drafts_trees:
+        trees = ", ".join(s.kind for s in SPECS.values() if s.drafts_trees)
         raise ValueError(
-            f"a token tree is drafted by the draft model; the {kind} drafter drafts chains "
-            "only (use --drafter model, or --tree-width 1)"
+            f"a token tree is drafted by the {trees} drafters; the {kind} drafter drafts "
+            "chains only (use one of those, or --tree-width 1)"
         )

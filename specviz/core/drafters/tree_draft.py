@@ -59,6 +59,7 @@ class TreeProposal:
     rule: str = "sample"
     # {node: its position in the draft's cache}: the nodes fed to the draft this round
     slots: dict[int, int] = field(default_factory=dict)
+    matched: dict | None = None  # suffix decoding: what it matched (Round.matched)
 
     @property
     def depth(self) -> int:

@@ -247,6 +247,7 @@ class SpeculativeEngine:
             stop=proposal.stop,
             events_ms=events_ms,
             copied_from=proposal.copied_from,
+            matched=proposal.matched,
             probes=self.prober.after_round(self) if self.probing else None,  # untimed
             **self._rule_numbers,
         )
@@ -318,6 +319,8 @@ class SpeculativeEngine:
             finish = "max_new_tokens"
         if finish is None and self.max_len is not None and len(self.ids) >= self.max_len:
             finish = "context_length"
+        if finish is not None:
+            self.drafter.finish(self.ids)
         return emitted, finish
 
     def run(self, max_rounds: int | None = None):

@@ -87,6 +87,7 @@ def tree_step(engine, config: SamplingConfig) -> Round:
         events_ms=events_ms,
         probes=engine.prober.after_round(engine) if engine.probing else None,  # untimed
         tree=tree,
+        matched=proposal.matched,
     )
     engine.round_index += 1
     return rnd

@@ -30,7 +30,12 @@ from specviz.core.trace.records import (
     TokenEvent,
     TraceError,
 )
-from specviz.core.trace.rule_numbers import parse_block, parse_greedy_diff, parse_typical
+from specviz.core.trace.rule_numbers import (
+    parse_block,
+    parse_greedy_diff,
+    parse_matched,
+    parse_typical,
+)
 from specviz.core.trace.tree_numbers import parse_tree
 
 _STATUSES = frozenset(STATUSES)
@@ -227,6 +232,8 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
         extras["tree"] = parse_tree(_get(obj, "tree", dict, line, optional=True), line)
     if "greedy_diff" in obj:
         extras["greedy_diff"] = parse_greedy_diff(_get(obj, "greedy_diff", dict, line, True), line)
+    if "matched" in obj:
+        extras["matched"] = parse_matched(_get(obj, "matched", dict, line, optional=True), line)
     if "copied_from" in obj:
         span = _get(obj, "copied_from", list, line, optional=True)
         if span is not None:

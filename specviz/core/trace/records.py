@@ -1,6 +1,6 @@
 """The trace records (SessionHeader, Round, TokenEvent, Settings, ModelInfo), the format's
 vocabulary (statuses, which numbers each status carries, field lists), schema
-"specviz.trace/1.5". Their JSON form is specviz.core.trace.serialize.
+"specviz.trace/1.6". Their JSON form is specviz.core.trace.serialize.
 
 A trace is one JSON object per line: the session header, one line per round, and an
 optional summary. Records are plain frozen values: they cross from the worker thread to the
@@ -21,7 +21,7 @@ SCHEMA_MINOR = 6  # each minor version added optional fields only, so an older f
 # summary's speedup interval and status (core.metrics.speedup), settings.verifier and a
 # round's block numbers; 1.4 the lossy verifier "typical", its settings and a round's
 # typical numbers; 1.5 token trees: the tree settings and a round's tree; 1.6 the header's
-# chat and dtype_choice, a round's greedy_diff
+# chat and dtype_choice, a round's greedy_diff and `matched` (suffix decoding)
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
@@ -324,6 +324,13 @@ class Round:
     # where the text leaves the target alone's greedy decoding, found in this round
     # (core.decoding.greedy_check.GreedyDiff's fields as an object).
     greedy_diff: dict[str, Any] | None = None
+    # Schema 1.6, optional: what a suffix-decoding proposal matched (core.drafters.suffix):
+    # {"source": "request" (this prompt and output) or "cache" (earlier outputs), "length":
+    # the matched suffix's tokens (the context's last ones), "count": its earlier
+    # occurrences with a continuation, "probs": each drafted token's (node's) probability,
+    # the share of those occurrences that continued so, and on a chain "cut": why it ended
+    # ("k", "spec_factor", "min_prob", "eos", "end", "policy")}.
+    matched: dict[str, Any] | None = None
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:

@@ -57,9 +57,16 @@ class SweepConfig:
     variants: tuple[tuple[DrafterConfig | None, PolicyConfig | None], ...] = ()
 
     def combos(self) -> tuple[tuple[DrafterConfig | None, PolicyConfig | None, str], ...]:
-        """Every (drafter, policy, verifier) the sweep runs at each K."""
+        """Every (drafter, policy, verifier) the sweep runs at each K; with several drafters,
+        a tree goes to those that draft trees (DrafterSpec.drafts_trees) only."""
         pairs = self.variants or ((self.drafter, self.policy),)
-        return tuple((d, p, v) for v in self.verifiers or (self.verifier,) for d, p in pairs)
+        combos = [(d, p, v) for v in self.verifiers or (self.verifier,) for d, p in pairs]
+        if len(pairs) > 1:
+            chains = {v for v in self.verifiers or (self.verifier,) if not _TREE_LABEL.fullmatch(v)}
+            combos = [
+                c for c in combos if c[2] in chains or (c[0] or DrafterConfig()).spec.drafts_trees
+            ]
+        return tuple(combos)
 
     def settings(self, k: int) -> Settings:
         s = Settings(

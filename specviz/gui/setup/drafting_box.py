@@ -70,7 +70,7 @@ class DraftingBox(QGroupBox):
         # that take it. A parameter that may be None shows its meaning at the low end.
         # A text parameter (eagle3's head: a folder or hub id) is a line edit, read when
         # editing finishes; empty means its none_label (the pair's own).
-        self.param_spins: dict[str, QSpinBox | QLineEdit] = {}
+        self.param_spins: dict[str, QSpinBox | QDoubleSpinBox | QLineEdit] = {}
         for param in all_params():
             if param.text:
                 edit = QLineEdit("" if param.default is None else str(param.default))
@@ -80,7 +80,10 @@ class DraftingBox(QGroupBox):
                 edit.setMinimumWidth(120)
                 self.param_spins[param.name] = edit
                 continue
-            spin = QSpinBox()
+            spin = QDoubleSpinBox() if param.decimals else QSpinBox()
+            if param.decimals:
+                spin.setDecimals(param.decimals)
+                spin.setSingleStep(10.0**-param.decimals * 5)
             if param.none_label is not None:
                 spin.setRange(param.low - 1, param.high)
                 spin.setSpecialValueText(param.none_label)
@@ -221,7 +224,8 @@ class DraftingBox(QGroupBox):
             w.setEnabled(tree)
         kind = self.drafter_combo.currentData()
         if not self.drafts_trees:
-            why = f"A token tree is drafted by the draft model: the {kind} drafter drafts chains"
+            trees = " or ".join(s.label for s in SPECS.values() if s.drafts_trees)
+            why = f"A token tree is drafted by {trees}: the {kind} drafter drafts chains"
             spin.setToolTip(why + " only (Tree width held at 1)")
             self.tree_note.setText(why + " only, so Tree width is held at 1.")
         else:
@@ -242,6 +246,8 @@ class DraftingBox(QGroupBox):
         if isinstance(spin, QLineEdit):
             return spin.text().strip() or None
         value = spin.value()
+        if isinstance(spin, QDoubleSpinBox):
+            value = round(value, spin.decimals())
         return None if spin.specialValueText() and value == spin.minimum() else value
 
     def drafting(self) -> tuple[DrafterConfig, PolicyConfig]:

@@ -75,6 +75,10 @@ def token_tooltip(rnd: Round, index: int) -> str:
             f"copied by prompt lookup from context [{start}, {end}) (blue when selected): "
             "q is one-hot, so it is kept with probability p"
         )
+    if rnd.matched is not None and event.status in ("accepted", "rejected", "discarded"):
+        probs = rnd.matched["probs"] if rnd.tree is None else []  # a tree's are by node
+        p_path = f"; this path's probability {fmt(probs[index])}" if index < len(probs) else ""
+        lines.append(f"{_html(matched_text(rnd))}{p_path}: q is one-hot, kept with p")
     if event.status == "discarded":
         lines.append("drafted after the first rejection: never judged")
     if event.status == "resampled":
@@ -89,7 +93,7 @@ STOPS = {
     "k": "drafted K",
     "eos": "drafted end-of-text",
     "threshold": "below the confidence threshold",
-    "no_match": "no n-gram match",
+    "no_match": "nothing (more) matched",
     "limit": "at the length limit",
 }
 
@@ -116,7 +120,22 @@ def k_text(rnd: Round) -> str:
     if rnd.copied_from is not None:
         start, end = rnd.copied_from
         parts.append(f"copied from context [{start}, {end})")
+    if rnd.matched is not None:
+        parts.append(matched_text(rnd))
     return " \u00b7 ".join(parts)
+
+
+def matched_text(rnd: Round) -> str:
+    """What a suffix-decoding round matched, in words (plain text)."""
+    m = rnd.matched
+    where = "this request" if m["source"] == "request" else "earlier outputs"
+    return f"suffix match: the last {m['length']} tokens (blue), seen {m['count']}x in {where}"
+
+
+def matched_span(rnd: Round) -> tuple[int, int] | None:
+    """[start, end): the context tokens a proposal copied from or (suffix) matched."""
+    m = rnd.matched
+    return rnd.copied_from if m is None else (rnd.context_len - m["length"], rnd.context_len)
 
 
 def _html(text: str) -> str:
@@ -344,12 +363,10 @@ class TokenView(QTextEdit):
                 bar.setValue(bar.value() + rect.center().y() - self.viewport().height() // 2)
 
     def _copied_selections(self, rnd: Round) -> list:
-        """The context tokens a prompt-lookup proposal of `rnd` was copied from, in blue;
-        `copied_span` is their extent in the document."""
+        """The context tokens a prompt-lookup proposal of `rnd` was copied from (or a suffix
+        proposal matched), in blue; `copied_span` is their extent in the document."""
         self.copied_span = None
-        if rnd.copied_from is None:
-            return []
-        start, end = rnd.copied_from
+        start, end = matched_span(rnd) or (0, 0)
         spans = [s for s in self._context[max(start, 0) : max(end, 0)] if s is not None]
         if not spans:
             return []
