@@ -116,6 +116,15 @@ def build_actions(window) -> Actions:
         "Bench results\u2026", lambda: window.bench.open_dialog(), None,
         "Open a `specviz bench --json` file: bars per category with their intervals",
     ))  # fmt: skip
+    from specviz.gui.bench.doctor_view import EngineMetrics
+
+    # Held here, not in main_window (at its line limit): the session's stats as they are now
+    window.engine_metrics = EngineMetrics(window, lambda: window.controller.stats)
+    tools.addAction(action(
+        "Engine metrics\u2026", window.engine_metrics.open_dialog, None,
+        "Open a vLLM /metrics page or log, an SGLang or llama.cpp log (what `specviz doctor` "
+        "reads): its acceptance in every definition, beside this session's",
+    ))  # fmt: skip
 
     toolbar = QToolBar("Session", window)
     toolbar.setObjectName("session-toolbar")

@@ -166,3 +166,14 @@ def _cliff(judged) -> tuple[int, float, float] | None:
         if j == i + 1 and before >= LOW and after < CLIFF * before:
             return i, before, after
     return None
+
+
+def session_record(stats) -> EngineRecord | None:
+    """A session's running stats (core.metrics.running.RunningStats) counted as vLLM counts
+    them: drafts are the rounds that drafted, a_i the rounds whose position (a tree's depth)
+    i was accepted; None before a round drafted anything."""
+    drafts = stats.rounds - stats.undrafted
+    if drafts <= 0:
+        return None
+    return EngineRecord("specviz", "session", drafts, stats.drafted, stats.accepted,
+                        tuple(stats.by_position_accepted), intervals=stats.rounds)  # fmt: skip
