@@ -152,3 +152,19 @@ def test_the_tools_menu_opens_a_file_beside_the_windows_session(qtbot, tmp_path,
     assert "vllm_log_cliff.log" in view.windowTitle()
     view.close()
     window.close_now()
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_text_from_the_file_is_plain_text(qtbot, tmp_path):
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QLabel
+
+    path = tmp_path / "<b>bold<i>x.log"
+    path.write_bytes((DATA / "vllm_log_cliff.log").read_bytes())
+    view = EngineMetrics(None).open(str(path))
+    qtbot.addWidget(view)
+    assert "<b>bold<i>x.log" in view.header.text()
+    labels = view.findChildren(QLabel)
+    assert len(labels) > 10
+    assert all(label.textFormat() == Qt.TextFormat.PlainText for label in labels)
+    view.close()
