@@ -13,10 +13,12 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from specviz.core.metrics.doctor import Diagnosis, diagnose, session_record
 from specviz.core.metrics.engine_metrics import read_record
+from specviz.gui.screen_fit import fit_to_screen
 
 # (label, Diagnosis attribute, format, what each engine calls it)
 FIGURES = (
@@ -233,15 +235,20 @@ class EngineMetrics:
         from specviz.gui import dialogs
 
         self.folder = str(Path(path).parent)
+        QGuiApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)  # a 64 MiB log: ~2 s
         try:
             diagnosis = load_diagnosis(path)
         except ValueError as e:
-            dialogs.error(self.parent, "Could not read the engine metrics", str(e))
+            diagnosis, problem = None, str(e)
+        finally:
+            QGuiApplication.restoreOverrideCursor()
+        if diagnosis is None:
+            dialogs.error(self.parent, "Could not read the engine metrics", problem)
             return None
         view = EngineMetricsView(diagnosis, f"({Path(path).name})", self.session_stats)
         view.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         view.destroyed.connect(lambda *_: self.views.remove(view) if view in self.views else None)
-        view.resize(1280, 720)
+        fit_to_screen(view, 1280, 720)
         view.show()
         self.views.append(view)
         return view
