@@ -34,9 +34,7 @@ def display_text(text: str) -> str:
 
 def qt_length(text: str) -> int:
     """Length in a QTextDocument: UTF-16 code units ("\n" becomes one paragraph mark)."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def token_tooltip(rnd: Round, index: int) -> str:
