@@ -22,7 +22,6 @@ from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.records import Settings
 from tests.test_drafters import (
-    N_RUNS,
     greedy_reference,
     looping_prompt,
     run_sequences,
@@ -32,6 +31,7 @@ from tests.test_engine import assert_caches_fresh
 from tests.test_sampling import LEVEL
 
 LAYERS = (0, 1)
+N_RUNS = 400  # sessions per case: the random head is seldom accepted, and each fate must occur
 
 
 def target_only(pair):

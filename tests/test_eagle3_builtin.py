@@ -87,7 +87,7 @@ def check_head(capsys, *args) -> dict:
 
 
 def test_check_head_names_the_layers_a_head_fits(capsys, shifted):
-    own = check_head(capsys, "builtin:tiny", "--tokens", "96")
+    own = check_head(capsys, "builtin:tiny", "--tokens", "48")
     assert own["best_shift"] == 0 and own["layers"] == [1, 3, 4] and not own["clear"]
     first = {f["shift"]: f["acceptance"][0] for f in own["shifts"]}
     assert first[0] > first[-1] and first[0] > first[1]
