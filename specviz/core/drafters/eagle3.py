@@ -31,7 +31,7 @@ from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec, Propo
 from specviz.core.drafters.eagle3_fit import fit, misfit_note, probe_sequence
 from specviz.core.drafters.eagle3_format import HeadError, build_head
 from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig
-from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, _children, _expanded
+from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, _expanded, grow_level
 from specviz.core.trace.records import ModelInfo
 from specviz.core.tree.attention import additive, depths, visibility
 
@@ -167,19 +167,9 @@ class Eagle3Drafter(Drafter):
                 )
                 for row, node in enumerate(chosen):  # fmt: skip
                     node_logits[node], node_state[node] = rows[row], outs[row]
-            grown = []
-            for node in chosen:
-                room = shape.budget - len(out.tokens)
-                q = warp(node_logits[node], config)  # [V]
-                out.q_at[node] = q
-                for token in _children(node_logits[node], q, min(shape.width, room), out.rule,
-                                       config.greedy, generator):  # fmt: skip
-                    out.tokens.append(token)
-                    out.parents.append(node)
-                    child = len(out.tokens) - 1
-                    cumulative[child] = cumulative[node] + math.log(max(float(q[token]), 1e-300))
-                    if token != self.eos:
-                        grown.append(child)
+            level_logits = [node_logits[node] for node in chosen]
+            grown = grow_level(out, chosen, level_logits, shape, config, generator, cumulative,
+                               self.eos)  # fmt: skip
             if not grown or len(out.tokens) >= shape.budget:
                 break
             frontier = grown

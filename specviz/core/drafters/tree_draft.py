@@ -102,23 +102,33 @@ def draft_tree(
         if level:  # this level's parents, fed in one pass after the levels before
             logits = tree_forward(model, out.tokens, out.parents, chosen, out.slots, cache,
                                   vocab, context)  # fmt: skip
-        grown = []
-        for row, node in enumerate(chosen):
-            room = shape.budget - len(out.tokens)
-            q = warp(logits[row], config)  # [V]
-            out.q_at[node] = q
-            for token in _children(logits[row], q, min(shape.width, room), out.rule,
-                                   config.greedy, generator):  # fmt: skip
-                out.tokens.append(token)
-                out.parents.append(node)
-                child = len(out.tokens) - 1
-                cumulative[child] = cumulative[node] + math.log(max(float(q[token]), 1e-300))
-                if token != eos:
-                    grown.append(child)
+        grown = grow_level(out, chosen, logits, shape, config, generator, cumulative, eos)
         if not grown or len(out.tokens) >= shape.budget:
             break
         frontier = grown
     return out
+
+
+def grow_level(out: TreeProposal, chosen: list[int], logits, shape: TreeShape,
+               config: SamplingConfig, generator, cumulative: dict[int, float],
+               eos: int | None) -> list[int]:  # fmt: skip
+    """Give each chosen node its children (logits[row] is the draft's at chosen[row]), within
+    the budget: out's tokens, parents and q_at grow, cumulative gets the children's log q
+    along the path; the children that may grow further (not end-of-text) are returned."""
+    grown = []
+    for row, node in enumerate(chosen):
+        room = shape.budget - len(out.tokens)
+        q = warp(logits[row], config)  # [V]
+        out.q_at[node] = q
+        for token in _children(logits[row], q, min(shape.width, room), out.rule,
+                               config.greedy, generator):  # fmt: skip
+            out.tokens.append(token)
+            out.parents.append(node)
+            child = len(out.tokens) - 1
+            cumulative[child] = cumulative[node] + math.log(max(float(q[token]), 1e-300))
+            if token != eos:
+                grown.append(child)
+    return grown
 
 
 def _expanded(frontier: list[int], cumulative: dict[int, float], shape: TreeShape) -> list[int]:
