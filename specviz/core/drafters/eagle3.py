@@ -48,7 +48,9 @@ class Eagle3Drafter(Drafter):
         self.info, self.vocab, self.eos, self.notes = info, vocab, eos, tuple(notes)
         self.target_layers = tuple(config.aux_layers)
         self.embed = head.embed if head.embed is not None else target.get_input_embeddings().weight
-        self.ids_map = head.draft_to_target  # [Vd] target id of each draft id
+        to_target = head.draft_to_target  # [Vd] target id of each draft id
+        self._in_vocab = to_target < vocab  # [Vd] the draft ids the target can take
+        self._target_ids = to_target[self._in_vocab]
         self.cache = DynamicCache()
         self.fed = 0
         self.pending = self._empty()
@@ -67,8 +69,7 @@ class Eagle3Drafter(Drafter):
         """Draft-vocabulary logits [..., Vd] -> target-vocabulary logits [..., V], -inf
         where the head cannot propose."""
         full = torch.full((*logits.shape[:-1], self.vocab), float("-inf"), device=logits.device)
-        keep = self.ids_map < self.vocab
-        full[..., self.ids_map[keep]] = logits[..., keep].float()
+        full[..., self._target_ids] = logits[..., self._in_vocab].float()
         return full
 
     def _step(self, tokens, states, positions, mask=None, cache=None):
