@@ -8,8 +8,12 @@ Same pair, prompts, K, temperature and max new tokens, in one process, interleav
   (d) specviz's SpeculativeEngine with tracing off
 Tokens/s is generated tokens over wall time, prefill included, per prompt; the figures are
 medians over prompts and repeats. Not a test: never part of the test run.
+--chat reads the first turns of a Spec-Bench-style question file (resources/prompts/chat.jsonl
+by default) through the target's chat template; --dtype loads both models in that dtype.
 
     python benchmarks/engine_vs_hf.py --pair tiny --k 4 --json
+    python benchmarks/engine_vs_hf.py --pair smollm2 --chat --dtype bfloat16 --k 3 \
+        --temperatures 0 --prompts 3 --repeats 1 --max-new-tokens 64
 """
 
 from __future__ import annotations
@@ -156,6 +160,10 @@ def main(argv=None) -> int:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    parser.add_argument("--chat", action="store_true", help="questions in the chat template")
+    parser.add_argument("--questions", help="with --chat: a Spec-Bench-style question.jsonl "
+                        "(default: resources/prompts/chat.jsonl)")  # fmt: skip
+    parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.threads:
@@ -173,21 +181,34 @@ def main(argv=None) -> int:
 
         for name in args.pair or list(BUILTIN_PAIRS):
             pairs.append((name, f"builtin:{name}", f"builtin:{name}"))
-    prompts = example_prompts()[: args.prompts]
     runs = []
     for name, target, draft in pairs:
-        pair = load_pair(target, draft)
+        pair = load_pair(target, draft, dtype=args.dtype)
+        prompts = chat_prompts(pair, args.questions, args.prompts) if args.chat else (
+            example_prompts()[: args.prompts])  # fmt: skip
         for temperature in (float(t) for t in args.temperatures.split(",")):
             settings = Settings(
                 k=args.k, temperature=temperature, max_new_tokens=args.max_new_tokens
             )
             result = bench_pair(pair, name, prompts, settings, args.repeats)
+            result.update(chat=args.chat, dtype=args.dtype)
             runs.append(result)
             if not args.json:
                 print_run(result)
     if args.json:
         print(json.dumps({"machine": machine(), "runs": runs}, indent=1))
     return 0
+
+
+def chat_prompts(pair, path: str | None, count: int) -> list[str]:
+    """The first turns of the question file's first `count` questions, in the target's chat
+    template (special tokens are in the rendered text: tokenized without adding more)."""
+    from specviz.core.models.chat import render
+    from specviz.core.resources import resources_dir
+    from specviz.core.tune.questions import load_questions
+
+    questions = load_questions(path or resources_dir() / "prompts" / "chat.jsonl", count)
+    return [render(pair.tokenizer, q.turns[0]) for q in questions]
 
 
 def machine() -> dict:
@@ -205,7 +226,8 @@ def machine() -> dict:
 def print_run(r: dict) -> None:
     t = r["tokens_per_s"]
     print(
-        f"\n{r['pair']}  K={r['k']}  temperature={r['temperature']}  "
+        f"\n{r['pair']}  K={r['k']}  temperature={r['temperature']}  {r['dtype']}"
+        f"{'  chat' if r['chat'] else ''}  "
         f"({r['prompts']} prompts x {r['repeats']}, {r['max_new_tokens']} new tokens)"
     )
     for method in METHODS:
