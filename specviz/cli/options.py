@@ -154,6 +154,12 @@ def add_model_args(parser: argparse.ArgumentParser, dtype_lists: bool = False) -
     group.add_argument("--draft", help="draft model: builtin:NAME, a hub id or a folder")
     group.add_argument("--pair", help="a built-in pair by name (see `specviz models`)")
     group.add_argument(
+        "--vocab-bridge",
+        choices=("tli",),
+        help="a --draft whose tokenizer differs from the target's: tli drafts only the tokens "
+        "both vocabularies share (lossless at any temperature; the same as --drafter tli)",
+    )
+    group.add_argument(
         "--threads",
         type=threads_arg,
         help="torch's intra-op threads (default: one per core but one, so that other work on "
@@ -232,6 +238,8 @@ def load_options(args: argparse.Namespace):
         draft_revision=get("draft_revision"),
         trust_remote_code=bool(get("trust_remote_code")),
         tp_size=get("tp_size") or 1,
+        vocab_bridge=get("vocab_bridge")
+        or ("tli" if "tli" in str(get("drafter", "")).split(",") else None),
     )
 
 

@@ -21,6 +21,7 @@ from specviz.core.models.generation import generation_defaults
 from specviz.core.models.sanity import check_model
 from specviz.core.models.smollm2 import Progress
 from specviz.core.models.tensor_parallel import tp_load_kwargs
+from specviz.core.models.vocab_bridge import BRIDGES, same_vocabulary
 from specviz.core.trace.records import ModelInfo
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -49,6 +50,9 @@ class LoadOptions:
     draft_revision: str | None = None  # of a hub draft
     trust_remote_code: bool = False  # run Python code shipped in a model's repository
     tp_size: int = 1  # the target split over this many torchrun ranks (tensor_parallel.py)
+    # A draft whose tokenizer differs: None refuses it; "tli" keeps its own tokenizer and
+    # drafts the tokens both vocabularies share (core.models.vocab_bridge, drafters.tli).
+    vocab_bridge: str | None = None
 
 
 @dataclass
@@ -69,6 +73,9 @@ class ModelPair:
     generation_config: dict = field(default_factory=dict)
     # How --dtype auto chose the dtype (core.models.dtype_probe.choose_dtype); None otherwise.
     dtype_choice: dict | None = None
+    # The draft's own tokenizer when it differs from the target's (LoadOptions.vocab_bridge);
+    # None: the draft reads and writes the target's ids (`tokenizer`).
+    draft_tokenizer: object | None = None
 
     @property
     def eos_token_id(self) -> int | None:
@@ -328,19 +335,12 @@ def load_tokenizer(source: str, local: bool, role: str, spec: str, **kwargs):
 
 def check_same_tokenizer(target_tok, draft_tok, target_name: str, draft_name: str) -> None:
     """Refuse a pair whose tokenizers map text to different ids."""
-    t_vocab, d_vocab = target_tok.get_vocab(), draft_tok.get_vocab()
-    if len(t_vocab) != len(d_vocab):
+    why = same_vocabulary(target_tok, draft_tok)
+    if why:
         raise ModelLoadError(
             f"target '{target_name}' and draft '{draft_name}' have different tokenizers: "
-            f"{len(t_vocab)} vs {len(d_vocab)} tokens. Speculative decoding needs a draft "
-            "that shares the target's vocabulary."
-        )
-    if t_vocab != d_vocab:
-        differing = sorted(tok for tok in t_vocab if d_vocab.get(tok) != t_vocab[tok])[:3]
-        raise ModelLoadError(
-            f"target '{target_name}' and draft '{draft_name}' have different tokenizers: "
-            f"the same size ({len(t_vocab)}) but different token ids (e.g. {differing!r}). "
-            "Speculative decoding needs a draft that shares the target's vocabulary."
+            f"{why}. Speculative decoding needs a draft that shares the target's vocabulary, "
+            "or a bridge: --vocab-bridge tli drafts only the tokens both share (lossless)."
         )
 
 
@@ -355,6 +355,10 @@ def _check_options(options: LoadOptions, t_local: bool, d_local: bool) -> None:
     ):
         if revision and local:
             raise ModelLoadError(f"{what} applies to a hub id, not to a local folder")
+    if options.vocab_bridge not in (None, *BRIDGES):
+        raise ModelLoadError(
+            f"unknown vocabulary bridge {options.vocab_bridge!r} (one of {', '.join(BRIDGES)})"
+        )
     if options.device_map is not None and importlib.util.find_spec("accelerate") is None:
         raise ModelLoadError(
             "--device-map needs the accelerate package, which is not installed: "
@@ -406,12 +410,15 @@ def load_pair(
     d_tok = load_tokenizer(
         d_source, d_local, "draft", draft, revision=options.draft_revision, **trust
     )
-    check_same_tokenizer(t_tok, d_tok, target, draft)
+    bridged = options.vocab_bridge is not None and same_vocabulary(t_tok, d_tok) is not None
+    if not bridged:
+        check_same_tokenizer(t_tok, d_tok, target, draft)
     t_model, t_info = load_model(target, t_source, t_local, "target", dev, options, progress)
     t_dev = input_device(t_model)
     draft_dev = draft_dev or t_dev
     d_model, d_info = load_model(draft, d_source, d_local, "draft", draft_dev, options, progress)
-    vocab = min(t_info.vocab_size, d_info.vocab_size)
+    # A bridged draft's logits are its own vocabulary's; p and q live in the target's.
+    vocab = t_info.vocab_size if bridged else min(t_info.vocab_size, d_info.vocab_size)
     if len(t_tok) > vocab:
         raise ModelLoadError(
             f"the tokenizer has {len(t_tok)} tokens but '{target}' / '{draft}' score only {vocab}"
@@ -426,6 +433,7 @@ def load_pair(
         t_dev,
         draft_dev,
         generation_defaults(t_model),
+        draft_tokenizer=d_tok if bridged else None,
     )
 
 
