@@ -32,8 +32,9 @@ def test_progress_and_rest_label_are_defined_once():
 
 # The papers cited by number: Leviathan et al. 2023 (the rule) and Sun et al. 2024 (block
 # verification). Seed 003 prints Leviathan's as 2211.17002: a typo nobody may copy.
-PAPERS = {"2211.17192", "2403.10444", "2401.10774", "2305.09781", "2411.04975", "2503.01840"}
-# + Medusa, SpecInfer, SuffixDecoding (Oliaro et al.), EAGLE-3 (Li et al.)
+PAPERS = {"2211.17192", "2403.10444", "2401.10774", "2305.09781", "2411.04975", "2503.01840",
+          "2502.05202"}  # fmt: skip
+# + Medusa, SpecInfer, SuffixDecoding (Oliaro et al.), EAGLE-3 (Li et al.), TLI (Timor et al.)
 
 
 def test_leviathan_is_cited_as_2211_17192():

@@ -76,7 +76,8 @@ def _drafter(args: argparse.Namespace, kind: str) -> DrafterConfig:
 
 def drafting_from(args: argparse.Namespace) -> tuple[DrafterConfig, PolicyConfig]:
     """The drafter and policy the options ask for, or UsageError."""
-    drafter = _drafter(args, args.drafter)
+    bridged = getattr(args, "vocab_bridge", None) and args.drafter == _DEFAULT_DRAFTER.kind
+    drafter = _drafter(args, "tli" if bridged else args.drafter)
     policy = PolicyConfig(args.policy, threshold=args.threshold)
     try:
         drafter.validate()

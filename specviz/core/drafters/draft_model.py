@@ -77,6 +77,10 @@ def _build(params, pair) -> ModelDrafter:
             "the model drafter needs a draft model: give --draft, or choose "
             "--drafter lookup or --drafter early-exit"
         )
+    if getattr(pair, "draft_tokenizer", None) is not None:
+        raise ValueError(
+            "the draft's tokenizer differs from the target's: draft with --drafter tli"
+        )
     return ModelDrafter(pair.draft, pair.draft_info, pair.vocab_size, pair.eos_token_id)
 
 

@@ -11,12 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.core.drafters import draft_model, eagle3, early_exit, prompt_lookup, suffix
+from specviz.core.drafters import draft_model, eagle3, early_exit, prompt_lookup, suffix, tli
 from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec
 
 SPECS: dict[str, DrafterSpec] = {
     spec.kind: spec
-    for spec in (draft_model.SPEC, prompt_lookup.SPEC, early_exit.SPEC, suffix.SPEC, eagle3.SPEC)
+    for spec in (
+        draft_model.SPEC,
+        prompt_lookup.SPEC,
+        early_exit.SPEC,
+        suffix.SPEC,
+        eagle3.SPEC,
+        tli.SPEC,
+    )  # fmt: skip
 }
 
 
