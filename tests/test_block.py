@@ -247,13 +247,18 @@ def test_the_window_offers_block_and_explains_a_block_position(pair, qtbot):
 
 
 def test_the_verifier_seam_names_the_rules_the_trace_knows(pair, monkeypatch):
-    """The engine judges through core.decoding.verifier: one entry per rule, the same names
-    the trace format accepts; a rule registered there is the one the engine runs."""
+    """The engine judges through core.decoding.verifier: each rule the trace format's
+    registry names (core.trace.verifiers) is built there; a rule registered is the one the
+    engine runs."""
+    import dataclasses
+
     from specviz.core.decoding import verifier as verifier_module
     from specviz.core.engine.speculative import SpeculativeEngine
-    from specviz.core.trace.records import VERIFIERS, Settings
+    from specviz.core.trace import verifiers
+    from specviz.core.trace.records import Settings
 
-    assert tuple(verifier_module.VERIFIERS) == VERIFIERS
+    for name in verifiers.SPECS:
+        assert verifier_module.verifier_for(name).kind == name
     calls = []
 
     class Counting(verifier_module.TokenVerifier):
@@ -261,7 +266,8 @@ def test_the_verifier_seam_names_the_rules_the_trace_knows(pair, monkeypatch):
             calls.append(int(drafts.shape[0]))
             return super().judge(p, q, drafts, generator, settings)
 
-    monkeypatch.setitem(verifier_module.VERIFIERS, "token", Counting())
+    counting = dataclasses.replace(verifiers.SPECS["token"], factory=Counting)
+    monkeypatch.setitem(verifiers.SPECS, "token", counting)
     engine = SpeculativeEngine(pair, Settings(k=3, seed=1, max_new_tokens=12))
     engine.prefill("And the earth was", calibrate=False)
     rounds = list(engine.run())

@@ -106,24 +106,25 @@ def test_a_replayed_tree_shows_whatever_drafter_the_box_showed_before(controls):
     assert not controls.verifier_combo.isEnabled()
 
 
-def test_a_tree_holds_the_verifier_at_token_wise(controls, qtbot):
+def test_a_tree_holds_the_verifier_at_the_tree_rule(controls, qtbot):
     combo = controls.verifier_combo
     combo.setCurrentIndex(combo.findData("block"))
     with qtbot.waitSignal(controls.settings_changed, timeout=1000) as blocker:
         controls.drafting_box.tree_width_spin.setValue(2)
     emitted = blocker.args[0]
-    assert (emitted.tree_width, emitted.verifier) == (2, "token")
+    assert (emitted.tree_width, emitted.verifier) == (2, "tree")
     emitted.validate()
-    assert not combo.isEnabled() and combo.currentData() == "token"
-    assert "token-wise" in combo.toolTip() and "Tree width to 1" in combo.toolTip()
+    assert not combo.isEnabled() and combo.currentData() == "tree"
+    assert "tree rule" in combo.toolTip() and "Tree width to 1" in combo.toolTip()
     note = controls.drafting_box.tree_note
-    assert note.isVisibleTo(controls) and "Verifier is held at token-wise" in note.text()
+    assert note.isVisibleTo(controls) and "Verifier is held at it" in note.text()
     controls.drafting_box.tree_width_spin.setValue(1)
     assert combo.isEnabled() and not note.isVisibleTo(controls)
+    assert controls.settings().verifier == "token"  # a chain's rule again
     combo.setCurrentIndex(combo.findData("typical"))
     assert controls.settings().verifier == "typical"
     controls.set_settings(TREE)  # shown, not edited: held too
-    assert not combo.isEnabled() and controls.settings().verifier == "token"
+    assert not combo.isEnabled() and controls.settings().verifier == "tree"
 
 
 def test_the_command_line_opens_the_window_with_a_tree(monkeypatch, capsys):

@@ -7,7 +7,7 @@ import argparse
 from specviz.cli.options import UsageError, model_specs
 from specviz.core.decoding.k_policy import POLICIES, PolicyConfig
 from specviz.core.drafters.registry import SPECS, DrafterConfig, all_params, spec
-from specviz.core.trace.records import LOSSY_VERIFIERS, VERIFIERS
+from specviz.core.trace import verifiers
 
 _DEFAULT_DRAFTER, _DEFAULT_POLICY = DrafterConfig(), PolicyConfig()
 
@@ -100,8 +100,8 @@ def _names(option: str, text: str, known: tuple[str, ...]) -> list[str]:
 def verifier_list(text: str) -> tuple[str, ...]:
     """Comma-separated --verifier of `tune`: lossless rules only (a lossy one changes the
     output, so its speed is no speedup of the target), or UsageError."""
-    names = tuple(_names("--verifier", text, VERIFIERS))
-    lossy = [n for n in names if n in LOSSY_VERIFIERS]
+    names = tuple(_names("--verifier", text, verifiers.names(trees=False)))
+    lossy = [n for n in names if not verifiers.spec(n).lossless]
     if lossy:
         raise UsageError(
             f"--verifier {lossy[0]}: tune compares rules that keep the target's output; "
@@ -180,10 +180,10 @@ def rule_list(args: argparse.Namespace) -> tuple[str, ...]:
     from specviz.core.trace.records import Settings
     from specviz.core.tune.sweep import tree_label
 
-    verifiers = verifier_list(args.verifier)
+    chains = verifier_list(args.verifier)
     widths = _numbers("--tree-width", args.tree_width)
     budgets = _numbers("--tree-budget", args.tree_budget)
-    rules = [v for v in verifiers if 1 in widths or v != "token"]
+    rules = [v for v in chains if 1 in widths or v != "token"]
     for w in (w for w in widths if w > 1):
         for b in budgets:
             try:

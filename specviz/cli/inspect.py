@@ -17,6 +17,7 @@ from typing import Any
 
 from specviz.cli import speedup_text
 from specviz.cli.options import fail
+from specviz.core.trace import verifiers
 from specviz.core.trace.records import LOSSY_WARNING
 
 MAX_PROBLEMS = 200  # enough to see a pattern; a broken 100k-round trace could list millions
@@ -112,7 +113,7 @@ def _settings(s: dict[str, Any]) -> str:
         f"K {s['k']}  temperature {s['temperature']:g}{greedy}"
         f"  top-k {s['top_k'] or 'off'}  top-p {s['top_p'] if s['top_p'] < 1 else 'off'}"
         f"  seed {s['seed']}  max new tokens {s['max_new_tokens']}  top-N {s['top_n']}"
-        f"  verifier {s['verifier']}{_typical(s)}{_tree(s)}"
+        f"  verifier {s['verifier']}{_options(s)}{_tree(s)}"
     )
 
 
@@ -125,10 +126,13 @@ def _tree(s: dict[str, Any]) -> str:
     )
 
 
-def _typical(s: dict[str, Any]) -> str:
-    if s["verifier"] != "typical":
+def _options(s: dict[str, Any]) -> str:
+    """The verifier's options: " (epsilon 0.3, delta 0.09)" for typical."""
+    rule = verifiers.SPECS.get(s["verifier"])
+    if rule is None or not rule.options:
         return ""
-    return f" (epsilon {s['typical_epsilon']:g}, delta {s['typical_delta']:g})"
+    named = (f"{o.removeprefix(rule.name + '_')} {s[o]:g}" for o in rule.options)
+    return f" ({', '.join(named)})"
 
 
 def _figures(d: dict[str, Any]) -> list[str]:

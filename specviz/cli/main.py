@@ -57,14 +57,15 @@ WINDOW_SETTINGS = {
 
 def _add_session_args(parser: argparse.ArgumentParser) -> None:
     from specviz.cli.options import add_tree_args, finite_float
-    from specviz.core.trace.records import TREE_SETTINGS, VERIFIERS
+    from specviz.core.trace import verifiers
+    from specviz.core.trace.records import TREE_SETTINGS
 
     group = parser.add_argument_group("the first session (the Setup panel)")
     group.add_argument("--prompt", help="the text to continue")
     for name, kind in WINDOW_SETTINGS.items():
         flag = "--" + name.replace("_", "-")
         if name == "verifier":
-            group.add_argument(flag, choices=VERIFIERS, default=None)
+            group.add_argument(flag, choices=verifiers.names(), default=None)
         elif name not in TREE_SETTINGS:
             group.add_argument(flag, type=finite_float if kind is float else int, default=None)
     add_tree_args(group)  # as `specviz run` takes them, with its help

@@ -14,7 +14,8 @@ import math
 import re
 import sys
 
-from specviz.core.trace.records import TREE_DRAWS, TREE_SETTINGS, TREE_SHAPES, VERIFIERS, Settings
+from specviz.core.trace import verifiers
+from specviz.core.trace.records import TREE_DRAWS, TREE_SETTINGS, TREE_SHAPES, Settings
 
 EXIT_BAD_INPUT = 2
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes 0 .. 2**64 - 1
@@ -299,12 +300,10 @@ def add_sampling_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--verifier",
-        choices=VERIFIERS,
+        choices=verifiers.names(),
         default=d.verifier,
-        help="how the drafts are judged: token (default; Leviathan et al., one at a time) or "
-        "block (Sun et al. 2024: the drafts as a block, keeps at least as many in "
-        "expectation), both keeping the output exactly the target's; or typical (Medusa's "
-        "typical acceptance: LOSSY, the output no longer follows the target)",
+        help="how the drafts are judged (default token; a tree: tree): "
+        + verifiers.help_text().replace("%", "%%"),
     )
     group.add_argument(
         "--typical-epsilon",

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.core.decoding.verify import Verdict, judge, residual_distribution
+from specviz.core.decoding.verifier import ChainVerifier
+from specviz.core.decoding.verify import Verdict, judge, residual_distribution, verify
 from specviz.core.decoding.warp import sample
 
 
@@ -132,3 +133,16 @@ def block_as_verdict(
         u=block.u[:n_judged],
         next_dist=block.next_dist,
     )
+
+
+class BlockVerifier(ChainVerifier):
+    """The rule as the engine runs it (core.trace.verifiers' "block")."""
+
+    kind = "block"
+
+    def judge(self, p, q, drafts, generator, settings=None):
+        if drafts.shape[0] == 0:  # nothing drafted: the bonus token, as token-wise
+            return verify(p, q, drafts, generator), {}
+        block = verify_block(p, q, drafts, generator)
+        numbers = {"weights": list(block.weights), "h": list(block.h), "u": list(block.u)}
+        return block_as_verdict(block, p, q, drafts), {"block": numbers}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from specviz.core.decoding.verifier import ChainVerifier
 from specviz.core.decoding.verify import Verdict, drafted_numbers, judge
 from specviz.core.decoding.warp import sample
 
@@ -63,3 +64,16 @@ def verify_typical(
         next_dist=next_dist.float(),
     )
     return verdict, threshold[:n_judged].tolist()
+
+
+class TypicalVerifier(ChainVerifier):
+    """The rule as the engine runs it (core.trace.verifiers' "typical"), with its options
+    from the round's settings."""
+
+    kind = "typical"
+
+    def judge(self, p, q, drafts, generator, settings=None):
+        epsilon = settings.typical_epsilon if settings is not None else TYPICAL_EPSILON
+        delta = settings.typical_delta if settings is not None else TYPICAL_DELTA
+        verdict, threshold = verify_typical(p, q, drafts, generator, epsilon, delta)
+        return verdict, {"typical": {"threshold": threshold}}

@@ -1,34 +1,60 @@
-"""The Verifier seam: one verification rule, as the engine runs it.
+"""The Verifier protocol: one verification rule, as the engine runs it.
 
 A verifier scores a proposal (the target's one pass over the last emitted token and the
 drafts), judges it (which drafts to keep, which token ends the round) and commits the
 target's cache to what was kept. The engine calls the three in order on its own thread, for
-the verifier its settings name (trace Settings.verifier). Today's rules are chains:
-`token` (Leviathan et al., core.decoding.verify), `block` (Sun et al., core.decoding.block)
-and the lossy `typical` (Medusa, core.decoding.typical); a token tree's verifier would score
-with a 4-D mask and commit by gathering the accepted path's rows.
+the verifier its settings name (trace Settings.verifier, looked up in core.trace.verifiers).
+A chain rule's stages take the drafts (ChainVerifier: `token` here, `block` in
+core.decoding.block, the lossy `typical` in core.decoding.typical); a tree rule's also take
+the nodes' parents (core.tree.verifier's `tree`: 4-D mask, gather the accepted path).
+
+Adding a rule: a module with its Verifier subclass and one VerifierSpec line in
+core.trace.verifiers.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 
-from specviz.core.decoding.block import block_as_verdict, verify_block
 from specviz.core.decoding.forward import forward_states
 from specviz.core.decoding.kv_cache import crop_to
-from specviz.core.decoding.typical import TYPICAL_DELTA, TYPICAL_EPSILON, verify_typical
 from specviz.core.decoding.verify import Verdict, verify
 from specviz.core.decoding.warp import SamplingConfig, warp
+from specviz.core.trace import verifiers
 
 
 class Verifier:
-    """A chain verifier: one target pass over [last token, drafts], then a rule."""
+    """The three stages of a rule; what it is (lossless, trees, options) is its spec."""
 
-    kind = "?"
-    lossless = True  # the emitted tokens follow the target's p exactly
+    kind = "?"  # its name in core.trace.verifiers
+
+    @property
+    def spec(self) -> verifiers.VerifierSpec:
+        return verifiers.spec(self.kind)
+
+    @property
+    def lossless(self) -> bool:  # the emitted tokens follow the target's p exactly
+        return self.spec.lossless
+
+    def score(self, target: torch.nn.Module, *proposal, **options):
+        """One target pass over the last emitted token and the proposal: (p, states)."""
+        raise NotImplementedError
+
+    def judge(self, *scored, **options):
+        """Which drafts to keep and the token that ends the round, from score's p."""
+        raise NotImplementedError
+
+    def commit(self, cache: DynamicCache, *kept) -> None:
+        """Keep the target's cache at what the round kept."""
+        raise NotImplementedError
+
+
+class ChainVerifier(Verifier):
+    """A chain rule: one target pass over [last token, drafts], then the rule's judge."""
 
     def score(
         self,
@@ -53,7 +79,7 @@ class Verifier:
     ) -> tuple[Verdict, dict[str, Any]]:
         """(the verdict in the round records' vocabulary, the rule's own numbers as Round
         fields: {"block": ...}, {"typical": ...} or {}). settings: the round's trace
-        Settings, for a rule with parameters of its own."""
+        Settings, for a rule with options of its own (VerifierSpec.options)."""
         raise NotImplementedError
 
     def commit(self, cache: DynamicCache, length: int) -> None:
@@ -61,42 +87,19 @@ class Verifier:
         crop_to(cache, length)
 
 
-class TokenVerifier(Verifier):
+class TokenVerifier(ChainVerifier):
     kind = "token"
 
     def judge(self, p, q, drafts, generator, settings=None):
         return verify(p, q, drafts, generator), {}
 
 
-class BlockVerifier(Verifier):
-    kind = "block"
-
-    def judge(self, p, q, drafts, generator, settings=None):
-        if drafts.shape[0] == 0:  # nothing drafted: the bonus token, as token-wise
-            return verify(p, q, drafts, generator), {}
-        block = verify_block(p, q, drafts, generator)
-        numbers = {"weights": list(block.weights), "h": list(block.h), "u": list(block.u)}
-        return block_as_verdict(block, p, q, drafts), {"block": numbers}
-
-
-class TypicalVerifier(Verifier):
-    kind = "typical"
-    lossless = False
-
-    def judge(self, p, q, drafts, generator, settings=None):
-        epsilon = settings.typical_epsilon if settings is not None else TYPICAL_EPSILON
-        delta = settings.typical_delta if settings is not None else TYPICAL_DELTA
-        verdict, threshold = verify_typical(p, q, drafts, generator, epsilon, delta)
-        return verdict, {"typical": {"threshold": threshold}}
-
-
-VERIFIERS: dict[str, Verifier] = {
-    v.kind: v for v in (TokenVerifier(), BlockVerifier(), TypicalVerifier())
-}
-
-
 def verifier_for(kind: str) -> Verifier:
-    try:
-        return VERIFIERS[kind]
-    except KeyError:
-        raise ValueError(f"unknown verifier {kind!r} (one of {', '.join(VERIFIERS)})") from None
+    """The Verifier of a registered rule (one per rule, built on first use); ValueError
+    naming the known ones."""
+    return _built(verifiers.spec(kind))
+
+
+@cache
+def _built(spec: verifiers.VerifierSpec) -> Verifier:
+    return spec.build()

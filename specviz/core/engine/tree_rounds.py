@@ -13,14 +13,12 @@ import time
 
 import torch
 
+from specviz.core.decoding.verifier import verifier_for
 from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.drafters.registry import check_tree_kind
 from specviz.core.drafters.tree_draft import TreeProposal, TreeShape
 from specviz.core.trace.records import Round
 from specviz.core.tree.events import tree_events
-from specviz.core.tree.verifier import TreeVerifier
-
-VERIFIER = TreeVerifier()
 
 
 def check_tree_drafter(drafter) -> None:
@@ -49,12 +47,13 @@ def tree_step(engine, config: SamplingConfig) -> Round:
     tokens, parents = proposal.tokens, proposal.parents
     q_at = {node: q.to(pair.device) for node, q in proposal.q_at.items()}
     past = engine.t_cache.get_seq_length()
-    p_rows, states = VERIFIER.score(pair.target, engine.ids[-1], tokens, parents,
+    verifier = verifier_for(settings.verifier)  # "tree" (core.tree.verifier)
+    p_rows, states = verifier.score(pair.target, engine.ids[-1], tokens, parents,
                                     engine.t_cache, pair.vocab_size, config,
                                     engine.drafter.target_layers)  # fmt: skip
-    walk = VERIFIER.judge(tokens, parents, p_rows, q_at, proposal.rule, engine.generator)
+    walk = verifier.judge(tokens, parents, p_rows, q_at, proposal.rule, engine.generator)
     emitted, finish = engine._emit([*(tokens[node] for node in walk.path), walk.next_token])
-    VERIFIER.commit(engine.t_cache, past, walk.path, len(engine.ids) - 1)
+    verifier.commit(engine.t_cache, past, walk.path, len(engine.ids) - 1)
     if depth:
         engine.drafter.keep_tree(walk.path, len(engine.ids) - 1)
     if states is not None:  # rows of the last token and the path's nodes, as the cache keeps

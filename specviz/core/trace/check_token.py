@@ -16,6 +16,7 @@ from functools import partial
 from itertools import islice
 from operator import ge, is_not, itemgetter
 
+from specviz.core.trace import verifiers
 from specviz.core.trace.records import (
     EVENT_NUMBERS,
     JUDGED,
@@ -63,7 +64,8 @@ def check_token(
     checks on opening a trace run on half a million tokens. lists=False: the token's top-N
     lists were left unparsed (a loaded trace's, Session.lines), so it cannot tell whether
     it has any. rule: the round's verifier; under "block" a token's fate is the block's (its
-    round's `block` numbers, checked by check_session), not u against its own min(1, p/q)."""
+    round's `block` numbers, checked by check_session), not u against its own min(1, p/q)
+    (VerifierSpec.token_fates)."""
     found: list[tuple[str, str]] = []
     fields = vars(event)
     given = {name for name in EVENT_NUMBERS if fields[name] is not None}
@@ -275,7 +277,7 @@ def _verdict(event: TokenEvent, rule: str = "token") -> tuple[str, str] | None:
             "accept_prob",
             f"{accept_prob!r}, but min(1, p/q) = min(1, {p!r}/{q!r}) = {expected!r}",
         )
-    if rule in ("block", "typical"):  # the fate is the round's rule numbers' (rule_numbers)
+    if not verifiers.token_fates(rule):  # the round's rule numbers decide (rule_numbers)
         return None
     if event.status == "accepted" and not u < accept_prob:
         return (

@@ -1,6 +1,6 @@
 """The trace records (SessionHeader, Round, TokenEvent, Settings, ModelInfo), the format's
 vocabulary (statuses, which numbers each status carries, field lists), schema
-"specviz.trace/1.6". Their JSON form is specviz.core.trace.serialize.
+"specviz.trace/1.7". Their JSON form is specviz.core.trace.serialize.
 
 A trace is one JSON object per line: the session header, one line per round, and an
 optional summary. Records are plain frozen values: they cross from the worker thread to the
@@ -13,15 +13,18 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA = "specviz.trace/1.6"
+from specviz.core.trace import verifiers
+
+SCHEMA = "specviz.trace/1.7"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 6  # each minor version added optional fields only, so an older file reads
+SCHEMA_MINOR = 7  # each minor version added optional fields only, so an older file reads
 # as a newer one without them: 1.1 k, stop, events_ms, probes, copied_from, drafter, policy,
 # eos_token_id; 1.2 the UNJUDGED numbers below; 1.3 a probe's t1_ms and rule_ms, and the
 # summary's speedup interval and status (core.metrics.speedup), settings.verifier and a
 # round's block numbers; 1.4 the lossy verifier "typical", its settings and a round's
 # typical numbers; 1.5 token trees: the tree settings and a round's tree; 1.6 the header's
-# chat and dtype_choice, a round's greedy_diff and `matched` (suffix decoding)
+# chat and dtype_choice, a round's greedy_diff and `matched` (suffix decoding); 1.7 the
+# verifier "tree" for a tree's rounds (1.5 and 1.6 wrote "token" there, read as "tree")
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
@@ -102,16 +105,12 @@ def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
 
 
 MAX_K = 32  # drafted tokens per round, at most
-# The verification rules the engine runs: token and block are lossless (the output follows
-# the target exactly), typical is not (core.decoding.typical).
-VERIFIERS = ("token", "block", "typical")
-LOSSY_VERIFIERS = frozenset({"typical"})
+# The verification rules (settings.verifier) are core.trace.verifiers' table.
 # What the run, inspect and the window's banner say about a lossy verifier.
 LOSSY_WARNING = (
     "the {rule} rule is LOSSY: it does not reproduce the target's distribution (the output "
     "is not what the target alone would sample)"
 )
-TYPICAL_SETTINGS = ("typical_epsilon", "typical_delta")  # written under "typical" only
 # Schema 1.5, token trees (core.tree.walk): written when tree_width > 1 only.
 TREE_SETTINGS = ("tree_width", "tree_budget", "tree_draw", "tree_shape")
 TREE_DRAWS = ("sample", "topk")  # W i.i.d. draws from q (SpecInfer), or q's top W (EAGLE)
@@ -134,10 +133,12 @@ class Settings:
     max_new_tokens: int = 64
     top_n: int = 20  # tokens kept per position in the trace, for the bars of a replay
     ignore_eos: bool = False  # end-of-text does not end the session (long explorations)
-    # Schema 1.3: how the drafts are judged, one of VERIFIERS: "token" (Leviathan et al.,
-    # one at a time) or "block" (Sun et al., the drafts as a block); both lossless.
-    # Schema 1.4: or "typical" (Medusa's typical acceptance, LOSSY), keeping x while
-    # p(x) > min(typical_epsilon, typical_delta * exp(-H(p))) (core.decoding.typical).
+    # Schema 1.3: how the drafts are judged, a rule of core.trace.verifiers: "token"
+    # (Leviathan et al., one at a time) or "block" (Sun et al., the drafts as a block); both
+    # lossless. Schema 1.4: or "typical" (Medusa's typical acceptance, LOSSY), keeping x
+    # while p(x) > min(typical_epsilon, typical_delta * exp(-H(p))) (core.decoding.typical).
+    # Schema 1.7: "tree" (the multi-draft rule) for a tree; "token" there, as 1.5 and 1.6
+    # wrote it and as the chain default, reads as "tree" (__post_init__).
     verifier: str = "token"
     typical_epsilon: float = 0.3
     typical_delta: float = 0.09
@@ -149,6 +150,10 @@ class Settings:
     tree_draw: str = "sample"
     tree_shape: str = "full"
 
+    def __post_init__(self) -> None:
+        if self.verifier == "token" and type(self.tree_width) is int and self.tree_width > 1:
+            object.__setattr__(self, "verifier", "tree")
+
     @property
     def tree(self) -> bool:
         """The rounds draft a token tree (tree_width > 1), not a chain."""
@@ -157,7 +162,8 @@ class Settings:
     @property
     def lossy(self) -> bool:
         """The verifier does not reproduce the target's distribution."""
-        return self.verifier in LOSSY_VERIFIERS
+        rule = verifiers.SPECS.get(self.verifier)
+        return rule is not None and not rule.lossless
 
     def validate(self) -> None:
         """Raise ValueError with a message a user can act on."""
@@ -168,9 +174,8 @@ class Settings:
             raise ValueError(f"max new tokens must be >= 1, got {self.max_new_tokens}")
         if not 1 <= self.top_n <= MAX_TOP_N:
             raise ValueError(f"top-N must be between 1 and {MAX_TOP_N}, got {self.top_n}")
-        if self.verifier not in VERIFIERS:
-            raise ValueError(f"unknown verifier {self.verifier!r} (one of {', '.join(VERIFIERS)})")
-        for name in TYPICAL_SETTINGS:
+        verifiers.spec(self.verifier)  # ValueError: unknown verifier 'x' (one of ...)
+        for name in ("typical_epsilon", "typical_delta"):
             value = getattr(self, name)
             if not 0 < value <= 1:  # NaN fails too
                 raise ValueError(f"{name.replace('_', ' ')} must be in (0, 1], got {value}")
@@ -195,10 +200,15 @@ class Settings:
             raise ValueError(
                 f"unknown tree shape {self.tree_shape!r} (one of {', '.join(TREE_SHAPES)})"
             )
-        if self.tree and self.verifier != "token":
+        rule = verifiers.spec(self.verifier)
+        if rule.trees != self.tree:
+            trees = ", ".join(verifiers.names(trees=self.tree))
             raise ValueError(
-                f"a token tree is verified by the multi-draft rule; --verifier {self.verifier} "
-                "judges chains only (use --tree-width 1, or --verifier token)"
+                f"a token tree is verified by a tree rule; --verifier {self.verifier} judges "
+                f"chains only (use --tree-width 1, or --verifier {trees})"
+                if self.tree
+                else f"--verifier {self.verifier} judges token trees: give a --tree-width "
+                f"above 1, or a chain rule ({', '.join(verifiers.names(trees=False))})"
             )
 
 

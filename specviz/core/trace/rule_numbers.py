@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from specviz.core.trace import verifiers
 from specviz.core.trace.records import MAX_K, MAX_TREE_BUDGET, Round, TraceError
 
 Found = Iterator[tuple[str, str]]  # (field, message)
@@ -116,7 +117,7 @@ def token_wise_stop(rnd: Round) -> int | None:
 def kept_beyond_token_stop(rnd: Round) -> set[int]:
     """Indexes into rnd.tokens of the accepted drafts the token-wise rule, with the same
     draws, would not have kept (empty for a token-wise round)."""
-    if rnd.settings is None or rnd.settings.verifier == "token":
+    if rnd.settings is None or verifiers.token_fates(rnd.settings.verifier):
         return set()
     stop = token_wise_stop(rnd)
     if stop is None:

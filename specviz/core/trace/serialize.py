@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from specviz.core.trace import verifiers
 from specviz.core.trace.records import (
     EVENT_LISTS,
     EVENT_NUMBERS,
@@ -19,7 +20,6 @@ from specviz.core.trace.records import (
     ROUND_OPTIONAL,
     SCHEMA,
     TREE_SETTINGS,
-    TYPICAL_SETTINGS,
     ModelInfo,
     Round,
     SessionHeader,
@@ -73,11 +73,12 @@ def round_to_json(rnd: Round) -> dict[str, Any]:
 def settings_to_json(settings: Settings) -> dict[str, Any]:
     """dataclasses.asdict for a record of plain numbers, without its recursive copy: every
     round line carries its settings, and a round's line is made about 1.5x faster without
-    it (benchmarks/trace_write.py). The typical rule's parameters go with that rule only,
-    the tree's with a tree (a chain's line is as it was before schema 1.5)."""
+    it (benchmarks/trace_write.py). A rule's options (typical's epsilon and delta) go with
+    that rule only, the tree's with a tree (a chain's line is as it was before schema 1.5)."""
     names = _PLAIN_SETTINGS
-    if settings.verifier == "typical":
-        names = (*names, *TYPICAL_SETTINGS)
+    rule = verifiers.SPECS.get(settings.verifier)
+    if rule is not None and rule.options:
+        names = (*names, *rule.options)
     if settings.tree:
         names = (*names, *TREE_SETTINGS)
     return {name: getattr(settings, name) for name in names}
@@ -85,7 +86,7 @@ def settings_to_json(settings: Settings) -> dict[str, Any]:
 
 _SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(Settings))
 _PLAIN_SETTINGS = tuple(
-    name for name in _SETTINGS_FIELDS if name not in (*TYPICAL_SETTINGS, *TREE_SETTINGS)
+    name for name in _SETTINGS_FIELDS if name not in (*verifiers.options(), *TREE_SETTINGS)
 )
 
 

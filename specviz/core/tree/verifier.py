@@ -1,4 +1,5 @@
-"""The tree verifier: a token tree's side of the Verifier seam (core.decoding.verifier).
+"""The tree verifier, core.trace.verifiers' "tree": a token tree's Verifier (the protocol is
+core.decoding.verifier's), SpecInfer's multi-draft rule or the EAGLE walk.
 
 It scores the last emitted token and every drafted node in one target pass (a 4-D mask:
 each node sees the context and its ancestors, core.tree.attention), judges the tree with the
@@ -11,14 +12,14 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from specviz.core.decoding.verifier import Verifier
 from specviz.core.decoding.warp import SamplingConfig, warp
 from specviz.core.tree.attention import keep_path, score_tree
 from specviz.core.tree.walk import TreeWalk, walk_tree
 
 
-class TreeVerifier:
+class TreeVerifier(Verifier):
     kind = "tree"
-    lossless = True
 
     def score(
         self,
@@ -42,6 +43,7 @@ class TreeVerifier:
         return warp(logits, config), states
 
     def judge(self, tokens, parents, p_rows, q_at, rule, generator) -> TreeWalk:
+        """Walk the tree (core.tree.walk): rule "sample" (SpecInfer) or "topk" (EAGLE)."""
         return walk_tree(tokens, parents, p_rows, q_at, rule, generator)
 
     def commit(self, cache: DynamicCache, past: int, path: tuple[int, ...], length: int) -> None:

@@ -32,7 +32,8 @@ from specviz.core.decoding.forward import decode, max_positions
 from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.drafters.registry import DrafterConfig, spec
 from specviz.core.metrics.costmodel import tree_depth
-from specviz.core.trace.records import LOSSY_VERIFIERS, VERIFIERS, Round, Settings
+from specviz.core.trace import verifiers
+from specviz.core.trace.records import Round, Settings
 from specviz.core.tune.questions import Question
 from specviz.core.tune.sweep import SweepConfig, rule_fields, run_session
 
@@ -68,12 +69,13 @@ def parse_configs(text: str, params: Mapping[str, Any] | None = None) -> tuple[B
         s = spec(kind)  # ValueError: "unknown drafter 'x' (one of model, lookup, ...)"
         drafter = DrafterConfig(kind, **{p.name: params.get(p.name) for p in s.params})
         drafter.validate()
-        if rule not in VERIFIERS and "tree_width" not in rule_fields(rule):
+        chains = verifiers.names(trees=False)
+        if rule not in chains and "tree_width" not in rule_fields(rule):
             raise ValueError(
                 f"--configs: {part!r}: unknown rule {rule!r} (a verifier: "
-                f"{', '.join(VERIFIERS)}; or a tree: tree2x16, width x budget)"
+                f"{', '.join(chains)}; or a tree: tree2x16, width x budget)"
             )
-        if rule in LOSSY_VERIFIERS:
+        if rule in verifiers.names(lossless=False):
             raise ValueError(
                 f"--configs: {part!r}: {rule} is lossy; a bench compares configurations that "
                 "keep the target's output"

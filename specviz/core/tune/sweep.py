@@ -43,7 +43,7 @@ class SweepConfig:
     probe_every: int = 4  # at least this many rounds between cost-model probes in a run
     check_greedy: bool = False  # greedy only: compare each run with the target alone
     # How each run drafts and judges: a chain verifier (trace Settings.verifier), or a token
-    # tree's label (tree_label: "tree2x16", width x budget, judged by the multi-draft rule).
+    # tree's label (tree_label: "tree2x16", width x budget, judged by the rule "tree").
     verifier: str = "token"
     # Several of them, each with every combination at every K (empty: just the one above).
     verifiers: tuple[str, ...] = ()
@@ -97,7 +97,7 @@ def rule_fields(label: str) -> dict:
     match = _TREE_LABEL.fullmatch(label)
     if match is None:
         return {"verifier": label}
-    return {"verifier": "token", "tree_width": int(match[1]), "tree_budget": int(match[2])}
+    return {"verifier": "tree", "tree_width": int(match[1]), "tree_budget": int(match[2])}
 
 
 @dataclass(frozen=True)

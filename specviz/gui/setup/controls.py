@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from specviz.core.models.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
 from specviz.core.resources import DEMO_SEED, example_prompts
+from specviz.core.trace import verifiers
 from specviz.core.trace.records import Settings
 from specviz.gui.setup.drafting_box import DraftingBox, describe_drafter
 
@@ -39,16 +40,7 @@ CHAT_TIP = (
 )
 DTYPES = ("auto", "float32", "bfloat16", "float16", "config")  # cli.options' --dtype
 MAX_K = 32  # as Settings.validate allows
-VERIFIER_TIP = (
-    "How the drafts are judged: one at a time (Leviathan et al.) or as a block (Sun et "
-    "al. 2024: keeps at least as many in expectation), both keeping the target's "
-    "output; or Medusa's typical acceptance, which keeps a draft while p(x) > "
-    "min(0.3, 0.09 exp(-H(p))) and does NOT reproduce the target's distribution"
-)
-VERIFIER_TREE_TIP = (
-    "A token tree is judged token-wise (the multi-draft rule): set Tree width to 1 for "
-    "block or typical"
-)
+VERIFIER_TREE_TIP = "A token tree is judged by a tree rule: set Tree width to 1 for a chain's"
 
 
 def builtin_pairs() -> list[str]:
@@ -284,10 +276,12 @@ class Controls(QWidget):
             "generate): the session ends only at max new tokens or the context length"
         )
         self.verifier_combo = QComboBox()
-        self.verifier_combo.addItem("token-wise", "token")
-        self.verifier_combo.addItem("block", "block")
-        self.verifier_combo.addItem("typical (LOSSY)", "typical")
-        self.verifier_combo.setToolTip(VERIFIER_TIP)
+        for rule in verifiers.SPECS.values():  # a tree's rules held until a tree (_hold_verifier)
+            self.verifier_combo.addItem(rule.text, rule.name)
+            self.verifier_combo.setItemData(
+                self.verifier_combo.count() - 1, rule.description, Qt.ItemDataRole.ToolTipRole
+            )
+        self.verifier_combo.setToolTip(verifier_tip())
         form = QFormLayout(box)
         form.addRow("K (drafts / round)", self.k_spin)
         form.addRow("Temperature", self.temperature_spin)
@@ -351,15 +345,18 @@ class Controls(QWidget):
         self.drafting_box.set_tree(s)  # holds the verifier for a tree (tree_shown)
 
     def _hold_verifier(self, tree: bool) -> None:
-        """A token tree is judged token-wise: while the rounds draft one, the verifier is
-        held at token-wise (without emitting; the tree's own change emits)."""
+        """A token tree is judged by a tree rule (core.trace.verifiers): while the rounds
+        draft one, the verifier is held at it, and a chain's rules are offered otherwise
+        (without emitting; the tree's own change emits)."""
         combo = self.verifier_combo
-        if tree:
+        if verifiers.spec(combo.currentData() or "token").trees != tree:
             combo.blockSignals(True)
-            combo.setCurrentIndex(combo.findData("token"))
+            combo.setCurrentIndex(combo.findData(verifiers.names(trees=tree)[0]))
             combo.blockSignals(False)
+        for i in range(combo.count()):
+            combo.model().item(i).setEnabled(verifiers.spec(combo.itemData(i)).trees == tree)
         combo.setEnabled(not tree)
-        combo.setToolTip(VERIFIER_TREE_TIP if tree else VERIFIER_TIP)
+        combo.setToolTip(VERIFIER_TREE_TIP if tree else verifier_tip())
 
     def show_session(self, header) -> None:
         """Show the prompt (the text typed, of a chat turn) and settings a session (live or
@@ -373,6 +370,12 @@ class Controls(QWidget):
 
     def _emit_settings(self) -> None:
         self.settings_changed.emit(self.settings())
+
+
+def verifier_tip() -> str:
+    """The Verifier combo's tooltip: each chain rule's line (core.trace.verifiers)."""
+    rules = (s for s in verifiers.SPECS.values() if not s.trees)
+    return "How the drafts are judged:\n" + "\n".join(f"{s.text}: {s.description}" for s in rules)
 
 
 def _spin(low: int, high: int, value: int, tip: str) -> QSpinBox:

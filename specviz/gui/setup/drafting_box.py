@@ -231,8 +231,8 @@ class DraftingBox(QGroupBox):
         else:
             spin.setToolTip(WIDTH_TIP)
             self.tree_note.setText(
-                "A tree is judged token-wise (the multi-draft rule): the Verifier is held at "
-                "token-wise while the width is above 1."
+                "A tree is judged by the tree rule (the multi-draft rule): the Verifier is "
+                "held at it while the width is above 1."
             )
         self.tree_note.setVisible(tree or not self.drafts_trees)
         self.tree_shown.emit(tree)

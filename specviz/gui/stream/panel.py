@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from specviz.core.trace import verifiers
 from specviz.core.trace.records import LOSSY_WARNING, Round, Settings, drafter_notes
 from specviz.core.trace.rule_numbers import greedy_diff_text
 from specviz.gui import keys, palette
@@ -42,7 +43,7 @@ def round_text(rnd: Round, total: int) -> str:
 
 def _may_keep_beyond(settings: Settings | None) -> bool:
     """A rule other than token-wise: it may keep drafts beyond the token-wise stop."""
-    return settings is not None and settings.verifier != "token"
+    return settings is not None and not verifiers.token_fates(settings.verifier)
 
 
 NO_ROUNDS = f"No rounds yet: type a prompt and press Step ({keys.STEP[0]})."

@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextForm
 from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
 from specviz.core.metrics.position_bars import position_of, tokens_at
+from specviz.core.trace import verifiers
 from specviz.core.trace.records import Round, SessionHeader
 from specviz.core.trace.rule_numbers import kept_beyond_token_stop, token_wise_stop
 from specviz.gui import palette
@@ -51,7 +52,7 @@ def token_tooltip(rnd: Round, index: int) -> str:
         f"{p_label} = {fmt(p)} &nbsp; q (draft) = {fmt(event.q)}",
     ]
     rule = rnd.settings.verifier if rnd.settings is not None else "token"
-    if event.accept_prob is not None and rule == "token":
+    if event.accept_prob is not None and verifiers.token_fates(rule):
         kept = event.status == "accepted"
         lines.append(f"accept prob min(1, p/q) = {fmt(event.accept_prob)}")
         relation, verdict = ("&lt;", "accepted") if kept else ("&ge;", "rejected")
