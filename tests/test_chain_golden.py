@@ -33,8 +33,9 @@ CHAIN_CASES = {
 }
 TREE_CASES = {
     "tree-sample-T1-K3": dict(k=3, temperature=1.0, tree_width=2, tree_budget=8),
-    "tree-topk-T1-K3": dict(k=3, temperature=1.0, tree_width=3, tree_budget=10,
-                            tree_draw="topk"),  # fmt: skip
+    "tree-topk-T1-K3": dict(
+        k=3, temperature=1.0, tree_width=3, tree_budget=10, tree_draw="topk"
+    ),  # fmt: skip
     "tree-greedy-K2": dict(k=2, temperature=0, tree_width=2, tree_budget=6),
 }
 

@@ -60,6 +60,7 @@ class TreeProposal:
     # {node: its position in the draft's cache}: the nodes fed to the draft this round
     slots: dict[int, int] = field(default_factory=dict)
     matched: dict | None = None  # suffix decoding: what it matched (Round.matched)
+    asked: bool = True  # False: no drafter was asked (no room left), nothing to keep_tree
 
     @property
     def depth(self) -> int:
