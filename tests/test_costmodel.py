@@ -248,7 +248,7 @@ def test_probes_are_not_in_the_rounds_times(pair, monkeypatch):
     """A probe that takes 1000 s on the engine's clock: no round's time includes it."""
     import specviz.core.engine.clock as clock_module
     import specviz.core.engine.cost_probes as probes_module
-    import specviz.core.engine.speculative as engine_module
+    import specviz.core.engine.round_step as engine_module
 
     skew = [0.0]
 

@@ -12,7 +12,8 @@ import torch
 from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward
-from specviz.core.tree.attention import depths, keep_path, score_tree, tree_mask
+from specviz.core.trace.tree_nodes import node_depths as depths
+from specviz.core.tree.attention import keep_path, score_tree, tree_mask
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def test_every_node_sees_its_context_and_ancestors_only(pair, llama, model_name)
 
 def test_the_mask_and_depths_by_hand():
     parents = [-1, 0, 0, 1]  # a root, two children, a grandchild under the first
-    assert depths(parents) == [0, 1, 1, 2]
+    assert depths(parents) == [1, 2, 2, 3]  # 1: a child of the context
     visible = tree_mask(parents, 2, torch.float32)[0, 0] == 0
     assert visible.tolist() == [
         [True, True, True, False, False, False],
@@ -112,7 +113,7 @@ def test_a_tree_fed_a_level_at_a_time_sees_what_a_fresh_forward_sees(pair, llama
         cache = DynamicCache()
         forward(model, context, cache, vocab, keep=1)
         slots: dict[int, int] = {}
-        for level in range(max(depth) + 1):
+        for level in range(1, max(depth) + 1):
             new = [i for i in range(14) if depth[i] == level]
             logits = tree_forward(model, tokens, parents, new, slots, cache, vocab, len(context))
             for row, node in enumerate(new):

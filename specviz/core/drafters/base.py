@@ -106,6 +106,17 @@ class Proposal:
     copied_from: tuple[int, int] | None = None  # lookup: [start, end) in the context ids
     matched: dict[str, Any] | None = None  # suffix: what it matched (Round.matched)
 
+    @property
+    def parents(self) -> list[int]:
+        """A chain is a tree of width 1: each token the child of the one before (-1: of
+        the context), as a TreeProposal's parents."""
+        return list(range(-1, len(self.tokens) - 1))
+
+    @property
+    def depth(self) -> int:
+        """The levels below the context: a chain's length (TreeProposal.depth)."""
+        return len(self.tokens)
+
 
 class Drafter:
     """The interface, called on the engine's thread only: prefill once per session, then per

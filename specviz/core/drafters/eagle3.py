@@ -33,7 +33,8 @@ from specviz.core.drafters.eagle3_format import HeadError, build_head
 from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig
 from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, _expanded, grow_level
 from specviz.core.trace.records import ModelInfo
-from specviz.core.tree.attention import additive, depths, visibility
+from specviz.core.trace.tree_nodes import node_depths
+from specviz.core.tree.attention import additive, visibility
 
 TIMING_CONTEXT = 128  # pairs a timing run feeds before its steps
 
@@ -158,12 +159,12 @@ class Eagle3Drafter(Drafter):
                 visible = visibility(out.parents, chosen, out.slots, self.cache.get_seq_length(),
                                      context)  # fmt: skip
                 mask = additive(visible, self.head.fc.weight.dtype).to(state.device)
-                depth = depths(out.parents)
+                depth = node_depths(out.parents)  # 1: a child of the context
                 states = torch.stack([node_state[out.parents[n]] for n in chosen])
                 rows, outs = self._step(
                     [out.tokens[n] for n in chosen],
                     states,
-                    [len(ids) + depth[n] for n in chosen],
+                    [len(ids) + depth[n] - 1 for n in chosen],
                     mask,
                 )
                 for row, node in enumerate(chosen):  # fmt: skip

@@ -25,6 +25,7 @@ from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward
 from specviz.core.decoding.warp import SamplingConfig, sample, warp
+from specviz.core.trace.tree_nodes import node_depths
 from specviz.core.tree.attention import keep_positions, tree_forward
 
 
@@ -60,14 +61,12 @@ class TreeProposal:
     # {node: its position in the draft's cache}: the nodes fed to the draft this round
     slots: dict[int, int] = field(default_factory=dict)
     matched: dict | None = None  # suffix decoding: what it matched (Round.matched)
+    asked: bool = True  # False: no drafter was asked (no room left), nothing to keep_tree
 
     @property
     def depth(self) -> int:
-        deepest, depth = 0, {-1: 0}
-        for i, parent in enumerate(self.parents):
-            depth[i] = depth[parent] + 1
-            deepest = max(deepest, depth[i])
-        return deepest
+        """The tree's levels below the context (0: nothing drafted)."""
+        return max(node_depths(self.parents), default=0)
 
 
 def _children(logits: torch.Tensor, q: torch.Tensor, n: int, rule: str, greedy: bool,

@@ -1,18 +1,18 @@
 """SpeculativeEngine: prefill once, then step() one draft-and-verify round at a time.
 
-A round is four named steps: the policy picks K, the drafter proposes (draft), the target
-scores the proposal in one pass and `verify()` judges it (verify), the emitted tokens are
-appended and the caches rolled back (advance); then the token records are built, timed
-apart (events_ms). Cache invariant between rounds: `ids` holds prompt + emitted tokens; the
-target's cache covers ids[:-1] (the last token is fed at the start of the next
-verification); a drafter's cache, if it has its own, covers a prefix of ids[:-1]. On
-rejection the caches are cropped back to the accepted prefix; nothing is recomputed.
+A round is one skeleton for chains and trees (core.engine.round_step.run_round): the policy
+picks K, the drafter proposes (draft), the target scores the proposal in one pass and the
+rule judges it (verify), the emitted tokens are appended and the caches rolled back; then
+the token records are built, timed apart (events_ms). Cache invariant between rounds:
+`ids` holds prompt + emitted tokens; the target's cache covers ids[:-1] (the last token is
+fed at the start of the next verification); a drafter's cache, if it has its own, covers a
+prefix of ids[:-1]. On rejection the caches are cropped back to the accepted prefix;
+nothing is recomputed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 import uuid
 from datetime import datetime, timezone
 
@@ -23,15 +23,12 @@ from specviz import __version__
 from specviz.core.decoding.forward import forward_states, max_positions, measure_ms_per_token
 from specviz.core.decoding.greedy_check import GreedyWatch, watches
 from specviz.core.decoding.k_policy import Policy, PolicyConfig
-from specviz.core.decoding.token_events import round_events
-from specviz.core.decoding.verifier import verifier_for
-from specviz.core.decoding.verify import Verdict
 from specviz.core.decoding.warp import SamplingConfig
-from specviz.core.drafters.base import Proposal
 from specviz.core.drafters.registry import DrafterConfig, make_drafter
 from specviz.core.engine.clock import PhaseClock, on_cuda
 from specviz.core.engine.cost_probes import Prober
-from specviz.core.engine.tree_rounds import check_tree_drafter, tree_step
+from specviz.core.engine.round_step import CHAIN, run_round
+from specviz.core.engine.tree_rounds import TREE, check_tree_drafter
 from specviz.core.models.pair import ModelPair
 from specviz.core.trace.records import Round, SessionHeader, Settings
 
@@ -60,7 +57,6 @@ class SpeculativeEngine:
         self.settings = settings
         self.trace = trace
         self.calibration_tokens = calibration_tokens
-        self._rule_numbers: dict = {}  # the last round's rule numbers: Round's block / typical
         self.drafter = make_drafter(drafter or DrafterConfig(), pair)
         if settings.tree:
             check_tree_drafter(self.drafter)
@@ -178,24 +174,25 @@ class SpeculativeEngine:
 
     # ------------------------------------------------------------------------------ round
 
-    def _limit_k(self, k: int) -> int:
-        """At most k, fewer near max_new_tokens (the round's last token is the target's
-        own) and near the models' context length."""
+    def room(self, k: int) -> int:
+        """At most k drafts, fewer near max_new_tokens (the round's last token is the
+        target's own) and near the models' context length."""
         k = min(k, self.settings.max_new_tokens - self.n_generated - 1)
         if self.max_len is not None:
             k = min(k, self.max_len - len(self.ids))
         return max(k, 0)
 
-    def _clock(self) -> PhaseClock:
+    def clock(self) -> PhaseClock:
         """CUDA event pairs when a model is on a GPU (one synchronize a round), else wall
         time (core.engine.clock)."""
         return PhaseClock(on_cuda(self.pair.device, getattr(self.pair, "draft_device", None)))
 
     @torch.inference_mode()
     def step(self) -> Round:
-        """One round: draft, verify, advance, then build the token records; each timed. A
-        greedy half-precision session's round names where its text first leaves the target
-        alone's (greedy_diff), found after the round's times were taken."""
+        """One round (core.engine.round_step: draft, one target pass, verify, the Round), a
+        chain or a tree as the settings say. A greedy half-precision session's round names
+        where its text first leaves the target alone's (greedy_diff), found after the
+        round's times were taken."""
         if self.header is None:
             raise RuntimeError("call prefill() before step()")
         if self.finished:
@@ -203,7 +200,7 @@ class SpeculativeEngine:
         settings = self.settings
         config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
         start = self.n_generated
-        rnd = tree_step(self, config) if settings.tree else self._chain_step(settings, config)
+        rnd = run_round(self, TREE if settings.tree else CHAIN, config)
         if self.greedy_watch is not None and settings.temperature == 0:
             emitted = [t.id for t in rnd.emitted]
             diff = self.greedy_watch.check(emitted, start, rnd.n_drafted + 1)
@@ -211,104 +208,9 @@ class SpeculativeEngine:
                 rnd = dataclasses.replace(rnd, greedy_diff=diff)
         return rnd
 
-    def _chain_step(self, settings: Settings, config: SamplingConfig) -> Round:
-        context_len = len(self.ids)
-        policy_k = self.policy.next_k()
-
-        clock = self._clock()
-        clock.mark()
-        proposal = self._draft(policy_k, config)
-        clock.mark()
-        drafted, q = proposal.tokens, proposal.q.to(self.pair.device)  # a draft may live apart
-        p, verdict, states = self._verify(drafted, q, config)
-        emitted, finish = self._advance(drafted, verdict, states)
-        clock.mark()
-        draft_ms, verify_ms = clock.spans()
-        self.policy.update(len(drafted), verdict.n_accepted)
-
-        start = time.perf_counter()
-        top_n = settings.top_n if self.trace else 0
-        tokens = round_events(p, q, drafted, verdict, len(emitted), self.text, top_n)
-        events_ms = 1000 * (time.perf_counter() - start)
-
-        self.finish_reason = finish
-        rnd = Round(
-            session_id=self.header.session_id,
-            index=self.round_index,
-            context_len=context_len,
-            draft_ms=draft_ms,
-            verify_ms=verify_ms,
-            n_drafted=len(drafted),
-            n_accepted=verdict.n_accepted,
-            tokens=tokens,
-            settings=settings,
-            finish_reason=finish,
-            k=policy_k,
-            stop=proposal.stop,
-            events_ms=events_ms,
-            copied_from=proposal.copied_from,
-            matched=proposal.matched,
-            probes=self.prober.after_round(self) if self.probing else None,  # untimed
-            **self._rule_numbers,
-        )
-        self.round_index += 1
-        return rnd
-
-    def _draft(self, policy_k: int, config: SamplingConfig) -> Proposal:
-        """The drafter's proposal of up to K tokens (fewer near the length limits: then
-        the stop reason is "limit")."""
-        k = self._limit_k(policy_k)
-        if k == 0:  # one token left: the target's own
-            return Proposal(
-                [], torch.zeros((0, self.pair.vocab_size), device=self.pair.device), "limit"
-            )
-        keep = self.policy.keep_drafting if self.policy.uses_confidence else None
-        proposal = self.drafter.propose(self.ids, k, config, self.generator, keep)
-        if k < policy_k and proposal.stop == "k":
-            proposal = dataclasses.replace(proposal, stop="limit")
-        return proposal
-
-    def _verify(
-        self, drafted: list[int], q: torch.Tensor, config: SamplingConfig
-    ) -> tuple[torch.Tensor, Verdict, torch.Tensor | None]:
-        """The settings' verifier (core.decoding.verifier) scores the last emitted token and
-        every draft in one target pass and judges them: (p [k+1, V], verdict, the hidden
-        states the drafter asked for at those k + 1 positions or None)."""
-        pair = self.pair
-        verifier = verifier_for(self.settings.verifier)
-        p, states = verifier.score(
-            pair.target,
-            self.ids[-1],
-            drafted,
-            self.t_cache,
-            pair.vocab_size,
-            config,
-            self.drafter.target_layers,
-        )  # [K+1, V]
-        draft_tokens = torch.tensor(drafted, dtype=torch.long, device=pair.device)  # [K]
-        verdict, self._rule_numbers = verifier.judge(
-            p, q, draft_tokens, self.generator, self.settings
-        )
-        return p, verdict, states
-
-    def _advance(
-        self, drafted: list[int], verdict: Verdict, states: torch.Tensor | None = None
-    ) -> tuple[list[int], str | None]:
-        """Append the emitted tokens, roll both caches back to them, hand the drafter the
-        target's states at the positions kept, and say whether the session ends here:
-        (emitted, finish_reason)."""
-        emitted, finish = self._emit([*drafted[: verdict.n_accepted], verdict.next_token])
-        # The target keeps ids[:-1] of the new sequence; the drafter at most that.
-        verifier_for(self.settings.verifier).commit(self.t_cache, len(self.ids) - 1)
-        self.drafter.observe(verdict.n_accepted, len(drafted))
-        self.drafter.rollback(len(self.ids) - 1)
-        if states is not None:  # rows of the last token and the drafts kept: one per emitted
-            self.drafter.accept_states(states[: len(emitted)])
-        return emitted, finish
-
-    def _emit(self, emitted: list[int]) -> tuple[list[int], str | None]:
+    def emit(self, emitted: list[int]) -> tuple[list[int], str | None]:
         """Append a round's tokens (up to an end-of-text token) to ids: (what was appended,
-        finish_reason or None). A chain's round and a tree's (core.engine.tree_rounds)."""
+        finish_reason or None)."""
         finish = None
         eos = self.pair.eos_token_id
         if eos is not None and eos in emitted and not self.settings.ignore_eos:

@@ -35,6 +35,7 @@ from typing import NamedTuple
 from specviz.core.metrics.speedup import MIN_PROBES, MIN_STEPS, Speedup, clean_ms, measure
 from specviz.core.metrics.whatif import whatif_fates
 from specviz.core.trace.records import Round
+from specviz.core.trace.tree_nodes import TreeNodes
 
 ADVISOR_KS = tuple(range(1, 17))  # the K the advisor's curve covers
 SLOW = 3.0  # a round slower than SLOW x the median of its n_drafted counts as that much
@@ -137,10 +138,7 @@ def tree_depth(rnd: Round) -> int:
     """A tree round's depth (its draft passes), 0 for a chain's round."""
     if rnd.tree is None:
         return 0
-    depth = {-1: 0}
-    for i, parent in enumerate(rnd.tree["parent"]):
-        depth[i] = depth[parent] + 1
-    return max(depth.values())
+    return TreeNodes.of(rnd.tree["parent"]).depth
 
 
 def round_k(rnd: Round) -> int:

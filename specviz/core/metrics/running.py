@@ -21,6 +21,7 @@ from specviz.core.metrics.refined_band import refined_band
 from specviz.core.metrics.speed_tracker import WINDOW
 from specviz.core.trace.records import DRAFTED, JUDGED, Round, SessionHeader, cost_ratio
 from specviz.core.trace.session import Session
+from specviz.core.trace.tree_nodes import TreeRecord
 
 BASIS_PROBES = "probes"  # the cost model's running medians (schema 1.1)
 BASIS_HEADER = "header"  # the header's baseline, measured once at session start (schema 1.0)
@@ -153,13 +154,7 @@ def _tried(rnd: Round, judged: list) -> list[tuple[int, bool]]:
     node the rule tried, at its depth - 1 (so that acceptance by position is by depth)."""
     if rnd.tree is None:
         return [(pos, t.status == "accepted") for pos, t in enumerate(judged)]
-    depth: dict[int, int] = {-1: -1}
-    out = []
-    for i, (parent, fate) in enumerate(zip(rnd.tree["parent"], rnd.tree["fate"], strict=True)):
-        depth[i] = depth[parent] + 1
-        if fate != "discarded":
-            out.append((depth[i], fate == "accepted"))
-    return out
+    return [(depth - 1, kept) for depth, kept in TreeRecord.of(rnd.tree).tried_by_depth()]
 
 
 def fold(session: Session) -> RunningStats:

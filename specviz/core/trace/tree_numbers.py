@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from specviz.core.trace.records import MAX_TREE_BUDGET, TREE_FATES, Round, Settings, TraceError
+from specviz.core.trace.tree_nodes import TreeNodes
 
 Found = Iterator[tuple[str, str]]  # (field, message)
 RULES = ("sample", "topk")
@@ -80,16 +81,14 @@ def check_tree(rnd: Round, settings: Settings) -> Found:
         return
     if n > settings.tree_budget:
         yield "tree", f"{n} nodes, more than the budget of {settings.tree_budget}"
-    depth: dict[int, int] = {-1: 0}
-    children: dict[int, list[int]] = {}
     for i, parent in enumerate(parents):
         if not -1 <= parent < i:
             yield f"tree.parent[{i}]", f"{parent}: not an earlier node (or -1, the context)"
             return
-        depth[i] = depth[parent] + 1
-        children.setdefault(parent, []).append(i)
-    if rnd.k is not None and n and max(depth.values()) > rnd.k:
-        yield "tree", f"{max(depth.values())} levels deep, more than K = {rnd.k}"
+    nodes = TreeNodes.of(parents)
+    children = nodes.children
+    if rnd.k is not None and n and nodes.depth > rnd.k:
+        yield "tree", f"{nodes.depth} levels deep, more than K = {rnd.k}"
     for node, kids in children.items():
         if len(kids) > settings.tree_width:
             yield (
@@ -129,7 +128,7 @@ def _numbers(tree: dict, rule: str) -> Found:
             return
 
 
-def _walk(rnd: Round, tree: dict, children: dict[int, list[int]]) -> Found:
+def _walk(rnd: Round, tree: dict, children) -> Found:
     """The walk from the root: at each node reached, its children tried in order until one
     is accepted; what follows it and every node off the path untried."""
     fates, tokens = tree["fate"], tree["token"]

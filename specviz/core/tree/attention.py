@@ -13,16 +13,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.core.decoding.forward import layer_states
-
-
-def depths(parents: list[int]) -> list[int]:
-    """Each node's depth (a root, parent -1, is at depth 0); parents come before children."""
-    out: list[int] = []
-    for i, parent in enumerate(parents):
-        if not -1 <= parent < i:
-            raise ValueError(f"node {i}: parent {parent} is not an earlier node (or -1)")
-        out.append(0 if parent < 0 else out[parent] + 1)
-    return out
+from specviz.core.trace.tree_nodes import node_depths
 
 
 def tree_mask(parents: list[int], past: int, dtype: torch.dtype, device=None) -> torch.Tensor:
@@ -68,10 +59,10 @@ def tree_forward(
     pass after what the cache holds: the context's first `context` positions (default: all
     of it) and the nodes in `slots` ({node: its cache position}, fed by earlier calls). Each
     node sees the context, its ancestors (in slots, or earlier in `new`) and itself, at
-    position context + depth; `slots` gains the new nodes' positions (the tree drafter
-    grows a tree a level at a time this way). With `layers`: (logits, states), as
-    score_tree."""
-    depth = depths(parents)
+    position context + depth - 1 (a child of the context: depth 1); `slots` gains the new
+    nodes' positions (the tree drafter grows a tree a level at a time this way). With
+    `layers`: (logits, states), as score_tree."""
+    depth = node_depths(parents)
     device = model.get_input_embeddings().weight.device
     start = cache.get_seq_length()
     context = start if context is None else context
@@ -79,7 +70,8 @@ def tree_forward(
     dtype = next(model.parameters()).dtype
     mask = additive(visible, dtype).to(device)
     input_ids = torch.tensor([[tokens[i] for i in new]], dtype=torch.long, device=device)
-    positions = torch.tensor([[context + depth[i] for i in new]], dtype=torch.long, device=device)
+    positions = torch.tensor([[context + depth[i] - 1 for i in new]], dtype=torch.long,
+                             device=device)  # fmt: skip
     out = model(
         input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache,
         use_cache=True, **({"output_hidden_states": True} if layers else {}),

@@ -28,6 +28,7 @@ import torch
 
 from specviz.core.decoding.verify import residual_distribution
 from specviz.core.decoding.warp import sample
+from specviz.core.trace.tree_nodes import children_of
 
 RULES = ("sample", "topk")
 
@@ -49,14 +50,6 @@ class TreeWalk:
     @property
     def tried(self) -> list[int]:
         return [i for i, fate in enumerate(self.fates) if fate != "discarded"]
-
-
-def children_of(parents: list[int] | tuple[int, ...]) -> dict[int, list[int]]:
-    """{node (-1: the root): its children in order}."""
-    out: dict[int, list[int]] = {}
-    for i, parent in enumerate(parents):
-        out.setdefault(parent, []).append(i)
-    return out
 
 
 def walk_tree(

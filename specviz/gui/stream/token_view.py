@@ -17,6 +17,7 @@ from specviz.core.metrics.position_bars import position_of, tokens_at
 from specviz.core.trace import verifiers
 from specviz.core.trace.records import Round, SessionHeader
 from specviz.core.trace.rule_numbers import kept_beyond_token_stop, token_wise_stop
+from specviz.core.trace.tree_nodes import tree_levels
 from specviz.gui import palette
 from specviz.gui.stream.figures import fmt, fmt_pair
 
@@ -109,10 +110,8 @@ def k_text(rnd: Round) -> str:
     k = round_k(rnd)
     parts = [] if k is None else [f"K {k}"]
     if rnd.stop and rnd.tree is not None and rnd.stop == "k":  # a tree has levels, not K
-        parents, depth = rnd.tree.get("parent", []), []
-        for parent in parents:  # parents come before their children
-            depth.append(depth[parent] + 1 if 0 <= parent < len(depth) else 1)
-        levels = max(depth, default=0)
+        parents = rnd.tree.get("parent", [])
+        levels = tree_levels(parents)
         parts.append(f"stopped: drafted a tree of {len(parents)} nodes, {levels} levels")
     elif rnd.stop:
         parts.append(f"stopped: {STOPS.get(rnd.stop, rnd.stop)}")

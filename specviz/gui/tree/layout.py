@@ -10,27 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-ROOT = -1  # the context: every tree's root
-
-
-def children_of(parents: Sequence[int]) -> dict[int, list[int]]:
-    """{node (ROOT: the context): its children in order}."""
-    out: dict[int, list[int]] = {}
-    for i, parent in enumerate(parents):
-        out.setdefault(parent, []).append(i)
-    return out
+from specviz.core.trace.tree_nodes import ROOT, TreeNodes, children_of
 
 
 def layout(parents: Sequence[int]) -> dict[int, tuple[int, float]]:
     """{node: (depth, row)} for the root (ROOT, depth 0) and every node i, whose parent is
     parents[i] (ROOT or an earlier node). Rows run from 0 to the number of leaves - 1."""
-    for i, parent in enumerate(parents):
-        if not ROOT <= parent < i:
-            raise ValueError(f"node {i}'s parent {parent} is not an earlier node or the root")
-    kids = children_of(parents)
-    depth = {ROOT: 0}
-    for i, parent in enumerate(parents):
-        depth[i] = depth[parent] + 1
+    nodes = TreeNodes.of(parents)  # ValueError: a parent not an earlier node or the root
+    kids = nodes.children
+    depth = {ROOT: 0, **dict(enumerate(nodes.depths))}
     row: dict[int, float] = {}
     leaf = 0
     stack = [ROOT]

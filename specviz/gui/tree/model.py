@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.core.trace.records import Round
-from specviz.gui.tree.layout import ROOT, children_of
+from specviz.core.trace.tree_nodes import ROOT, TreeNodes
 
 CONTEXT = "context"  # the root's fate: the tokens before the round
 ENDINGS = ("resampled", "bonus")  # the fates of the round's own token
@@ -68,12 +68,12 @@ def round_tree(rnd: Round) -> RoundTree | None:
         return None
     parents, fates, texts = tree["parent"], tree["fate"], tree["text"]
     n = len(parents)
-    kids = children_of(parents)
+    shape = TreeNodes.of(parents)
+    kids = shape.children
     nodes = {ROOT: TreeNode(ROOT, None, 0, CONTEXT, "", 0)}
     for i, parent in enumerate(parents):
         order = kids[parent].index(i) + 1
-        depth = nodes[parent].depth + 1
-        nodes[i] = TreeNode(i, parent, depth, fates[i], texts[i], order)
+        nodes[i] = TreeNode(i, parent, shape.depths[i], fates[i], texts[i], order)
     path, node = [], ROOT
     while True:  # the accepted child of each node reached, from the root
         entered = next((c for c in kids.get(node, []) if fates[c] == "accepted"), None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from specviz.core.trace.records import Round
+from specviz.core.trace.tree_nodes import TreeRecord
 
 
 class DepthCounts:
@@ -24,10 +25,8 @@ class DepthCounts:
         tree = rnd.tree
         if tree is None:
             return
-        depth: list[int] = []
-        for parent in tree["parent"]:
-            depth.append(1 if parent < 0 else depth[parent] + 1)
-        for d, fate in zip(depth, tree["fate"], strict=True):
+        record = TreeRecord.of(tree)
+        for d, fate in zip(record.nodes.depths, record.fate, strict=True):
             while len(self.tried) < d:
                 self.tried.append(0)
                 self.accepted.append(0)
