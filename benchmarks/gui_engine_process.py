@@ -9,7 +9,7 @@ one: spawn.engine_threads()), for reference. Each window runs Run until max new 
 inside a real event loop, autosave on, timed from the first round reaching the views to the
 last one (model load, session start and calibration excluded), the headless engine from its
 first round to its last. The child engine is `specviz serve --port 0` on 127.0.0.1, a fresh
-one per window. `--frame-ms` sets the window's frame (remote_worker.FRAME_S): 0 hands every
+one per window. `--frame-ms` sets the window's frame (gui.session.worker.FRAME_S): 0 hands every
 round over on its own, as before. Not a test: never part of the test run.
 
     QT_QPA_PLATFORM=offscreen python benchmarks/gui_engine_process.py --pair tiny \\
@@ -74,11 +74,12 @@ def main(argv=None) -> int:
     from transformers.utils import logging as hf_logging
 
     from specviz.gui.qtfixes import refguard
-    from specviz.gui.session import remote_engine as remote_worker
-    from specviz.gui.session.remote_engine import RemoteEngineThread
+    from specviz.gui.session import remote_link as remote_worker
+    from specviz.gui.session import worker as engine_worker
+    from specviz.gui.session.remote_link import remote_engine_thread
 
     if args.frame_ms is not None:
-        remote_worker.FRAME_S = args.frame_ms / 1000
+        engine_worker.FRAME_S = args.frame_ms / 1000
     if args.child_threads is not None:
         remote_worker.engine_threads = lambda: args.child_threads
     child_threads = remote_worker.engine_threads()  # what a window's engine process gets
@@ -100,16 +101,16 @@ def main(argv=None) -> int:
         torch.set_num_threads(threads)
         runs["thread"].append(window_tokens_per_s(app, (spec, spec), settings, prompt))
         runs["process"].append(
-            window_tokens_per_s(app, (spec, spec), settings, prompt, engine=RemoteEngineThread())
+            window_tokens_per_s(app, (spec, spec), settings, prompt, engine=remote_engine_thread())
         )
         for mode in modes[len(MODES) :]:
-            engine = RemoteEngineThread()
-            for name, value in VARIANTS[mode].items():
-                setattr(engine.worker, name, value)
+            engine = remote_engine_thread()
+            for name, value in VARIANTS[mode].items():  # child_threads: the link's
+                setattr(engine.link if name == "child_threads" else engine.worker, name, value)
             runs[mode].append(window_tokens_per_s(app, (spec, spec), settings, prompt, engine))
     result: dict = {"pair": spec, "k": args.k, "max_new_tokens": args.max_new_tokens}
     result["torch_threads"], result["child_threads"] = threads, child_threads
-    result["frame_ms"] = 1000 * remote_worker.FRAME_S
+    result["frame_ms"] = 1000 * engine_worker.FRAME_S
     for mode in modes:
         result[f"{mode}_tokens_per_s"] = statistics.median(runs[mode])
     headless = result["headless_tokens_per_s"]

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
 
     from specviz.gui.app import leave_a_core_for_the_window
     from specviz.gui.qtfixes import refguard
-    from specviz.gui.session.remote_engine import RemoteEngineThread
+    from specviz.gui.session.remote_link import remote_engine_thread
 
     hf_logging.disable_progress_bar()
     refguard.install()
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
         leave_a_core_for_the_window()  # as the app: the same count here (cores - 1)
         set_threads(None)
         runs["thread"].append(window(app, spec, settings, prompt))
-        runs["process"].append(window(app, spec, settings, prompt, RemoteEngineThread()))
+        runs["process"].append(window(app, spec, settings, prompt, remote_engine_thread()))
     base = statistics.median(r[0] for r in runs["headless"])
     result = {"pair": spec, "k": args.k, "tokens": args.tokens, "runs": runs}
     for mode in ("thread", "process"):

@@ -137,7 +137,7 @@ def test_the_setup_box_offers_chat_for_an_instruct_target(qtbot):
 
 def test_the_window_worker_offers_chat_and_sends_the_turn(qtbot, instruct_target, pair_dirs):
     from specviz.core.trace.records import Settings
-    from specviz.gui.session.local_engine import EngineThread
+    from specviz.gui.session.worker import EngineThread
 
     engine = EngineThread()
     engine.worker.calibrate = False

@@ -21,7 +21,7 @@ from specviz.core.trace.files import load
 from specviz.core.trace.records import Settings
 from specviz.gui import dialogs
 from specviz.gui.main_window import MainWindow
-from specviz.gui.session.remote_engine import RemoteEngineThread
+from specviz.gui.session.remote_link import remote_engine_thread
 from specviz.remote import spawn
 from specviz.remote.server import Server
 from tests.test_remote import PROMPT, TOKEN, local_rounds, server, wire  # noqa: F401
@@ -73,7 +73,7 @@ def wait_rounds(qtbot, window, n: int) -> None:
 
 @pytest.mark.qt_log_ignore("This plugin does not support")
 def test_the_window_on_a_served_session(qtbot, server, pair, open_window, tmp_path):  # noqa: F811
-    window = open_window(RemoteEngineThread(server.address, TOKEN))
+    window = open_window(remote_engine_thread(server.address, TOKEN))
     assert window.controller.models.vocab_size == pair.vocab_size
     assert "specviz serve at" not in window.status.pair.text()  # the server's pair is shown
     settings = window.controls.settings()
@@ -102,7 +102,7 @@ def test_the_window_on_a_served_session(qtbot, server, pair, open_window, tmp_pa
 
 @pytest.mark.qt_log_ignore("This plugin does not support")
 def test_a_stopped_server_keeps_the_rounds_and_offers_reconnect(qtbot, server, pair, open_window):  # noqa: F811
-    window = open_window(RemoteEngineThread(server.address, TOKEN))
+    window = open_window(remote_engine_thread(server.address, TOKEN))
     window.controls.max_tokens_spin.setValue(200)
     window.toggle_run()
     wait_rounds(qtbot, window, 3)
@@ -153,7 +153,7 @@ def test_a_stopped_server_keeps_the_rounds_and_offers_reconnect(qtbot, server, p
 @pytest.mark.qt_log_ignore("This plugin does not support")
 def test_a_killed_server_never_blocks_the_window(qtbot, pair_dirs, open_window, tmp_path):
     with serving(pair_dirs, tmp_path) as (proc, address):
-        window = open_window(RemoteEngineThread(address, CLI_TOKEN))
+        window = open_window(remote_engine_thread(address, CLI_TOKEN))
         window.controls.max_tokens_spin.setValue(400)
         window.toggle_run()
         wait_rounds(qtbot, window, 3)
@@ -179,7 +179,7 @@ def test_a_killed_server_never_blocks_the_window(qtbot, pair_dirs, open_window, 
 
 
 def test_a_wrong_token_is_a_clear_message(qtbot, server, open_window):  # noqa: F811
-    window = open_window(RemoteEngineThread(server.address, "guess"), wait=False)
+    window = open_window(remote_engine_thread(server.address, "guess"), wait=False)
     qtbot.waitUntil(lambda: bool(dialogs.shown), timeout=TIMEOUT)
     kind, title, text = dialogs.shown[-1]
     assert title == "Could not connect to the engine" and "wrong token" in text
@@ -190,11 +190,11 @@ def test_a_wrong_token_is_a_clear_message(qtbot, server, open_window):  # noqa: 
 
 def test_engine_process_steps_a_session(qtbot, pair_dirs, open_window):
     target, draft = (str(d) for d in pair_dirs)
-    window = open_window(RemoteEngineThread(), specs=(target, draft))
-    assert window.controller.engine.worker.child is not None
+    window = open_window(remote_engine_thread(), specs=(target, draft))
+    assert window.controller.engine.link.child is not None
     window.step()
     wait_rounds(qtbot, window, 1)
-    child = window.controller.engine.worker.child.proc
+    child = window.controller.engine.link.child.proc
     threads = child.args[child.args.index("--threads") + 1]
     assert threads == str(spawn.engine_threads())  # a core is left to the window
     window.close_now()
@@ -242,9 +242,9 @@ def test_drafting_and_load_options_reach_the_engine(qtbot, server):  # noqa: F81
     from specviz.core.decoding.k_policy import PolicyConfig
     from specviz.core.drafters.registry import DrafterConfig
     from specviz.core.models.pair import LoadOptions
-    from specviz.gui.session.remote_engine import child_args
+    from specviz.gui.session.remote_link import child_args
 
-    engine = RemoteEngineThread(server.address, TOKEN)
+    engine = remote_engine_thread(server.address, TOKEN)
     engine.worker.calibrate = False
     try:
         with qtbot.waitSignal(engine.loaded, timeout=TIMEOUT):
@@ -263,7 +263,7 @@ def test_drafting_and_load_options_reach_the_engine(qtbot, server):  # noqa: F81
 
 
 def test_an_idle_window_notices_the_server_gone(qtbot, server, open_window):  # noqa: F811
-    window = open_window(RemoteEngineThread(server.address, TOKEN))
+    window = open_window(remote_engine_thread(server.address, TOKEN))
     window.step()
     wait_rounds(qtbot, window, 1)
     server.stop()
@@ -276,7 +276,7 @@ def test_an_idle_window_notices_the_server_gone(qtbot, server, open_window):  # 
 def test_run_pause_step_and_settings_stream_the_local_rounds(qtbot, server, pair, open_window):  # noqa: F811
     from specviz.core.engine.speculative import SpeculativeEngine
 
-    window = open_window(RemoteEngineThread(server.address, TOKEN))
+    window = open_window(remote_engine_thread(server.address, TOKEN))
     window.controls.max_tokens_spin.setValue(80)
     window.toggle_run()  # the server streams rounds ahead of the window
     wait_rounds(qtbot, window, 3)
@@ -304,7 +304,7 @@ def test_run_pause_step_and_settings_stream_the_local_rounds(qtbot, server, pair
 def test_a_run_reaches_the_views_a_frame_at_a_time(qtbot, server, pair, open_window):  # noqa: F811
     """While running, the rounds streamed within a frame go to the views as one list (drawn
     once); every round reaches the session, the autosave and the views, in order."""
-    engine = RemoteEngineThread(server.address, TOKEN)
+    engine = remote_engine_thread(server.address, TOKEN)
     engine.worker.frame_s = 600.0  # one frame outlasts the run: all rounds after the first
     window = open_window(engine)
     drawn = []
@@ -337,7 +337,7 @@ def test_a_window_engine_process_leaves_a_core_to_the_window(monkeypatch, capsys
 def test_a_connected_window_refuses_a_sweep_naming_specviz_tune(qtbot, server, open_window):  # noqa: F811
     """A sweep would load the server's models in the window's process: refused, saying what
     to run on the server; the advisor still follows the session."""
-    window = open_window(RemoteEngineThread(server.address, TOKEN))
+    window = open_window(remote_engine_thread(server.address, TOKEN))
     window.tune.open()
     panel = window.tune.panel
     width = panel.width()
@@ -416,7 +416,7 @@ def test_reconnect_resumes_the_servers_session(qtbot, server, pair, open_window)
     rounds it made meanwhile are added (none twice) and Step goes on, as the local engine."""
     proxy = Proxy(server.port)
     try:
-        window = open_window(RemoteEngineThread(proxy.address, TOKEN))
+        window = open_window(remote_engine_thread(proxy.address, TOKEN))
         settings = window.controls.settings()
         window.toggle_run()
         wait_rounds(qtbot, window, 2)

@@ -16,7 +16,7 @@ from specviz.gui import dialogs, palette
 from specviz.gui.greedy_check import describe
 from specviz.gui.main_window import MainWindow
 from specviz.gui.plots.round_plots import Plots
-from specviz.gui.session.local_engine import Loaded
+from specviz.gui.session.worker import Loaded
 from tests.fixtures import sample_header, sample_rounds
 
 TIMEOUT = 60_000
@@ -46,7 +46,7 @@ def window(qtbot, pair_dirs, pair):
     """A window on the test pair, handed to the worker as its load slot would."""
     w = make_window(qtbot)
     target, draft = (str(d) for d in pair_dirs)
-    w.controller.engine.worker.pair = pair
+    w.controller.engine.link.pair = pair
     w.controller.engine.loaded.emit(
         Loaded(target, draft, pair.target_info, pair.draft_info, str(pair.device), pair.vocab_size)
     )
@@ -77,7 +77,7 @@ def test_a_lookup_window_loads_no_draft_model(qtbot, pair_dirs):
     window = make_window(qtbot, (target, ""), drafting=lookup)
     qtbot.waitUntil(lambda: window.controller.models is not None, timeout=TIMEOUT)
     assert window.controller.models.draft is None and window.controller.models.draft_spec == ""
-    assert window.controller.engine.worker.pair.draft is None
+    assert window.controller.engine.link.pair.draft is None
     assert "prompt lookup" in window.controls.drafts_label.text()
     assert not window.controls.draft_edit.isEnabled()
     assert window.controls.specs()[1] == ""  # Load loads the target alone
@@ -110,7 +110,7 @@ def test_lookup_rounds_show_k_and_the_copied_span_live_and_replayed(qtbot, windo
     ids = list(session.header.prompt_ids) + [
         t.id for r in session.rounds[: rnd.index] for t in r.tokens if t.emitted
     ]
-    texts = window.controller.engine.worker.pair.tokenizer.decode(ids[start:end])
+    texts = window.controller.engine.link.pair.tokenizer.decode(ids[start:end])
     copied = [
         s for s in view.extraSelections() if s.format.background().color().name() == palette.COPIED
     ]
@@ -140,7 +140,7 @@ def test_the_policy_reaches_the_engine_and_a_new_drafter_starts_a_new_session(qt
     box = window.controls.drafting_box
     box.policy_combo.setCurrentIndex(box.policy_combo.findData("heuristic"))
     step(qtbot, window, 2)
-    assert window.controller.engine.worker.engine.policy.config.kind == "heuristic"
+    assert window.controller.engine.link.session.policy.config.kind == "heuristic"
     assert window.session.header.policy["kind"] == "heuristic"
     first = window.session.session_id
     box.drafter_combo.setCurrentIndex(box.drafter_combo.findData("early-exit"))

@@ -9,7 +9,7 @@ import zmq
 
 from specviz.core.lab.position import position_distributions
 from specviz.core.trace.records import Settings
-from specviz.gui.session.remote_engine import RemoteEngineThread
+from specviz.gui.session.remote_link import remote_engine_thread
 from tests.test_remote import TOKEN, server  # noqa: F401  (the fixture)
 
 TIMEOUT = 60_000
@@ -20,7 +20,7 @@ def remote_thread(qtbot, request):
     threads = []
 
     def make(*args):
-        thread = RemoteEngineThread(*args)
+        thread = remote_engine_thread(*args)
         thread.worker.calibrate = False
         threads.append(thread)
         return thread
@@ -73,7 +73,7 @@ def test_the_engine_in_a_child_process(qtbot, pair_dirs, remote_thread):
     with qtbot.waitSignal(engine.loaded, timeout=TIMEOUT) as blocker:
         engine.request_load.emit(target, draft, "cpu", "float32")
     assert blocker.args[0].target_spec == target
-    child = engine.worker.child.proc
+    child = engine.link.child.proc
     with qtbot.waitSignal(engine.session_started, timeout=TIMEOUT):
         engine.request_start.emit("In the beginning", Settings(max_new_tokens=20))
     with qtbot.waitSignal(engine.round_ready, timeout=TIMEOUT) as blocker:

@@ -302,7 +302,7 @@ def test_a_chain_session_shows_no_tree(qtbot, tree_session, chain_session):
 def test_a_live_window_steps_a_tree_session(qtbot, pair, pair_dirs, monkeypatch, tmp_path):
     """The Setup panel keeps the command line's tree settings: Step drafts a tree."""
     from specviz.gui.main_window import MainWindow
-    from specviz.gui.session.local_engine import Loaded
+    from specviz.gui.session.worker import Loaded
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     window = MainWindow(None, autosave=False)
@@ -310,7 +310,7 @@ def test_a_live_window_steps_a_tree_session(qtbot, pair, pair_dirs, monkeypatch,
     window.show()
     try:
         target, draft = (str(d) for d in pair_dirs)
-        window.controller.engine.worker.pair = pair  # the worker thread is idle
+        window.controller.engine.link.pair = pair  # the worker thread is idle
         window.controller.engine.loaded.emit(
             Loaded(target, draft, pair.target_info, pair.draft_info, str(pair.device),
                    pair.vocab_size)

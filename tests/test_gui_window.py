@@ -18,7 +18,7 @@ from specviz.core.trace.session import Session
 from specviz.gui import dialogs
 from specviz.gui.main_window import MainWindow
 from specviz.gui.session import replay as session_replay
-from specviz.gui.session.local_engine import Loaded
+from specviz.gui.session.worker import Loaded
 from specviz.gui.stream.token_view import status_of
 from tests.fixtures import all_details, sample_header, sample_rounds, sample_session
 
@@ -48,7 +48,7 @@ def window(qtbot, pair_dirs, pair):
     worker (as its load slot would); test_model_load_error_* loads through the worker."""
     w = make_window(qtbot)
     target, draft = (str(d) for d in pair_dirs)
-    w.controller.engine.worker.pair = pair  # the worker thread is idle: nothing else touches it
+    w.controller.engine.link.pair = pair  # the worker thread is idle: nothing else touches it
     w.controller.engine.loaded.emit(  # as the worker says it
         Loaded(target, draft, pair.target_info, pair.draft_info, str(pair.device), pair.vocab_size)
     )
@@ -512,7 +512,7 @@ def test_nothing_is_cut_at_1280_by_720(qtbot, tmp_path):
 def test_run_after_a_failed_round_starts_again(qtbot, window):
     step(qtbot, window)
     first = window.session.session_id
-    window.controller.engine.worker.engine = None  # as a failed round leaves it (idle thread)
+    window.controller.engine.link.session = None  # as a failed round leaves it (idle thread)
     window.controller.engine.error.emit("A round failed", "RuntimeError: boom")
     assert window.state == "error" and dialogs.shown[-1][1] == "A round failed"
     window.toggle_run()  # Run, not only Step, starts a new session from the prompt

@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 
 from specviz.core.trace.records import Settings
 from specviz.core.trace.session import Session
-from specviz.gui.session.local_engine import EngineThread
+from specviz.gui.session.worker import EngineThread
 
 TIMEOUT = 60_000
 
@@ -53,7 +53,7 @@ def test_load_start_and_step_on_the_worker_thread(qtbot, engine, pair_dirs):
         engine.request_settings.emit(Settings(k=1, temperature=1.0, max_new_tokens=40))
         engine.request_step.emit()
     assert blocker.args[0].n_drafted <= 1 and blocker.args[0].settings.k == 1
-    assert engine.worker.engine.settings.seed == 1  # the seed belongs to the session
+    assert engine.link.session.settings.seed == 1  # the seed belongs to the session
     assert threads and all(t is not threading.main_thread() for t in threads)
 
 
@@ -89,11 +89,11 @@ def test_bad_prompt_and_bad_step_keep_the_worker_alive(qtbot, engine, pair_dirs)
     def broken():
         raise RuntimeError("simulated failure")
 
-    engine.worker.engine.step = broken
+    engine.link.session.step = broken
     with qtbot.waitSignal(engine.error, timeout=TIMEOUT) as blocker:
         engine.request_step.emit()
     assert blocker.args[0] == "A round failed" and "simulated failure" in blocker.args[1]
-    assert engine.worker.engine is None  # the next Step starts a new session
+    assert engine.link.session is None  # the next Step starts a new session
     with qtbot.waitSignal(engine.session_started, timeout=TIMEOUT):
         engine.request_start.emit("A fool and his", Settings(k=2))
     with qtbot.waitSignal(engine.round_ready, timeout=TIMEOUT):
@@ -119,5 +119,5 @@ def test_shutdown_stops_between_rounds(qtbot, pair_dirs):
         engine.request_step.emit()  # a queue of requests: the stop skips what is left
     assert engine.shutdown(TIMEOUT)
     assert engine.thread.isFinished()
-    assert engine.worker.engine.round_index < 50
+    assert engine.link.session.round_index < 50
     assert engine.shutdown()  # idempotent

@@ -89,10 +89,10 @@ def main(
 
     worker = None
     if connect or engine == "process":
-        from specviz.gui.session.remote_engine import RemoteEngineThread
+        from specviz.gui.session.remote_link import remote_engine_thread
 
-        worker = RemoteEngineThread(connect, token)  # no address: a child process
-        worker.worker.child_threads = threads
+        worker = remote_engine_thread(connect, token)  # no address: a child process
+        worker.link.child_threads = threads
         if connect:
             specs = (f"specviz serve at {connect}",) * 2  # the server says which pair
     elif threads is not None:

@@ -50,7 +50,8 @@ class MainWindow(QMainWindow):
                  dtype: str = "float32", autosave: bool = True, engine=None, drafting=None,
                  load_options=None, load: bool = True):  # fmt: skip
         """specs: (target, draft) to load (draft "": the target alone); engine: the worker's
-        thread (gui/session/remote_engine.py for an engine elsewhere), else an in-thread worker;
+        thread (gui.session.worker.EngineThread; remote_link's for an engine elsewhere), else
+        the pair in this process;
         drafting: the (DrafterConfig, PolicyConfig) to start with; load_options:
         core.models.pair.LoadOptions for every load (the command line's --device-map, ...);
         load=False: show specs in the Models box without loading them (a replay needs none)."""

@@ -2,5 +2,5 @@
 
 The wire format is docs/protocol.md: JSON requests in, and out the trace format's own
 session header and round lines, so a client rebuilds exactly the records a local engine
-makes. No Qt here: the window's remote worker (gui/session/remote_engine.py) wraps the client.
+makes. No Qt here: the window's remote worker (gui/session/remote_link.py) wraps the client.
 """

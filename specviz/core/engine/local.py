@@ -39,6 +39,14 @@ class LocalEngine:
         self.engine = engine
         return header
 
+    @property
+    def header(self) -> SessionHeader | None:
+        return None if self.engine is None else self.engine.header
+
+    @property
+    def finished(self) -> bool:
+        return self.engine is not None and self.engine.finished
+
     def _session(self) -> SpeculativeEngine:
         if self.engine is None:
             raise ValueError("no session: start one first")
@@ -76,6 +84,11 @@ class LocalEngine:
         else:
             drafter = make_drafter(self.drafting[0] or DrafterConfig(), self.pair)
         return position_distributions(self.pair, context_ids, settings, top_n, drafter)
+
+    def greedy_check(self, prompt_ids: list[int], emitted: list[int]):
+        from specviz.core.decoding.greedy_check import check_greedy
+
+        return check_greedy(self.pair, list(prompt_ids), list(emitted))
 
     def close(self) -> None:
         self.engine = None

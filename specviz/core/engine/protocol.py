@@ -17,6 +17,9 @@ from specviz.core.trace.records import Round, SessionHeader, Settings
 
 @runtime_checkable
 class Engine(Protocol):
+    header: SessionHeader | None  # the session's, or None before the first start
+    finished: bool  # the session has ended (max new tokens, end-of-text, context length)
+
     def start(
         self,
         prompt: str,
@@ -55,6 +58,11 @@ class Engine(Protocol):
     def position(self, context_ids: list[int], settings: Settings, top_n: int = 20):
         """The full-vocabulary p and q after context_ids (core.lab.position), the session's
         drafter's q."""
+        ...
+
+    def greedy_check(self, prompt_ids: list[int], emitted: list[int]):
+        """The target's own greedy decoding of prompt_ids against `emitted`
+        (core.decoding.greedy_check.GreedyDiff), or None where they agree."""
         ...
 
     def close(self) -> None: ...

@@ -15,12 +15,12 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 
 from specviz.gui.session.controller import SessionController
-from specviz.gui.session.local_engine import Loaded
+from specviz.gui.session.worker import Loaded
 from specviz.gui.session.state import State
 
 
 class ConnectedController(SessionController):
-    """A SessionController on a RemoteEngineThread (anything with `disconnected(str)` and
+    """A SessionController on an EngineThread of a RemoteLink (anything with `disconnected(str)` and
     `rounds_ready(list)`)."""
 
     connection_changed = Signal(str)  # why the connection was lost; "" once connected

@@ -24,7 +24,7 @@ from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.metrics.running import RoundStats, RunningStats
 from specviz.core.trace.records import TREE_SETTINGS, Round, SessionHeader, Settings
 from specviz.core.trace.session import Session
-from specviz.gui.session.local_engine import EngineThread, Loaded
+from specviz.gui.session.worker import EngineThread, Loaded
 from specviz.gui.session.replay import ReplayMixin
 from specviz.gui.session.state import State
 
@@ -75,7 +75,7 @@ class SessionController(ReplayMixin, QObject):
         self._replay_timer = QTimer(self)
         self._replay_timer.setInterval(REPLAY_INTERVAL_MS)
         self._replay_timer.timeout.connect(self._replay_tick)
-        self.engine = engine or EngineThread(self)  # or gui/session/remote_engine.py's, given
+        self.engine = engine or EngineThread(parent=self)  # or a RemoteLink's, given
         self.engine.loaded.connect(self._on_loaded)
         self.engine.session_started.connect(self._on_session_started)
         self.engine.round_ready.connect(self._on_round)
