@@ -341,7 +341,7 @@ def test_a_connected_window_refuses_a_sweep_naming_specviz_tune(qtbot, server, o
     window.tune.open()
     panel = window.tune.panel
     width = panel.width()
-    assert panel.pair_source is None and not panel.start_sweep()
+    assert panel.run_job is None and not panel.start_sweep()
     assert "specviz tune" in panel.status.text() and server.address in panel.status.text()
     QApplication.processEvents()
     assert panel.width() == width and panel.minimumSizeHint().width() < 1280  # not widened

@@ -1,9 +1,12 @@
 """The Tune panel on its own: the advisor from round records, an impossible speedup never
-plotted, Apply K, a sweep on a worker thread (the UI stays live), cancelling it."""
+plotted, Apply K, a sweep as a job on another thread (the UI stays live), cancelling it.
+The window hands the panel its engine worker's run_job (tests/test_gui_window.py); here a
+plain thread runs the job on the fixture pair, as the engine's thread would."""
 
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -34,6 +37,15 @@ def probe(t1=10.0, draft=1.0):
 def n_points(item) -> int:
     x = item.getData()[0]
     return 0 if x is None else len(x)
+
+
+def on_a_thread(pair):
+    """A runner as the engine worker's: the job runs on a thread of its own, on `pair`."""
+
+    def run_job(job):
+        threading.Thread(target=job, args=(pair,), daemon=True).start()
+
+    return run_job
 
 
 @pytest.fixture
@@ -93,7 +105,7 @@ def test_apply_k_and_remeasure(panel, qtbot):
 def test_sweep_without_models_or_with_a_bad_file_says_so(panel, tmp_path):
     assert not panel.start_sweep()
     assert "no models" in panel.status.text()
-    panel.set_pair_source(lambda: None)
+    panel.set_runner(lambda job: pytest.fail("a sweep of a bad file started"))
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
     panel.set_prompt_file(str(bad))
@@ -110,7 +122,7 @@ def prompts_file(tmp_path, n=2):
 
 
 def test_sweep_runs_on_a_worker_thread(panel, pair, qtbot, tmp_path):
-    panel.set_pair_source(lambda: pair)
+    panel.set_runner(on_a_thread(pair))
     panel.set_settings(Settings(temperature=1.0, seed=3))
     panel.set_prompt_file(prompts_file(tmp_path))
     panel.k_from.setValue(1)
@@ -177,7 +189,7 @@ def check_per_prompt_rows(panel, qtbot):
 
 
 def test_sweep_cancels(panel, pair, qtbot, tmp_path):
-    panel.set_pair_source(lambda: pair)
+    panel.set_runner(on_a_thread(pair))
     panel.set_prompt_file(prompts_file(tmp_path, n=4))
     panel.k_from.setValue(1)
     panel.k_to.setValue(8)
@@ -200,7 +212,7 @@ def test_a_sweep_drafts_as_the_session_does(panel, pair, qtbot, tmp_path):
     from specviz.core.drafters.registry import DrafterConfig
 
     target_only = dataclasses.replace(pair, draft=None, draft_info=None)
-    panel.set_pair_source(lambda: target_only)
+    panel.set_runner(on_a_thread(target_only))
     panel.set_settings(Settings(temperature=1.0, seed=3))
     panel.set_drafting(DrafterConfig("early-exit", exit_layer=1), PolicyConfig())
     panel.set_prompt_file(prompts_file(tmp_path))

@@ -24,9 +24,9 @@ from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.metrics.running import RoundStats, RunningStats
 from specviz.core.trace.records import TREE_SETTINGS, Round, SessionHeader, Settings
 from specviz.core.trace.session import Session
-from specviz.gui.session.worker import EngineThread, Loaded
 from specviz.gui.session.replay import ReplayMixin
 from specviz.gui.session.state import State
+from specviz.gui.session.worker import EngineThread, Loaded
 
 REPLAY_INTERVAL_MS = 80  # pace of Run in a replay
 MAX_PENDING_STEPS = 8  # Steps kept while a round is computed (more are refused, said so)
@@ -310,10 +310,14 @@ class SessionController(ReplayMixin, QObject):
 
     def _session_tree(self, settings: Settings) -> Settings:
         """settings with the running session's tree fields (they wait for the next
-        session while another drafter is chosen for it)."""
+        session while another drafter is chosen for it), and its verifier where either is
+        the tree rule (held at it while the width is above 1)."""
         rounds = self.session.rounds
         now = (rounds[-1].settings if rounds else None) or self.session.header.settings
-        return dataclasses.replace(settings, **{n: getattr(now, n) for n in TREE_SETTINGS})
+        kept = {n: getattr(now, n) for n in TREE_SETTINGS}
+        if "tree" in (now.verifier, settings.verifier):
+            kept["verifier"] = now.verifier
+        return dataclasses.replace(settings, **kept)
 
     def continue_session(self, settings: Settings, run: bool = True) -> bool:
         """Go on after max new tokens or end-of-text, with `settings` (a larger maximum, or
@@ -406,6 +410,11 @@ class SessionController(ReplayMixin, QObject):
     def remeasure(self) -> None:
         """Fresh cost-model probes after the next round (the Tune panel asks)."""
         self.engine.request_remeasure.emit()
+
+    def run_job(self, job) -> None:
+        """A job on the engine's models, on its thread after the request in flight (a Tune
+        sweep: gui.tune.sweep_job.SweepJob)."""
+        self.engine.request_job.emit(job)
 
     def request_position(self, round_index: int, position: int) -> bool:
         """Ask the worker for full p and q at a position of the live session (the lab)."""

@@ -2,14 +2,14 @@
 
 A self-contained widget; the window wires it with a few lines (README, "Tune"):
 
-    panel = TunePanel(pair_source=lambda: load_pair(target, draft))
+    panel = TunePanel(run_job=session_controller.run_job)  # sweeps on the session's engine
     panel.apply_k.connect(lambda k: controls.set_k(k))      # "Apply K" -> the session's K
     session_controller.rounds_added.connect(panel.add_rounds)  # each new Round record
     session_controller.reset.connect(panel.reset)            # new session, or a replay
 
 Inputs (GUI thread): `add_rounds(rounds)`, `reset(rounds=())`, `set_settings(settings)`
-(sampling settings a sweep uses), `set_pair_source(callable)` (called on the sweep thread
-for the ModelPair: a fresh load, so that the sweep never shares the session's caches).
+(sampling settings a sweep uses), `set_runner(run_job)` (hands a gui.tune.sweep_job.SweepJob
+to the engine worker, which runs it on the session's pair: the models are loaded once).
 Outputs: `open_trace(path)` (a sweep run's trace, from the per-prompt table: the window
 replays it), `apply_k(int)`, `remeasure()` (ask the engine for a full probe:
 `engine.prober.request_full()`), `sweep_running(bool)` (pause the session while a sweep
@@ -47,10 +47,9 @@ from specviz.core.trace.records import Round, Settings
 from specviz.core.tune.promptsets import PromptSetError, load_prompt_set
 from specviz.core.tune.sweep import SweepConfig, SweepResult
 from specviz.core.tune.table import SweepTable, prompt_rows, tables_by_category
-from specviz.gui.session.threads import start_worker
 from specviz.gui.tune.advisor_plot import AdvisorPlot
 from specviz.gui.tune.runs_table import RunTable
-from specviz.gui.tune.worker import SweepRequest, SweepWorker
+from specviz.gui.tune.sweep_job import SweepJob
 
 COLUMNS = ("K", "alpha", "tokens/pass", "measured", "refined", "Leviathan", "measured/refined")
 SHIPPED = "shipped set (resources/prompts/tune.jsonl)"
@@ -116,12 +115,16 @@ class TunePanel(QWidget):
     open_trace = Signal(str)  # a sweep run's trace file, to replay
     remeasure = Signal()  # the user asked for fresh cost-model probes
     sweep_running = Signal(bool)
-    _request = Signal(object)  # a SweepRequest, to the worker's thread
+    # a SweepJob's reports, emitted on the engine's thread (queued to this one)
+    _progress = Signal(int, int, int, object)
+    _finished = Signal(int, object)
+    _failed = Signal(int, str)
 
-    def __init__(self, pair_source: Callable[[], object] | None = None, parent=None):
+    def __init__(self, run_job: Callable[[SweepJob], None] | None = None, parent=None):
         super().__init__(parent)
-        self.pair_source = pair_source
-        self._no_sweep = ""  # why a sweep is refused (a window on a served engine)
+        self.run_job = run_job
+        self._no_sweep = ""  # why a sweep is refused (the models are in another process)
+        self._job: SweepJob | None = None
         self.settings = Settings()
         self.drafting: tuple = (None, None)  # the session's (DrafterConfig, PolicyConfig)
         self.model = CostModel()
@@ -130,7 +133,9 @@ class TunePanel(QWidget):
         self.result: SweepResult | None = None
         self._ids = itertools.count(1)
         self._sweep_id = 0
-        self._worker = self._thread = None
+        self._progress.connect(self._on_progress)
+        self._finished.connect(self._on_finished)
+        self._failed.connect(self._on_failed)
         self._prompt_file: str | None = None
         self._traces: tempfile.TemporaryDirectory | None = None  # the sweeps' run traces
 
@@ -242,9 +247,10 @@ class TunePanel(QWidget):
         """The session's drafter and policy: what a sweep sweeps K of."""
         self.drafting = (drafter, policy)
 
-    def set_pair_source(self, pair_source: Callable[[], object] | None, why_not: str = "") -> None:
-        """What a sweep loads its pair with; None and why_not: a sweep is refused, saying so."""
-        self.pair_source = pair_source
+    def set_runner(self, run_job: Callable[[SweepJob], None] | None, why_not: str = "") -> None:
+        """What runs a sweep on the session's models; None and why_not: a sweep is
+        refused, saying so."""
+        self.run_job = run_job
         self._no_sweep = why_not
 
     def _remeasure(self) -> None:
@@ -300,7 +306,7 @@ class TunePanel(QWidget):
         """Start a sweep with the panel's settings; False (and a message) if it cannot."""
         if self.sweeping:
             return False
-        if self.pair_source is None:
+        if self.run_job is None:
             self.status.setText(
                 self._no_sweep or "no models to sweep with: open a model pair first"
             )
@@ -324,12 +330,6 @@ class TunePanel(QWidget):
         except (PromptSetError, ValueError) as e:
             self.status.setText(str(e))
             return False
-        if self._worker is None:
-            self._worker, self._thread = start_worker(SweepWorker(), "specviz-tune")
-            self._worker.progress.connect(self._on_progress)
-            self._worker.finished.connect(self._on_finished)
-            self._worker.failed.connect(self._on_failed)
-            self._request.connect(self._worker.run)
         self._sweep_id = next(self._ids)
         if self._traces is None:
             self._traces = tempfile.TemporaryDirectory(prefix="specviz-tune-")
@@ -349,14 +349,16 @@ class TunePanel(QWidget):
             "would slow each other's timings)"
         )
         self._set_running(True)
-        # Queued: run() executes on the worker's thread.
-        request = SweepRequest(self._sweep_id, self.pair_source, prompts, config, trace_dir)
-        self._request.emit(request)
+        self._job = SweepJob(
+            self._sweep_id, prompts, config, trace_dir,
+            self._progress.emit, self._finished.emit, self._failed.emit,
+        )  # fmt: skip
+        self.run_job(self._job)  # queued: it runs on the engine's thread
         return True
 
     def cancel_sweep(self) -> None:
-        if self.sweeping and self._worker is not None:
-            self._worker.cancel()
+        if self.sweeping and self._job is not None:
+            self._job.cancel()
             self.status.setText("cancelling after the round in progress…")
 
     def _set_running(self, running: bool) -> None:
@@ -438,12 +440,10 @@ class TunePanel(QWidget):
             self.k_box.setValue(int(self.table.item(rows.pop(), 0).text()))
 
     def shutdown(self) -> None:
-        """Stop the sweep thread (call before the panel goes away)."""
-        if self._worker is not None:
-            self._worker.cancel()
-            self._thread.quit()
-            self._thread.wait()
-            self._worker = self._thread = None
+        """Cancel the sweep in progress (call before the panel goes away)."""
+        if self._job is not None:
+            self._job.cancel()
+            self._job = None
             self._sweep_id = 0
         if self._traces is not None:  # a replayed trace is in memory: nothing reads these
             self._traces.cleanup()

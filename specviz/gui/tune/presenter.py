@@ -6,22 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specviz.core.models.pair import LoadOptions
-from specviz.core.models.spec import PairSpec
 from specviz.gui.screen_fit import fit_to_screen
 from specviz.gui.session.controller import SessionController
 from specviz.gui.setup.controls import Controls
 
 
-def served_sweep_message(address: str, info) -> str:
-    """Why a connected window does not sweep, and what to run on the server instead."""
+def served_sweep_message(address: str | None, info) -> str:
+    """Why a window whose engine is elsewhere does not sweep, and what to run instead."""
     pair = f"--target {info.target_spec}" + (
         f" --draft {info.draft_spec}" if info.draft_spec else ""
     )
+    where = f"`specviz serve` at {address}" if address else "a child process (--engine process)"
     return (
-        f"A sweep loads the models in this window's process; this window drives the engine of "
-        f"`specviz serve` at {address}. Run the sweep on that machine: `specviz tune {pair} "
-        "--k 1-8` (the advisor above still follows this session)."
+        f"A sweep runs on the engine's models, in its process; this window drives the engine "
+        f"of {where}. Run the sweep where the models are: `specviz tune {pair} --k 1-8` (the "
+        "advisor above still follows this session)."
     )
 
 
@@ -89,19 +88,16 @@ class TunePresenter:
             self.panel.set_settings(settings)
 
     def _on_models(self, info) -> None:
-        """A sweep loads its own copy of the pair (never the session's caches), in this
-        process: not the models of a `specviz serve` elsewhere (--connect)."""
-        address = getattr(self.controller.engine, "address", None)
-        if self.panel is not None and info is not None and address:
-            self.panel.set_pair_source(None, served_sweep_message(address, info))
-        elif self.panel is not None and info is not None:
-            dtype = info.target.dtype
-            spec = PairSpec(
-                info.target_spec,
-                info.draft_spec or None,
-                LoadOptions(device=info.device, dtype=dtype),
-            )
-            self.panel.set_pair_source(spec.load)
+        """A sweep is a job on the session's engine, on its pair (loaded once; the sweep
+        makes its own engines, never the session's caches): refused where the models are in
+        another process (--connect, --engine process)."""
+        if self.panel is None or info is None:
+            return
+        engine = self.controller.engine
+        if engine.link.runs_jobs:
+            self.panel.set_runner(self.controller.run_job)
+        else:
+            self.panel.set_runner(None, served_sweep_message(engine.address, info))
 
     def _on_sweep(self, running: bool) -> None:
         if running:  # the two would slow each other's timings
