@@ -9,7 +9,7 @@ import pytest
 
 from specviz.core.trace.files import parse_lines, session_lines
 from specviz.core.trace.parse import schema_version
-from specviz.core.trace.records import SCHEMA, Round, TraceError
+from specviz.core.trace.records import SCHEMA, SCHEMA_MAJOR, SCHEMA_MINOR, Round, TraceError
 from tests.fixtures import synthetic_session
 
 
@@ -62,7 +62,7 @@ def test_a_1_0_trace_reads_without_the_new_fields_or_a_warning():
 
 def test_a_newer_minor_version_warns():
     objs = _lines(synthetic_session(n_rounds=1))
-    objs[0]["schema"] = "specviz.trace/1.7"
+    objs[0]["schema"] = f"specviz.trace/{SCHEMA_MAJOR}.{SCHEMA_MINOR + 1}"
     back = parse_lines([orjson.dumps(o) for o in objs])
     assert any("newer than this specviz" in w for w in back.warnings)
 

@@ -49,21 +49,40 @@ class VerifierSpec:
 SPECS: dict[str, VerifierSpec] = {
     s.name: s
     for s in (
-        VerifierSpec("token", True, "one draft at a time, kept with min(1, p/q) (Leviathan "
-                     "et al.)", "specviz.core.decoding.verifier:TokenVerifier",
-                     label="token-wise"),  # fmt: skip
-        VerifierSpec("block", True, "the drafts as a block (Sun et al. 2024): keeps at least "
-                     "as many in expectation", "specviz.core.decoding.block:BlockVerifier",
-                     token_fates=False),  # fmt: skip
-        VerifierSpec("typical", False, "Medusa's typical acceptance: keeps x while p(x) > "
-                     "min(epsilon, delta exp(-H(p))); LOSSY, the output no longer follows "
-                     "the target", "specviz.core.decoding.typical:TypicalVerifier",
-                     label="typical (LOSSY)", options=("typical_epsilon", "typical_delta"),
-                     token_fates=False),  # fmt: skip
-        VerifierSpec("tree", True, "a token tree, one node's children at a time: SpecInfer's "
-                     "multi-draft rule (sampled children) or the EAGLE walk (q's top W)",
-                     "specviz.core.tree.verifier:TreeVerifier", label="tree (multi-draft)",
-                     trees=True),  # fmt: skip
+        VerifierSpec(
+            "token",
+            True,
+            "one draft at a time, kept with min(1, p/q) (Leviathan et al.)",
+            "specviz.core.decoding.verifier:TokenVerifier",
+            label="token-wise",
+        ),  # fmt: skip
+        VerifierSpec(
+            "block",
+            True,
+            "the drafts as a block (Sun et al. 2024): keeps at least as many in expectation",
+            "specviz.core.decoding.block:BlockVerifier",
+            token_fates=False,
+        ),  # fmt: skip
+        VerifierSpec(
+            "typical",
+            False,
+            "Medusa's typical acceptance: keeps x while p(x) > "
+            "min(epsilon, delta exp(-H(p))); LOSSY, the output no longer follows "
+            "the target",
+            "specviz.core.decoding.typical:TypicalVerifier",
+            label="typical (LOSSY)",
+            options=("typical_epsilon", "typical_delta"),
+            token_fates=False,
+        ),  # fmt: skip
+        VerifierSpec(
+            "tree",
+            True,
+            "a token tree, one node's children at a time: SpecInfer's "
+            "multi-draft rule (sampled children) or the EAGLE walk (q's top W)",
+            "specviz.core.tree.verifier:TreeVerifier",
+            label="tree (multi-draft)",
+            trees=True,
+        ),  # fmt: skip
     )
 }
 

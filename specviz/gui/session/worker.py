@@ -219,7 +219,9 @@ class EngineWorker(QObject):
                 prompt, settings, self.calibrate, chat=self.chat, drafting=self.drafting
             )
         except Exception as e:
-            self.fail("Could not start the session", e, "Try a shorter prompt or reload the models.")
+            self.fail(
+                "Could not start the session", e, "Try a shorter prompt or reload the models."
+            )
             return
         finally:
             self.busy.emit("")
@@ -232,9 +234,10 @@ class EngineWorker(QObject):
         if self._buffer and not self.stop_event.is_set():
             self.round_ready.emit(self._buffer.popleft())
             return
-        if not self._ready() or self.link.engine.header is None or self.link.engine.finished:
+        engine = self.link.engine  # none (or no session yet): nothing to step, no error
+        if self.stop_event.is_set() or engine is None or engine.header is None or engine.finished:
             return
-        engine, batch = self.link.engine, []
+        batch = []
         try:
             if self.link.streams and self._running and self._stream is None:
                 self._stream = engine.run()
