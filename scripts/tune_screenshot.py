@@ -39,7 +39,13 @@ def main() -> int:
     engine = SpeculativeEngine(pair, Settings(k=4, max_new_tokens=160, seed=1), trace=False)
     engine.prefill(load_prompt_set()[0].text)
     rounds = list(engine.run())
-    panel = TunePanel(pair_source=lambda: pair)
+    import threading
+    import time
+
+    def run_job(job):  # as the window's engine worker runs a sweep: on its own thread
+        threading.Thread(target=job, args=(pair,), daemon=True).start()
+
+    panel = TunePanel(run_job)
     panel.resize(900, 820)
     panel.add_rounds(rounds)
     prompts = load_prompt_set()
@@ -63,7 +69,7 @@ def main() -> int:
     panel.start_sweep()
     while panel.sweeping:
         app.processEvents()
-        panel._thread.wait(50)
+        time.sleep(0.05)
     app.processEvents()
     path.unlink()
     panel.set_prompt_file(None)

@@ -57,3 +57,22 @@ class SweepJob:
             self.failed(sweep_id, f"{type(e).__name__}: {e}")
             return
         self.finished(sweep_id, result)
+
+
+def on_own_copy(load: Callable[[], object]) -> Callable[[SweepJob], None]:
+    """A runner for a window whose engine is a child process of its own (--engine process,
+    the default): each sweep loads its own copy of the pair (`load`, a
+    core.models.spec.PairSpec's) in this process, on a thread of its own, and runs there."""
+
+    def run_job(job: SweepJob) -> None:
+        def load_and_run() -> None:
+            try:
+                pair = load()
+            except Exception as e:  # noqa: BLE001 - every failure reaches the panel as text
+                job.failed(job.sweep_id, f"could not load the pair: {type(e).__name__}: {e}")
+                return
+            job(pair)
+
+        threading.Thread(target=load_and_run, name="specviz-sweep", daemon=True).start()
+
+    return run_job
