@@ -167,3 +167,27 @@ def test_loading_a_pair_of_two_tokenizers(tmp_path, pair_dirs, draft_tok):
     assert make_drafter(TLI, loaded).describe()["draft_vocab"] == len(draft_tok)
     same = load_pair(str(target_dir), str(pair_dirs[1]), vocab_bridge="tli")
     assert same.draft_tokenizer is None  # one tokenizer: nothing to bridge
+
+
+def test_a_draft_sharing_no_token_is_one_line_and_exit_2(tmp_path, pair_dirs, capsys):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from specviz.cli.main import main
+
+    vocab = {f"never{i}": i for i in range(40)} | {"[UNK]": 40}
+    words = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]", eos_token="[UNK]")
+    other = tmp_path / "words"
+    make_model(len(tok), 1, 32, seed=7, eos=tok.eos_token_id).save_pretrained(other)
+    tok.save_pretrained(other)
+    args = ["run", "--target", str(pair_dirs[0]), "--draft", str(other), "--vocab-bridge",
+            "tli", "--prompt", "In the beginning", "--max-new-tokens", "4"]  # fmt: skip
+    try:
+        code = main(args)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and "no token in common" in err and "Traceback" not in err
+    assert len([line for line in err.splitlines() if "no token in common" in line]) == 1

@@ -76,8 +76,10 @@ def _drafter(args: argparse.Namespace, kind: str) -> DrafterConfig:
 
 def drafting_from(args: argparse.Namespace) -> tuple[DrafterConfig, PolicyConfig]:
     """The drafter and policy the options ask for, or UsageError."""
-    bridged = getattr(args, "vocab_bridge", None) and args.drafter == _DEFAULT_DRAFTER.kind
-    drafter = _drafter(args, "tli" if bridged else args.drafter)
+    bridge = getattr(args, "vocab_bridge", None)
+    drafter = _drafter(
+        args, bridge if bridge and args.drafter == _DEFAULT_DRAFTER.kind else args.drafter
+    )
     policy = PolicyConfig(args.policy, threshold=args.threshold)
     try:
         drafter.validate()

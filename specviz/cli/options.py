@@ -14,6 +14,7 @@ import math
 import re
 import sys
 
+from specviz.core.models.vocab_bridge import BRIDGES
 from specviz.core.trace import verifiers
 from specviz.core.trace.records import TREE_DRAWS, TREE_SETTINGS, TREE_SHAPES, Settings
 
@@ -156,9 +157,10 @@ def add_model_args(parser: argparse.ArgumentParser, dtype_lists: bool = False) -
     group.add_argument("--pair", help="a built-in pair by name (see `specviz models`)")
     group.add_argument(
         "--vocab-bridge",
-        choices=("tli",),
+        choices=BRIDGES,
         help="a --draft whose tokenizer differs from the target's: tli drafts only the tokens "
-        "both vocabularies share (lossless at any temperature; the same as --drafter tli)",
+        "both vocabularies share, string re-tokenizes the draft's greedy text (both lossless "
+        "at any temperature; the same as --drafter tli / string)",
     )
     group.add_argument(
         "--threads",
@@ -240,7 +242,7 @@ def load_options(args: argparse.Namespace):
         trust_remote_code=bool(get("trust_remote_code")),
         tp_size=get("tp_size") or 1,
         vocab_bridge=get("vocab_bridge")
-        or ("tli" if "tli" in str(get("drafter", "")).split(",") else None),
+        or next((b for b in BRIDGES if b in str(get("drafter", "")).split(",")), None),
     )
 
 

@@ -79,7 +79,7 @@ def _build(params, pair) -> ModelDrafter:
         )
     if getattr(pair, "draft_tokenizer", None) is not None:
         raise ValueError(
-            "the draft's tokenizer differs from the target's: draft with --drafter tli"
+            "the draft's tokenizer differs from the target's: draft with --drafter tli or string"
         )
     return ModelDrafter(pair.draft, pair.draft_info, pair.vocab_size, pair.eos_token_id)
 

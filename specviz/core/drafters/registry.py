@@ -11,7 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.core.drafters import draft_model, eagle3, early_exit, prompt_lookup, suffix, tli
+from specviz.core.drafters import (
+    draft_model,
+    eagle3,
+    early_exit,
+    prompt_lookup,
+    string_bridge,
+    suffix,
+    tli,
+)
 from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec
 
 SPECS: dict[str, DrafterSpec] = {
@@ -23,6 +31,7 @@ SPECS: dict[str, DrafterSpec] = {
         suffix.SPEC,
         eagle3.SPEC,
         tli.SPEC,
+        string_bridge.SPEC,
     )  # fmt: skip
 }
 

@@ -340,7 +340,8 @@ def check_same_tokenizer(target_tok, draft_tok, target_name: str, draft_name: st
         raise ModelLoadError(
             f"target '{target_name}' and draft '{draft_name}' have different tokenizers: "
             f"{why}. Speculative decoding needs a draft that shares the target's vocabulary, "
-            "or a bridge: --vocab-bridge tli drafts only the tokens both share (lossless)."
+            "or a bridge: --vocab-bridge tli (the tokens both share) or string (the draft's text "
+            "re-tokenized), both lossless."
         )
 
 

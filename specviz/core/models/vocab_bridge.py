@@ -1,5 +1,5 @@
 """Pairs whose tokenizers differ: the check that refuses one, and the shared vocabulary a
-bridged draft drafts from (core.drafters.tli).
+bridged draft drafts from (core.drafters.tli; core.drafters.string_bridge needs none).
 
 A token is shared when both tokenizers have a (non-special) token of the same string: for
 two byte-level BPE vocabularies ("Ġthe") the same bytes. The draft may propose only those;
@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import torch
 
-BRIDGES = ("tli",)  # --vocab-bridge: the draft restricted to the tokens both vocabularies share
+# --vocab-bridge: tli, the draft restricted to the tokens both vocabularies share
+# (core.drafters.tli); string, its greedy text re-tokenized (core.drafters.string_bridge)
+BRIDGES = ("tli", "string")
 
 
 class VocabBridgeError(ValueError):
