@@ -7,6 +7,10 @@ turns with an opening word drawn from STARTERS, so that every Spec-Bench categor
 then answers each turn itself, greedy or sampled. tiny (a text model) continues openings of
 its corpus' held-in lines. Nothing is downloaded.
 
+A share of the chat turns (`--passage-share`) quote a passage: an answer the target wrote
+in an earlier shard, to summarise, or followed by a question the target writes itself about
+it (Spec-Bench's summarisation and RAG groups, where a drafter copies from a long context).
+
 Each shard holds, per sequence, the token ids, where the answer starts, and the target's
 hidden states at every position: the inputs of the aux layers (transformers'
 `hidden_states[i]`, what vLLM's EAGLE-3 hooks read) and the final normed state (the target's
@@ -123,6 +127,53 @@ def magpie_turns(model, tok, n: int, rng: random.Random, gen: torch.Generator) -
     return turns
 
 
+# Turns that quote a passage; "{p}" is the passage. Those ending in "Question:" are
+# continued by the target (it writes the question), the others are used as they stand.
+PASSAGE_TURNS = (
+    "Summarize the following text: {p}",
+    "Summarize this in two sentences: {p}",
+    "Summarize this article: {p}",
+    "Give me a short summary of this: {p}",
+    "Read the passage and answer the question. Passage: {p} Question:",
+    "Based on the following information, answer the question. Information: {p} Question:",
+    "Here is a paragraph: {p} Question:",
+    "{p}\n\nBased on the text above, answer this question:",
+)
+
+
+def passage_turns(model, tok, n, passages, rng, gen) -> list[str]:
+    """n user turns quoting passages; the question-style ones finished by the target."""
+    turns = []
+    for _ in range(n):
+        text = rng.choice(passages)
+        sentences = re.split(r"(?<=[.!?])\s+", text)
+        cut = " ".join(sentences[: rng.randint(2, 8)])
+        turns.append(rng.choice(PASSAGE_TURNS).format(p=cut))
+    asks = [i for i, t in enumerate(turns) if t.endswith(":") and not t.startswith("Summ")
+            and not t.startswith("Give")]  # fmt: skip
+    if asks:
+        header = tok.apply_chat_template([{"role": "user", "content": "X"}], tokenize=False)
+        header = header[: header.index("X")]
+        rows = [tok(header + turns[i] + " ", add_special_tokens=False)["input_ids"]
+                for i in asks]  # fmt: skip
+        for i, ids in zip(asks, sample_batch(model, tok, rows, 32, 1.0, gen), strict=True):
+            question = tok.decode(ids, skip_special_tokens=True).split("\n")[0].strip()
+            turns[i] = f"{turns[i]} {question}" if len(question) >= 8 else ""
+    return [t for t in turns if t]
+
+
+def answer_texts(tok, shard: list[dict]) -> list[str]:
+    """The greedy answers of a shard, as passages for later turns."""
+    out = []
+    for s in shard:
+        if s["greedy"]:
+            text = tok.decode(s["ids"][s["start"] :].tolist(), skip_special_tokens=True)
+            text = " ".join(text.split())
+            if 200 <= len(text) and "```" not in text:
+                out.append(text)
+    return out
+
+
 def usable(turn: str) -> bool:
     return 12 <= len(turn) <= 400 and len(turn.split()) >= 3 and "<|" not in turn
 
@@ -195,12 +246,15 @@ def states(model, ids: list[int], layers: list[int]) -> tuple[torch.Tensor, torc
     return aux.to(torch.bfloat16), hs[-1][0].to(torch.bfloat16)
 
 
-def make_shard(model, tok, args, index: int, layers, pool) -> list[dict]:
+def make_shard(model, tok, args, index: int, layers, pool, passages) -> list[dict]:
     rng = random.Random(index * 7919 + args.seed)
     gen = torch.Generator().manual_seed(index * 104729 + args.seed)
     chat = tok.chat_template is not None and args.pair != "tiny"
     if chat:
-        turns = [t for t in magpie_turns(model, tok, args.batch, rng, gen) if usable(t)]
+        quoting = round(args.batch * args.passage_share) if len(passages) >= 20 else 0
+        turns = [t for t in magpie_turns(model, tok, args.batch - quoting, rng, gen)
+                 if usable(t)]  # fmt: skip
+        turns += passage_turns(model, tok, quoting, passages, rng, gen)
         texts = [tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
                                          add_generation_prompt=True) for t in turns]  # fmt: skip
         rows = [tok(text, add_special_tokens=False)["input_ids"] for text in texts]
@@ -231,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=48, help="sequences per shard")
     ap.add_argument("--max-new", type=int, default=160, help="answer tokens at most")
     ap.add_argument("--greedy-share", type=float, default=0.75, help="shards answered greedy")
+    ap.add_argument("--passage-share", type=float, default=0.0,
+                    help="share of chat turns quoting an earlier answer")  # fmt: skip
     ap.add_argument("--layers", default=None, help="aux layer ids, e.g. 2,15,27")
     ap.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"))
     ap.add_argument("--threads", type=int, default=2)
@@ -244,18 +300,27 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"pair": args.pair, "target": str(target_dir), "layers": layers,
             "n_layers": n_layers, "dtype": args.dtype, "max_new": args.max_new,
-            "batch": args.batch, "greedy_share": args.greedy_share, "seed": args.seed}  # fmt: skip
+            "batch": args.batch, "greedy_share": args.greedy_share, "seed": args.seed,
+            "passage_share": args.passage_share}  # fmt: skip
     (args.out / "meta.json").write_text(json.dumps(meta, indent=1))
     pool = corpus_prompts() if args.pair == "tiny" else []
+    passages_file = args.out / "passages.jsonl"  # greedy answers so far, one JSON string a line
+    passages = ([json.loads(line) for line in passages_file.read_text().splitlines()]
+                if passages_file.exists() else [])  # fmt: skip
     t0 = time.perf_counter()
     for index in range(args.shards):
         path = args.out / f"shard-{index:04d}.pt"
         if path.exists():
             continue
-        shard = make_shard(model, tok, args, index, layers, pool)
+        shard = make_shard(model, tok, args, index, layers, pool, passages)
         tmp = path.with_suffix(".tmp")
         torch.save(shard, tmp)
         os.replace(tmp, path)
+        if args.pair != "tiny":
+            fresh = answer_texts(tok, shard)
+            passages += fresh
+            with passages_file.open("a") as f:
+                f.writelines(json.dumps(t) + "\n" for t in fresh)
         tokens = sum(len(s["ids"]) - s["start"] for s in shard)
         log(f"shard {index + 1}/{args.shards}: {len(shard)} sequences, {tokens} answer "
             f"tokens, {time.perf_counter() - t0:.0f}s")  # fmt: skip

@@ -120,15 +120,17 @@ def ttt_loss(head, batch, embed, target_rows, ttt: int, decay: float):
     # the token predicted at index t (step 0) is x_{t+2}: in the answer when t + 2 >= start
     answer = torch.cat([torch.arange(len(s["ids"]) - 1) + 2 >= s["start"] for s in batch])
     n = ids.shape[0]
-    with torch.no_grad():
-        logp_target = torch.log_softmax(last @ target_rows.T, -1)  # [T, Vd]
+    with torch.no_grad():  # [T, Vd], at the rows some step scores (answer[t] onwards)
+        logp_target = torch.zeros(n, target_rows.shape[0])
+        logp_target[answer] = torch.log_softmax(last[answer] @ target_rows.T, -1)
     loss, agree = 0.0, []
-    for s, logits in enumerate(ttt_passes(head, embed, ids, aux, pos, doc, ttt)):
-        # logits at t predict x_{t+2+s}: the target's p at index t + s, same document
+    for s, out in enumerate(ttt_passes(head, embed, ids, aux, pos, doc, ttt)):
+        # row t predicts x_{t+2+s}: the target's p at index t + s, same document; only the
+        # rows scored go through lm_head (the prompt's are a third of a chat's)
         valid = torch.zeros(n, dtype=torch.bool)
         valid[: n - s] = (doc[s:] == doc[: n - s]) & answer[s:]
         rows = valid.nonzero()[:, 0]
-        lp = torch.log_softmax(logits[rows].float(), -1)
+        lp = torch.log_softmax(head.logits(out[rows]).float(), -1)
         tp = logp_target[rows + s]
         kl = (tp.exp() * (tp - lp)).sum(-1).mean()
         loss = loss + (decay**s) * kl

@@ -55,9 +55,10 @@ def ttt_passes(
     doc: torch.Tensor,
     steps: int,
 ) -> Iterator[torch.Tensor]:
-    """The head's logits [T, draft_vocab] at each of `steps` training-time-test steps over
-    T packed pairs (ids[t] = x_{t+1}, aux[t] = the target's aux states at t, pos[t] = t + 1
-    within its document, doc[t] = its document). Row t of step s predicts x_{t+2+s}."""
+    """The head's outputs [T, H] (its logits are `head.logits` of them) at each of `steps`
+    training-time-test steps over T packed pairs (ids[t] = x_{t+1}, aux[t] = the target's
+    aux states at t, pos[t] = t + 1 within its document, doc[t] = its document). Row t of
+    step s predicts x_{t+2+s}."""
     n = ids.shape[0]
     causal = torch.ones(n, n, dtype=torch.bool, device=ids.device).tril()
     causal &= doc[:, None] == doc[None, :]
@@ -69,8 +70,8 @@ def ttt_passes(
         visible = torch.cat([causal] + [eye] * s, 1)  # [T, (s + 1) T]
         mask = torch.zeros(visible.shape, dtype=dtype, device=ids.device)
         mask = mask.masked_fill(~visible, torch.finfo(dtype).min)
-        logits, states = head(embed[tokens], states, pos + s, mask[None, None], cache)
-        yield logits
+        states = head.layer_out(embed[tokens], states, pos + s, mask[None, None], cache)
+        yield states
         tokens = torch.cat([ids[1 + s :], ids.new_zeros(1 + s)])  # teacher forcing
 
 
@@ -165,7 +166,8 @@ def _sequence_fit(head, embed, states, greedy, seq, start, layers, steps, to_tar
     alive = torch.ones(n, dtype=torch.bool, device=embed.device)
     hits, counts = [], []
     with torch.inference_mode():
-        for s, logits in enumerate(ttt_passes(head, embed, ids, aux, pos, doc, steps)):
+        for s, out in enumerate(ttt_passes(head, embed, ids, aux, pos, doc, steps)):
+            logits = head.logits(out)
             rows = torch.arange(n, device=embed.device)
             index = rows + 1 + s  # the target's greedy choice there predicts x_{t+2+s}
             inside = (index < len(seq)) & (index + 1 >= start)

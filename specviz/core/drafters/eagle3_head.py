@@ -132,9 +132,21 @@ class Eagle3Head(nn.Module):
         mask: torch.Tensor | None = None,
         cache: DynamicCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(logits [T, draft_vocab], out [T, H]): embeds [T, H] of x_{t+1}, states [T, H]
-        (projected aux states or the head's own outputs), positions [T] (t + 1). mask: an
-        additive [1, 1, T, S] over the cache and these T rows; None: causal over them."""
+        """(logits [T, draft_vocab], out [T, H]) of `layer_out`'s arguments."""
+        out = self.layer_out(embeds, states, positions, mask, cache)
+        return self.logits(out), out
+
+    def layer_out(
+        self,
+        embeds: torch.Tensor,
+        states: torch.Tensor,
+        positions: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        cache: DynamicCache | None = None,
+    ) -> torch.Tensor:
+        """out [T, H], the decoder layer's output before the norm: embeds [T, H] of x_{t+1},
+        states [T, H] (projected aux states or the head's own outputs), positions [T] (t + 1).
+        mask: an additive [1, 1, T, S] over the cache and these T rows; None: causal."""
         dtype = self.fc.weight.dtype
         embeds, states = embeds.to(dtype), states.to(dtype)
         rope = self.rotary_emb(states, positions[None])  # ([1, T, d], [1, T, d])
@@ -142,8 +154,11 @@ class Eagle3Head(nn.Module):
         if mask is None:
             past = cache.get_seq_length() if cache is not None else 0
             mask = causal_mask(states.shape[0], past, dtype, states.device)
-        out = self.layers[0](embeds, states, rope, mask, cache)
-        return self.lm_head(self.norm(out)), out
+        return self.layers[0](embeds, states, rope, mask, cache)
+
+    def logits(self, out: torch.Tensor) -> torch.Tensor:
+        """[T, H] the layer's outputs -> [T, draft_vocab] (training takes the rows it scores)."""
+        return self.lm_head(self.norm(out))
 
 
 def causal_mask(n: int, past: int, dtype: torch.dtype, device=None) -> torch.Tensor:
