@@ -1,6 +1,6 @@
 """The Engine seam: what drives a session, wherever it runs.
 
-Two implementations: core.engine.local.LocalEngine (the pair in this process) and
+Two implementations: core.local.engine.LocalEngine (the pair in this process) and
 remote.client.RemoteEngine (a `specviz serve` elsewhere, or the window's child process).
 `specviz run` and `run --connect` drive either through one loop (cli.session_loop). Every
 method is called from one thread, the engine's owner; round records come back as the

@@ -1,11 +1,11 @@
-"""The engine worker's link to a pair loaded in this process: core.engine.local.LocalEngine
+"""The engine worker's link to a pair loaded in this process: core.local.engine.LocalEngine
 on the worker's thread (gui.session.worker.EngineWorker drives it)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from specviz.core.engine.local import LocalEngine
+from specviz.core.local.engine import LocalEngine
 from specviz.core.models.chat import pair_instruct_reason
 from specviz.core.models.pair import ModelLoadError
 from specviz.core.models.spec import PairSpec
