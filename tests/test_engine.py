@@ -256,7 +256,7 @@ def test_both_engines_speak_the_engine_protocol(pair):
 
     assert isinstance(LocalEngine(pair), Engine)
     names = [n for n in vars(Engine) if not n.startswith("_")]
-    assert len(names) == 10 and all(callable(getattr(RemoteEngine, n, None)) for n in names)
+    assert len(names) == 11 and all(callable(getattr(RemoteEngine, n, None)) for n in names)
     assert set(Engine.__annotations__) == {"header", "finished"}  # attributes of both
     local = LocalEngine(pair)
     settings = Settings(k=2, seed=2, max_new_tokens=12, ignore_eos=True)
