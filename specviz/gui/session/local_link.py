@@ -20,7 +20,6 @@ class LocalLink:
     address = None
     streams = False  # rounds are made one at a time, as the window asks
     watches = False  # nothing to lose
-    runs_jobs = True  # a Tune sweep runs on this pair
     CANCELLED = (Cancelled,)
     LOST: tuple = ()
     PLAIN = (ValueError,)  # errors whose text is for the user as it is
@@ -112,12 +111,6 @@ class LocalLink:
         """After a failed round: the next Step starts a new session."""
         if self.engine is not None:
             self.engine.close()
-
-    def run_job(self, job) -> None:
-        if self.pair is None:
-            job.refuse("no models to sweep with: load a model pair first")
-        else:
-            job(self.pair)
 
     def drop(self) -> None:
         pass
