@@ -14,7 +14,6 @@ import orjson
 from specviz.core.trace.serialize import header_to_json
 from specviz.remote import protocol as P
 
-MAX_PROMPTS = 10_000  # as a prompt file (core.tune.promptsets); the request's size bounds it too
 # SweepConfig's plain fields, as JSON values of their defaults' types
 SCALARS = ("temperature", "top_k", "top_p", "max_new_tokens", "seed", "probe_every",
            "check_greedy", "verifier", "tree_draw", "tree_shape")  # fmt: skip
@@ -40,7 +39,9 @@ def sweep_request(prompts, config, traces: bool) -> dict[str, Any]:
 
 
 def prompts_from_json(obj: Any) -> list:
-    from specviz.core.tune.promptsets import Prompt
+    """core.tune.promptsets.Prompt items (at most as many as a prompt file may hold; the
+    request's size bounds them too); BadMessage or ValueError as config_from_json's."""
+    from specviz.core.tune.promptsets import MAX_PROMPTS, Prompt
 
     if type(obj) is not list or not 0 < len(obj) <= MAX_PROMPTS:
         raise P.BadMessage(f"'prompts' must be a list of 1..{MAX_PROMPTS} prompts")
