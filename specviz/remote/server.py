@@ -1,6 +1,6 @@
 """The engine next to the models, behind a ZeroMQ ROUTER socket (docs/protocol.md). One
-thread polls the socket, answers requests, and during a `run` steps the engine between
-polls, so a pause, a settings change or a position request is answered between two rounds.
+thread polls the socket, answers requests, and during a `run` (or a `sweep`) steps a round
+between polls, so a pause, a settings change or a position is answered between two rounds.
 One client (the one that started the session) drives it; another gets "busy" until it closes
 its session or goes away. Nothing a client sends can stop the server: every fault becomes
 an error reply and a log line."""
