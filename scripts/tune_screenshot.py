@@ -42,8 +42,10 @@ def main() -> int:
     import threading
     import time
 
+    from specviz.core.local.engine import LocalEngine
+
     def run_job(job):  # as the window's engine worker runs a sweep: on its own thread
-        threading.Thread(target=job, args=(pair,), daemon=True).start()
+        threading.Thread(target=job, args=(LocalEngine(pair),), daemon=True).start()
 
     panel = TunePanel(run_job)
     panel.resize(900, 820)

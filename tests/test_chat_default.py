@@ -165,3 +165,27 @@ def test_tune_sweeps_chat_turns_for_an_instruct_target(instruct_target, pair_dir
     turns = chat_prompts([Prompt("qa", "Hi")], pair, None, said.append)
     assert turns == [Prompt("qa", "<|user|>Hi\n<|assistant|>")] and "--no-chat" in said[0]
     assert chat_prompts([Prompt("qa", "Hi")], pair, False) == [Prompt("qa", "Hi")]
+
+
+def test_bench_chats_by_default_for_an_instruct_target(
+    instruct_target, pair_dirs, tmp_path, capsys
+):
+    """`specviz bench` takes chat as `run` and `tune` do (issue 36): on by default for an
+    instruct target, said on stderr and in the JSON settings; --no-chat and a target without
+    a template keep the raw text."""
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps({"category": "qa", "turns": ["Hi"]}) + "\n")
+    base = ["bench", "--draft", str(pair_dirs[1]), "--questions", str(questions),
+            "--configs", "model:2", "--max-new-tokens", "2"]  # fmt: skip
+    assert main([*base, "--target", str(instruct_target), "--json"]) == 0
+    said = capsys.readouterr()
+    settings = json.loads(said.out)["settings"]
+    assert settings["chat"] is True and settings["chat_why"].startswith("by default: its name")
+    assert "tiny-instruct" in settings["chat_why"] and "--no-chat: raw" in said.err
+    assert main([*base, "--target", str(instruct_target), "--no-chat", "--json"]) == 0
+    settings = json.loads(capsys.readouterr().out)["settings"]
+    assert settings["chat"] is False and settings["chat_why"] is None
+    assert main([*base, "--target", str(instruct_target)]) == 0
+    assert "user turns of the target's chat template, by default" in capsys.readouterr().out
+    assert main([*base, "--target", str(pair_dirs[0])]) == 0  # no template: the raw text
+    assert "chat template" not in capsys.readouterr().out

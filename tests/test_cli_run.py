@@ -209,7 +209,7 @@ def test_run_connect_holds_each_round_to_the_checks(pair, tmp_path, capsys, faul
     import dataclasses
 
     from specviz.cli.session_loop import Formats, drive
-    from specviz.core.engine.local import LocalEngine
+    from specviz.core.local.engine import LocalEngine
     from specviz.core.trace.check_session import check_session
     from specviz.core.trace.files import load
     from specviz.core.trace.records import Settings

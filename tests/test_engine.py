@@ -250,13 +250,13 @@ def test_fast_head_gives_the_same_logits_and_greedy_output(pair_dirs, monkeypatc
 def test_both_engines_speak_the_engine_protocol(pair):
     """The in-process engine and the remote client are one interface (core.engine.protocol):
     `run` and `run --connect` drive them through one loop."""
-    from specviz.core.engine.local import LocalEngine
     from specviz.core.engine.protocol import Engine
+    from specviz.core.local.engine import LocalEngine
     from specviz.remote.client import RemoteEngine
 
     assert isinstance(LocalEngine(pair), Engine)
     names = [n for n in vars(Engine) if not n.startswith("_")]
-    assert len(names) == 10 and all(callable(getattr(RemoteEngine, n, None)) for n in names)
+    assert len(names) == 11 and all(callable(getattr(RemoteEngine, n, None)) for n in names)
     assert set(Engine.__annotations__) == {"header", "finished"}  # attributes of both
     local = LocalEngine(pair)
     settings = Settings(k=2, seed=2, max_new_tokens=12, ignore_eos=True)

@@ -6,6 +6,7 @@ token is a clear message. 127.0.0.1 only, bounded waits."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -13,7 +14,6 @@ import threading
 import numpy as np
 import pytest
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QApplication
 
 from specviz.cli.main import main as cli_main
 from specviz.core.lab.position import position_distributions
@@ -333,22 +333,80 @@ def test_a_window_engine_process_leaves_a_core_to_the_window(monkeypatch, capsys
     assert "--threads: must be between 1 and 1024, got 0" in capsys.readouterr().err
 
 
-@pytest.mark.qt_log_ignore("This plugin does not support")
-def test_a_connected_window_refuses_a_sweep_naming_specviz_tune(qtbot, server, open_window):  # noqa: F811
-    """A sweep would load the server's models in the window's process: refused, saying what
-    to run on the server; the advisor still follows the session."""
-    window = open_window(remote_engine_thread(server.address, TOKEN))
+def prompts_file(tmp_path, n: int) -> str:
+    path = tmp_path / "prompts.jsonl"
+    rows = [{"category": f"c{i % 2}", "prompt": f"{PROMPT} {i}"} for i in range(n)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def sweep_in(qtbot, window, path: str, ks: tuple[int, int], tokens: int):
+    """Open Tune and start a sweep of the prompt file; the panel."""
     window.tune.open()
     panel = window.tune.panel
-    width = panel.width()
-    assert panel.run_job is None and not panel.start_sweep()
-    assert "specviz tune" in panel.status.text() and server.address in panel.status.text()
-    QApplication.processEvents()
-    assert panel.width() == width and panel.minimumSizeHint().width() < 1280  # not widened
-    assert not panel.sweeping
+    panel.set_prompt_file(path)
+    panel.k_from.setValue(ks[0])
+    panel.k_to.setValue(ks[1])
+    panel.tokens.setValue(tokens)
+    assert panel.run_job is not None and panel.start_sweep(), panel.status.text()
+    return panel
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")
+def test_a_connected_window_sweeps_there(qtbot, server, open_window, tmp_path):  # noqa: F811
+    """--connect: the sweep is the served engine's `sweep` op, its runs the server's, their
+    traces written here; the session goes on afterwards; the advisor follows it."""
+    window = open_window(remote_engine_thread(server.address, TOKEN))
     window.step()
     wait_rounds(qtbot, window, 1)
-    qtbot.waitUntil(lambda: len(panel.model.rounds) == 1, timeout=TIMEOUT)
+    panel = sweep_in(qtbot, window, prompts_file(tmp_path, 1), (1, 2), 6)
+    qtbot.waitUntil(lambda: not panel.sweeping, timeout=TIMEOUT)
+    assert panel.status.text().startswith("done: 2 of 2"), panel.status.text()
+    assert any("a sweep of 2 runs started" in m for m in server.messages)
+    assert all(load(r.trace_path).rounds for r in panel.result.runs)
+    window.step()  # the session was paused for the sweep: it goes on
+    wait_rounds(qtbot, window, 2)
+    qtbot.waitUntil(lambda: len(panel.model.rounds) == 2, timeout=TIMEOUT)
+    window.tune.close()
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")
+def test_a_child_engines_sweep_loads_no_second_pair_here(qtbot, open_window, monkeypatch, tmp_path):
+    """--engine process (the default), builtin:tiny (issue 32 item 5): the Tune sweep goes
+    through the engine, so this process loads no pair (the loader is watched); cancelled
+    mid-sweep, the runs that finished stay, their traces replayable."""
+    from specviz.core.models import pair as pair_module
+    from specviz.core.models import spec as spec_module
+
+    loads = []
+
+    def watched(load):
+        def load_here(*args, **kwargs):
+            loads.append(threading.current_thread().name)
+            return load(*args, **kwargs)
+
+        return load_here
+
+    monkeypatch.setattr(spec_module.PairSpec, "load", watched(spec_module.PairSpec.load))
+    monkeypatch.setattr(spec_module, "load_pair", watched(spec_module.load_pair))
+    monkeypatch.setattr(pair_module, "load_pair", watched(pair_module.load_pair))
+    window = open_window(remote_engine_thread(), specs=("builtin:tiny", "builtin:tiny"))
+    assert window.controller.engine.link.child is not None
+    panel = sweep_in(qtbot, window, prompts_file(tmp_path, 2), (1, 4), 24)
+    qtbot.waitUntil(lambda: len(panel.result.runs) > 0, timeout=TIMEOUT)
+    panel.cancel_button.click()
+    qtbot.waitUntil(lambda: not panel.sweeping, timeout=TIMEOUT)
+    result = panel.result
+    assert result.cancelled and 1 <= len(result.runs) < result.total == 8
+    assert panel.status.text() == f"cancelled: {len(result.runs)} of 8 runs"
+    assert {r.prompt_index for r in result.runs} <= {0, 1} and panel.table.rowCount() >= 1
+    traced = load(result.runs[0].trace_path)
+    assert [[t.id for t in r.tokens] for r in traced.rounds] == [
+        [t.id for t in r.tokens] for r in result.runs[0].rounds
+    ]
+    assert loads == []  # not one pair loaded in the window's process
+    window.step()  # the engine is free again
+    wait_rounds(qtbot, window, 1)
     window.tune.close()
 
 

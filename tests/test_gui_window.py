@@ -542,6 +542,27 @@ def test_tune_panel_follows_the_session(qtbot, window):
 
 
 @pytest.mark.qt_log_ignore("This plugin does not support")
+def test_tune_sweeps_through_the_windows_engine_in_this_process(qtbot, window, tmp_path):
+    """--engine thread: the sweep is a job on the window's worker, on its engine's pair
+    (LocalEngine.sweep); the session is paused meanwhile and goes on after."""
+    step(qtbot, window)
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("In the beginning God\n")
+    window.actions_.tune.trigger()
+    panel = window.tune.panel
+    panel.set_prompt_file(str(prompts))
+    panel.k_from.setValue(1)
+    panel.k_to.setValue(2)
+    panel.tokens.setValue(6)
+    assert panel.start_sweep(), panel.status.text()
+    qtbot.waitUntil(lambda: not panel.sweeping, timeout=TIMEOUT)
+    assert panel.status.text() == "done: 2 of 2 runs"
+    assert sorted(r.k for r in panel.result.runs) == [1, 2]
+    step(qtbot, window)
+    assert rounds(window) == 2
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")
 def test_tune_panel_opens_a_runs_trace_in_the_window(qtbot, tmp_path):
     from specviz.core.trace import files as tracefile
 

@@ -40,10 +40,12 @@ def n_points(item) -> int:
 
 
 def on_a_thread(pair):
-    """A runner as the engine worker's: the job runs on a thread of its own, on `pair`."""
+    """A runner as the engine worker's: the job runs on a thread of its own, on an engine
+    over `pair` (the window's worker hands it the session's engine)."""
+    from specviz.core.local.engine import LocalEngine
 
     def run_job(job):
-        threading.Thread(target=job, args=(pair,), daemon=True).start()
+        threading.Thread(target=job, args=(LocalEngine(pair),), daemon=True).start()
 
     return run_job
 
@@ -227,27 +229,10 @@ def test_a_sweep_drafts_as_the_session_does(panel, pair, qtbot, tmp_path):
     assert panel.result.runs and {r.drafter for r in panel.result.runs} == {"early-exit"}
 
 
-def test_a_window_with_a_child_engine_sweeps_on_its_own_copy(panel, pair, qtbot, tmp_path):
-    """--engine process (the default): the models are in the child, so a sweep loads its own
-    copy here, on a thread; a copy that fails to load says so."""
-    from specviz.gui.tune.sweep_job import on_own_copy
-
-    loaded = []
-    panel.set_runner(on_own_copy(lambda: loaded.append(threading.current_thread()) or pair))
+def test_a_job_without_an_engine_says_so(panel, qtbot, tmp_path):
+    """Before any models load, the worker hands the job no engine: refused, saying why."""
+    panel.set_runner(lambda job: job(None))
     panel.set_prompt_file(prompts_file(tmp_path, n=1))
-    panel.k_from.setValue(1)
-    panel.k_to.setValue(1)
-    panel.tokens.setValue(4)
-    with qtbot.waitSignal(panel.sweep_running, timeout=120_000):
-        assert panel.start_sweep()
-    qtbot.waitUntil(lambda: not panel.sweeping, timeout=120_000)
-    assert panel.status.text().startswith("done: 1 of 1")
-    assert loaded and loaded[0] is not threading.main_thread()
-
-    def broken():
-        raise OSError("no such folder")
-
-    panel.set_runner(on_own_copy(broken))
     assert panel.start_sweep()
-    qtbot.waitUntil(lambda: not panel.sweeping, timeout=60_000)
-    assert "could not load the pair: OSError: no such folder" in panel.status.text()
+    qtbot.waitUntil(lambda: not panel.sweeping, timeout=10_000)
+    assert "no models to sweep with: load a model pair first" in panel.status.text()

@@ -134,7 +134,7 @@ class LockstepEngine:
     """A LocalEngine whose rounds are checked against rank 0's (tensor_parallel.Lockstep)."""
 
     def __init__(self, pair, lockstep) -> None:
-        from specviz.core.engine.local import LocalEngine
+        from specviz.core.local.engine import LocalEngine
 
         self._engine, self._lockstep = LocalEngine(pair), lockstep
 
@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         progress(_describe_generation_config(pair.generation_config, adopted))
     elif args.use_generation_config:
         progress("the target has no generation_config.json: the sampling options stand")
-    from specviz.core.engine.local import LocalEngine
+    from specviz.core.local.engine import LocalEngine
 
     engine = LocalEngine(pair) if tp is None else LockstepEngine(pair, Lockstep(tp))
     return drive(

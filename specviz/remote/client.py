@@ -331,6 +331,52 @@ class RemoteEngine:
         except TypeError as e:
             raise P.RemoteError(f"the server sent a bad greedy check: {e}", "bad_reply") from None
 
+    def sweep(self, prompts, config, cancel=None, on_run=None, trace_dir=None):
+        """The server sweeps K on its models (the `sweep` op; core.engine.protocol.Engine's
+        sweep): on_run(done, total, SweepRun) as each run arrives; a set `cancel`
+        (threading.Event) pauses the sweep between two rounds, the finished runs kept;
+        trace_dir: each run's trace written here, from its rounds' lines and top-N lists."""
+        from specviz.core.tune.sweep import SweepResult, keep_trace
+        from specviz.remote.sweeps import run_from, sweep_request
+
+        result = SweepResult(total=config.n_runs(len(prompts)))
+        re = self._send(sweep_request(prompts, config, trace_dir is not None), self.reply_timeout)
+        pause = None  # the pause request's id, once cancelled
+        deadline = time.monotonic() + self.reply_timeout  # a run restarts it, a ping does not
+        while True:
+            if pause is None and cancel is not None and cancel.is_set():
+                pause = self._send({"op": "pause"}, self.reply_timeout)
+            if self.lost is None and not self.socket.poll(int(1000 * SLICE_S)):
+                self._check_disconnect()
+                self._check_cancel()
+                if time.monotonic() >= deadline:
+                    self._lose(f"the server did not answer within {self.reply_timeout:g} s")
+                continue
+            message = self._receive_until(deadline, self.reply_timeout)[0]
+            kind = message["type"]
+            if kind == "bye":
+                self._lose(f"the server shut down ({message.get('reason', 'no reason given')})")
+            if kind == "error" and message.get("re") in (None, re):
+                P.raise_error(message)
+            if message.get("re") != re:
+                continue  # a ping; a reply to a request abandoned earlier
+            if kind == "stopped":
+                break
+            if kind == "sweep_run":
+                header, run = run_from(message)
+                if trace_dir is not None:
+                    run = keep_trace(result, header, run, trace_dir, config)
+                result.runs.append(run)
+                deadline = time.monotonic() + self.reply_timeout
+                if on_run is not None:
+                    on_run(len(result.runs), result.total, run)
+        if pause is not None:
+            self._await(pause, self.reply_timeout)  # its ok follows the sweep's end
+        if message.get("reason") == "error":
+            raise P.RemoteError(f"the sweep failed: {message.get('message')}", "failed")
+        result.cancelled = message.get("reason") == "paused" or pause is not None
+        return result
+
     def check_connection(self) -> None:
         """Between requests (none in flight, no run): raise ConnectionLost if the server
         said bye or its connection closed since the last answer. Never waits."""

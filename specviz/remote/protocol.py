@@ -36,6 +36,7 @@ OPS = (
     "remeasure",
     "position",
     "greedy",
+    "sweep",
     "resume",
     "close",
 )
@@ -146,19 +147,22 @@ def settings_from_json(obj: Any) -> Settings:
         kind = _SETTINGS_TYPES.get(name)
         if kind is None:
             raise BadMessage(f"unknown setting {name!r}")
-        want = type(getattr(defaults, name))
-        if want in (bool, str):
-            ok = type(value) is want
-        else:  # a number: an int is a float too, a bool is neither
-            ok = type(value) is not bool and isinstance(
-                value, (int, float) if want is float else int
-            )
-        if not ok:
-            raise BadMessage(f"setting {name!r} must be a {want.__name__}")
-        values[name] = want(value)
+        values[name] = typed(f"setting {name!r}", value, type(getattr(defaults, name)))
     settings = Settings(**values)
     settings.validate()
     return settings
+
+
+def typed(what: str, value: Any, want: type) -> Any:
+    """A JSON value as `want` (bool, str, int or float); BadMessage naming `what` if it is
+    not one: an int is a float too, a bool is no number."""
+    if want in (bool, str):
+        ok = type(value) is want
+    else:
+        ok = type(value) is not bool and isinstance(value, (int, float) if want is float else int)
+    if not ok:
+        raise BadMessage(f"{what} must be a {want.__name__}")
+    return want(value)
 
 
 def model_info(obj: Any) -> ModelInfo:

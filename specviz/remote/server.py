@@ -1,6 +1,6 @@
 """The engine next to the models, behind a ZeroMQ ROUTER socket (docs/protocol.md). One
-thread polls the socket, answers requests, and during a `run` steps the engine between
-polls, so a pause, a settings change or a position request is answered between two rounds.
+thread polls the socket, answers requests, and during a `run` (or a `sweep`) steps a round
+between polls, so a pause, a settings change or a position is answered between two rounds.
 One client (the one that started the session) drives it; another gets "busy" until it closes
 its session or goes away. Nothing a client sends can stop the server: every fault becomes
 an error reply and a log line."""
@@ -22,6 +22,7 @@ from specviz.core.models.chat import pair_instruct_reason, session_prompt
 from specviz.remote import protocol as P
 from specviz.remote.burst_log import BurstLog
 from specviz.remote.queries import ModelQueries
+from specviz.remote.sweeps import SweepOps
 
 HEARTBEAT_MS = 2000  # ZeroMQ pings each peer this often ...
 HEARTBEAT_TIMEOUT_MS = 10_000  # ... and drops one that has not answered for this long
@@ -64,7 +65,7 @@ def bind_address(socket: zmq.Socket, host: str, port: int) -> int:
 RECEIVE_QUEUE = 8  # messages a peer may have waiting for the server, at most
 
 
-class Server(ModelQueries):
+class Server(ModelQueries, SweepOps):
     """Serves one loaded ModelPair. Construct (binds), then serve_forever() on one thread;
     stop() from any thread; close() on the serving thread after it returns."""
 
@@ -141,7 +142,7 @@ class Server(ModelQueries):
             if self.outboxes:
                 self._flush()
             if self.run_state is not None and self.owner not in self.outboxes:
-                self._run_one()
+                self.run_state.get("step", self._run_one)()  # a round of a run or a sweep
         if self.owner is not None:
             self._flush()
             self._send(self.owner, [P.encode({"type": "bye", "reason": "the server stopped"})])
@@ -398,8 +399,7 @@ class Server(ModelQueries):
         return self._ok(re)
 
     def _op_continue(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
-        """Go on after max new tokens or end-of-text, with new settings (as the window's
-        Continue)."""
+        """Go on after max new tokens or end-of-text, with new settings (the window's Continue)."""
         settings = P.settings_from_json(request.get("settings", {}))
         engine = self.engine
         if engine is None:

@@ -51,6 +51,8 @@ class Follower(Server):
                     getattr(self, f"_op_{op}")(ident, request, re)
                 elif kind == "run_one":
                     self._run_one()
+                elif kind == "sweep_one":  # a round of a sweep (remote/sweeps.py)
+                    self._sweep_one()
                 elif kind == "gone":
                     Server._gone(self, args[0])
             except Exception:  # noqa: BLE001 - rank 0 met the same fault and answered it

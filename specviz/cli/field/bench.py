@@ -71,9 +71,24 @@ def _settings(args):
         raise UsageError("--limit must be >= 1")
     settings = BenchSettings(
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens, seed=args.seed, chat=bool(args.chat),
+        max_new_tokens=args.max_new_tokens, seed=args.seed,
     )  # fmt: skip
     return settings
+
+
+def chat_settings(settings, chat: bool | None, pair):
+    """The turns as chat turns as `run` and `tune` take them: --chat / --no-chat, or by
+    default for an instruct target (core.models.chat); settings with chat and chat_why."""
+    import dataclasses
+
+    from specviz.core.models.chat import pair_instruct_reason
+
+    if chat is None:
+        reason = pair_instruct_reason(pair)
+        why = f"by default: {reason}" if reason is not None else ""
+    else:
+        why = "asked for (--chat)" if chat else ""
+    return dataclasses.replace(settings, chat=bool(why), chat_why=why)
 
 
 def _pair_config(args, configs):
@@ -123,10 +138,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         set_threads(args.threads)
         pair = spec.load(progress)
+        settings = chat_settings(settings, args.chat, pair)
         if settings.chat:
             from specviz.core.models.chat import render
 
             render(pair.tokenizer, "a check")  # no template: one line, before any run
+            why = settings.chat_why
+            progress(f"the turns go through the chat template ({why}; --no-chat: raw)")
         for config in configs:  # a drafter that cannot run on this pair (early-exit layers)
             from specviz.core.drafters.registry import make_drafter
 
@@ -183,6 +201,7 @@ def result_json(result, spec) -> dict:
         "settings": {
             "temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
             "max_new_tokens": s.max_new_tokens, "seed": s.seed, "chat": s.chat,
+            "chat_why": s.chat_why or None,
         },
         "configs": [c.label for c in result.configs],
         "rows": [r.to_json() for r in bench_rows(result)],

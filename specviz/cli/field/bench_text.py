@@ -97,6 +97,10 @@ def markdown(result, rows, questions, spec) -> str:
         f"turn{', chat template' if s.chat else ''}",
         "",
     ]
+    if s.chat:
+        why = s.chat_why or "asked for"
+        raw = "; --no-chat: the raw text" if why.startswith("by default") else ""
+        out += [f"The turns are user turns of the target's chat template, {cell(why)}{raw}.", ""]
     if result.cancelled:
         out += [f"Cancelled: {len(result.runs)} runs finished.", ""]
     if not rows:

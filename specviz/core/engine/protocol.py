@@ -1,8 +1,9 @@
 """The Engine seam: what drives a session, wherever it runs.
 
-Two implementations: core.engine.local.LocalEngine (the pair in this process) and
+Two implementations: core.local.engine.LocalEngine (the pair in this process) and
 remote.client.RemoteEngine (a `specviz serve` elsewhere, or the window's child process).
-`specviz run` and `run --connect` drive either through one loop (cli.session_loop). Every
+`specviz run` and `run --connect` drive either through one loop (cli.session_loop), the
+window through its one worker (gui.session.worker), a Tune sweep included. Every
 method is called from one thread, the engine's owner; round records come back as the
 trace's own values (core.trace.records.Round), so every view works on each.
 """
@@ -63,6 +64,14 @@ class Engine(Protocol):
     def greedy_check(self, prompt_ids: list[int], emitted: list[int]):
         """The target's own greedy decoding of prompt_ids against `emitted`
         (core.decoding.greedy_check.GreedyDiff), or None where they agree."""
+        ...
+
+    def sweep(self, prompts, config, cancel=None, on_run=None, trace_dir=None):
+        """A K sweep (core.tune.sweep: core.tune.promptsets.Prompt items, a SweepConfig) on
+        the engine's own models, beside its session (whose caches it leaves alone), on the
+        calling thread: on_run(done, total, SweepRun) as each run finishes; a set `cancel`
+        (threading.Event) stops it between two rounds, keeping the runs that finished;
+        trace_dir (a folder here): each run's trace written there. A SweepResult."""
         ...
 
     def close(self) -> None: ...

@@ -103,6 +103,7 @@ class BenchSettings:
     max_new_tokens: int = 64  # per turn
     seed: int = 0  # every run's sampling seed, and the run order's shuffle
     chat: bool = False  # the turns through the target's chat template (instruct targets)
+    chat_why: str = ""  # why they are (core.models.chat: an instruct target, or --chat)
     # Before the first timed run: the first question's first turn, 8 tokens, under the target
     # alone and each configuration, untimed (the first pass of a model pays one-off costs).
     warmup: bool = True

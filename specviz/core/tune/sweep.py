@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -67,6 +67,10 @@ class SweepConfig:
                 c for c in combos if c[2] in chains or (c[0] or DrafterConfig()).spec.drafts_trees
             ]
         return tuple(combos)
+
+    def n_runs(self, n_prompts: int) -> int:
+        """The runs a sweep of n_prompts prompts makes: each at every combination and K."""
+        return n_prompts * len(self.combos()) * len(self.ks)
 
     def settings(self, k: int) -> Settings:
         s = Settings(
@@ -166,6 +170,27 @@ def run_session(
     time is kept out of the rounds' verify_ms, so the timings stay comparable). probe=False:
     no cost-model probes (a session timed whole, as `specviz bench` times it); prompt_ids:
     the prompt's tokens as given (a later turn: the earlier turns' own tokens kept)."""
+    engine = open_session(pair, prompt, k, config, full_probe, trace, probe, prompt_ids)
+    rounds = []
+    for rnd in engine.run():
+        rounds.append(rnd)
+        if cancel is not None and cancel.is_set():
+            break
+    return engine.header, tuple(rounds)
+
+
+def open_session(
+    pair,
+    prompt: str,
+    k: int,
+    config: SweepConfig,
+    full_probe=True,
+    trace=False,
+    probe: bool = True,
+    prompt_ids: list[int] | None = None,
+):
+    """A run's core.engine.speculative.SpeculativeEngine, its prompt read (run_session's
+    arguments); its run() gives the rounds."""
     from specviz.core.engine.speculative import SpeculativeEngine
 
     prober = Prober(ProbePlan(every=config.probe_every, full_first=full_probe))
@@ -177,14 +202,9 @@ def run_session(
         policy=config.policy,
         prober=prober,
     )
-    header = engine.prefill(prompt, prompt_ids, calibrate=False)  # the probes calibrate
+    engine.prefill(prompt, prompt_ids, calibrate=False)  # the probes calibrate
     engine.probing = probe
-    rounds = []
-    for rnd in engine.run():
-        rounds.append(rnd)
-        if cancel is not None and cancel.is_set():
-            break
-    return header, tuple(rounds)
+    return engine
 
 
 def trace_name(prompt_index: int, category: str, k: int, variant: str = "") -> str:
@@ -215,47 +235,70 @@ def run_sweep(
     the result is marked cancelled. trace_dir (an existing folder): each run records its
     top-N lists and is written there as a trace (trace_name) as soon as it finishes; the
     runs kept in memory drop the lists, so a long sweep's memory stays small."""
+    result = SweepResult(total=config.n_runs(len(prompts)))
+    stopped = cancel.is_set if cancel is not None else lambda: False
+    steps = sweep_steps(pair, prompts, config, record=trace_dir is not None)
+    for finished in () if stopped() else steps:
+        if finished is not None:
+            header, run = finished
+            if trace_dir is not None:
+                run = keep_trace(result, header, run, trace_dir, config)
+            result.runs.append(run)
+            if on_run is not None:
+                on_run(len(result.runs), result.total, run)
+        if stopped():
+            break
+    result.cancelled = stopped()
+    return result
 
+
+def sweep_steps(
+    pair, prompts: Sequence[Prompt], config: SweepConfig, record: bool = False
+) -> Iterator[tuple[SessionHeader, SweepRun] | None]:
+    """The sweep a round at a time, for a caller that may stop between any two rounds
+    (run_sweep; a served engine's sweep, remote/sweeps.py): None after each round, then
+    (its session's header, the SweepRun) as each run finishes. Stopping drops the run in
+    progress. record: the rounds carry their top-N lists (for the runs' traces)."""
     combos = config.combos()
     items = [(c, k) for c in range(len(combos)) for k in config.ks]
-    plan = sweep_plan(len(prompts), items, config.seed)
-    result = SweepResult(total=len(plan))
     probed: set[int] = set()
-    for i, (c, k) in plan:
-        if cancel is not None and cancel.is_set():
-            break
+    for i, (c, k) in sweep_plan(len(prompts), items, config.seed):
         prompt = prompts[i]
         drafter, policy, verifier = combos[c]
         d_kind, p_kind = kinds(drafter, policy)
         run_config = replace(config, drafter=drafter, policy=policy, verifier=verifier)
         # T_t(n) for every n once per prompt (the costs are pooled over the sweep).
-        header, rounds = run_session(
-            pair, prompt.text, k, run_config, cancel, i not in probed, trace=trace_dir is not None
-        )
+        engine = open_session(pair, prompt.text, k, run_config, i not in probed, trace=record)
         probed.add(i)
-        if cancel is not None and cancel.is_set():
-            break
-        path = None
-        if trace_dir is not None:
-            variant = f"{d_kind}-{p_kind}" if len(combos) > 1 else ""
-            if len(combos) > 1 and len(config.verifiers) > 1:
-                variant += f"-{verifier}"
-            path = str(Path(trace_dir) / trace_name(i, prompt.category, k, variant))
-            swept = Session(header, list(rounds))
-            try:
-                save(swept, path, summary(swept))  # atomic: nothing half-written is left
-            except OSError as e:
-                result.trace_errors.append((Path(path).name, e.strerror or str(e)))
-                path = None
-            rounds = tuple(_light(r) for r in rounds)
+        rounds = []
+        for rnd in engine.run():
+            rounds.append(rnd)
+            yield None
         diff = None
         if config.check_greedy and config.temperature == 0 and rounds:
             emitted = [t.id for r in rounds for t in r.tokens if t.emitted]
             prompt_ids = pair.tokenizer(prompt.text)["input_ids"]
             diff = check_greedy(pair, prompt_ids, emitted)
-        run = SweepRun(i, prompt.category, k, rounds, diff, path, d_kind, p_kind, verifier)
-        result.runs.append(run)
-        if on_run is not None:
-            on_run(len(result.runs), result.total, run)
-    result.cancelled = cancel is not None and cancel.is_set()
-    return result
+        run = SweepRun(i, prompt.category, k, tuple(rounds), diff, None, d_kind, p_kind, verifier)
+        yield engine.header, run
+
+
+def keep_trace(
+    result: SweepResult, header: SessionHeader, run: SweepRun, trace_dir, config: SweepConfig
+) -> SweepRun:
+    """Write a finished run (its rounds with their top-N lists) as a trace in trace_dir,
+    named by trace_name; the run with its trace_path and without the lists. A trace that
+    cannot be written (a full disk) goes to result.trace_errors and the run is kept."""
+    variant = ""
+    if len(config.combos()) > 1:
+        variant = f"{run.drafter}-{run.policy}"
+        if len(config.verifiers) > 1:
+            variant += f"-{run.verifier}"
+    path = str(Path(trace_dir) / trace_name(run.prompt_index, run.category, run.k, variant))
+    swept = Session(header, list(run.rounds))
+    try:
+        save(swept, path, summary(swept))  # atomic: nothing half-written is left
+    except OSError as e:
+        result.trace_errors.append((Path(path).name, e.strerror or str(e)))
+        path = None
+    return replace(run, rounds=tuple(_light(r) for r in run.rounds), trace_path=path)

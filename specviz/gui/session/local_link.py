@@ -1,11 +1,11 @@
-"""The engine worker's link to a pair loaded in this process: core.engine.local.LocalEngine
+"""The engine worker's link to a pair loaded in this process: core.local.engine.LocalEngine
 on the worker's thread (gui.session.worker.EngineWorker drives it)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from specviz.core.engine.local import LocalEngine
+from specviz.core.local.engine import LocalEngine
 from specviz.core.models.chat import pair_instruct_reason
 from specviz.core.models.pair import ModelLoadError
 from specviz.core.models.spec import PairSpec
@@ -20,7 +20,6 @@ class LocalLink:
     address = None
     streams = False  # rounds are made one at a time, as the window asks
     watches = False  # nothing to lose
-    runs_jobs = True  # a Tune sweep runs on this pair
     CANCELLED = (Cancelled,)
     LOST: tuple = ()
     PLAIN = (ValueError,)  # errors whose text is for the user as it is
@@ -112,12 +111,6 @@ class LocalLink:
         """After a failed round: the next Step starts a new session."""
         if self.engine is not None:
             self.engine.close()
-
-    def run_job(self, job) -> None:
-        if self.pair is None:
-            job.refuse("no models to sweep with: load a model pair first")
-        else:
-            job(self.pair)
 
     def drop(self) -> None:
         pass

@@ -44,7 +44,6 @@ class RemoteLink:
     SHUTDOWN_MS = 30_000
     streams = True  # Run: the server makes rounds ahead and the window takes them
     watches = True  # an idle connection is checked
-    runs_jobs = False  # the models are in another process: `specviz tune` sweeps there
     CANCELLED = (Cancelled,)
     LOST = (ConnectionLost,)
     PLAIN = (RemoteError, ValueError)
@@ -107,12 +106,6 @@ class RemoteLink:
 
     def drop_session(self) -> None:
         pass  # the server keeps or ends its session
-
-    def run_job(self, job) -> None:
-        job.refuse(
-            "the models are in another process: run the sweep where they are, "
-            "`specviz tune --target ... --k 1-8`"
-        )
 
     def drop(self) -> None:
         if self.engine is not None:

@@ -1,6 +1,6 @@
 """The engine on its own thread: one EngineWorker QObject, moved to one QThread, driving any
 core.engine.protocol.Engine through a link: gui.session.local_link (the pair in this process,
-core.engine.local.LocalEngine) or gui.session.remote_link (`specviz serve` elsewhere, or the
+core.local.engine.LocalEngine) or gui.session.remote_link (`specviz serve` elsewhere, or the
 window's child process, remote.client.RemoteEngine).
 
 Only the worker's thread touches the engine. The GUI talks to it through queued signals
@@ -336,13 +336,13 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def run_job(self, job) -> None:
-        """A job on the engine's models (a Tune sweep: `job(pair)`, reporting by its own
-        signals); a link without the models here has the job refuse (`job.refuse(why)`)."""
+        """A job on the engine (a Tune sweep: `job(engine)` calls engine.sweep and reports by
+        its own signals; `job(None)`, before any engine, says why it cannot run)."""
         if self.stop_event.is_set():
             return
         self._job = job
         try:
-            self.link.run_job(job)
+            job(self.link.engine)
         finally:
             self._job = None
 

@@ -9,7 +9,8 @@ A self-contained widget; the window wires it with a few lines (README, "Tune"):
 
 Inputs (GUI thread): `add_rounds(rounds)`, `reset(rounds=())`, `set_settings(settings)`
 (sampling settings a sweep uses), `set_runner(run_job)` (hands a gui.tune.sweep_job.SweepJob
-to the engine worker, which runs it on the session's pair: the models are loaded once).
+to the engine worker, whose engine sweeps on its own models, wherever they are: the models
+are loaded once).
 Outputs: `open_trace(path)` (a sweep run's trace, from the per-prompt table: the window
 replays it), `apply_k(int)`, `remeasure()` (ask the engine for a full probe:
 `engine.prober.request_full()`), `sweep_running(bool)` (pause the session while a sweep
@@ -123,7 +124,6 @@ class TunePanel(QWidget):
     def __init__(self, run_job: Callable[[SweepJob], None] | None = None, parent=None):
         super().__init__(parent)
         self.run_job = run_job
-        self._no_sweep = ""  # why a sweep is refused (the models are in another process)
         self._job: SweepJob | None = None
         self.settings = Settings()
         self.drafting: tuple = (None, None)  # the session's (DrafterConfig, PolicyConfig)
@@ -247,11 +247,9 @@ class TunePanel(QWidget):
         """The session's drafter and policy: what a sweep sweeps K of."""
         self.drafting = (drafter, policy)
 
-    def set_runner(self, run_job: Callable[[SweepJob], None] | None, why_not: str = "") -> None:
-        """What runs a sweep on the session's models; None and why_not: a sweep is
-        refused, saying so."""
+    def set_runner(self, run_job: Callable[[SweepJob], None] | None) -> None:
+        """What runs a sweep on the session's engine; None: no models to sweep with."""
         self.run_job = run_job
-        self._no_sweep = why_not
 
     def _remeasure(self) -> None:
         """Ask for a full probe after the next round. The figures keep the probes so far (as
@@ -307,9 +305,7 @@ class TunePanel(QWidget):
         if self.sweeping:
             return False
         if self.run_job is None:
-            self.status.setText(
-                self._no_sweep or "no models to sweep with: open a model pair first"
-            )
+            self.status.setText("no models to sweep with: open a model pair first")
             return False
         lo, hi = sorted((self.k_from.value(), self.k_to.value()))
         path = self.prompt_set.currentText()
@@ -340,7 +336,7 @@ class TunePanel(QWidget):
             self._sweep_id = 0
             self.status.setText(f"cannot write the runs' traces: {e}")
             return False
-        self.result = SweepResult(total=len(prompts) * len(config.ks))
+        self.result = SweepResult(total=config.n_runs(len(prompts)))
         self.progress.setRange(0, self.result.total)
         self.progress.setValue(0)
         self.status.setText(

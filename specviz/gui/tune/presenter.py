@@ -6,24 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specviz.core.models.pair import LoadOptions
-from specviz.core.models.spec import PairSpec
 from specviz.gui.screen_fit import fit_to_screen
 from specviz.gui.session.controller import SessionController
 from specviz.gui.setup.controls import Controls
-from specviz.gui.tune.sweep_job import on_own_copy
-
-
-def served_sweep_message(address: str, info) -> str:
-    """Why a window on a served engine does not sweep, and what to run instead."""
-    pair = f"--target {info.target_spec}" + (
-        f" --draft {info.draft_spec}" if info.draft_spec else ""
-    )
-    return (
-        f"A sweep runs on the engine's models, in its process; this window drives the engine "
-        f"of `specviz serve` at {address}. Run the sweep where the models are: `specviz tune "
-        f"{pair} --k 1-8` (the advisor above still follows this session)."
-    )
 
 
 class TunePresenter:
@@ -90,21 +75,11 @@ class TunePresenter:
             self.panel.set_settings(settings)
 
     def _on_models(self, info) -> None:
-        """A sweep is a job on the session's engine, on its pair (loaded once; the sweep
-        makes its own engines, never the session's caches). An engine in a child process
-        of this window's: the sweep loads its own copy here. A served one (--connect):
-        refused, saying what to run on that machine."""
-        if self.panel is None or info is None:
-            return
-        engine = self.controller.engine
-        if engine.link.runs_jobs:
+        """A sweep is a job on the session's engine (engine.sweep), on its models wherever
+        they are (this process, the child engine, a served one): loaded once; the sweep
+        makes its own engines, never touching the session's caches."""
+        if self.panel is not None and info is not None:
             self.panel.set_runner(self.controller.run_job)
-        elif engine.address is None:
-            options = LoadOptions(device=info.device, dtype=info.target.dtype)
-            spec = PairSpec(info.target_spec, info.draft_spec or None, options)
-            self.panel.set_runner(on_own_copy(spec.load))
-        else:
-            self.panel.set_runner(None, served_sweep_message(engine.address, info))
 
     def _on_sweep(self, running: bool) -> None:
         if running:  # the two would slow each other's timings

@@ -1,9 +1,12 @@
 """A K sweep as a job on the window's engine worker (gui.session.worker.EngineWorker.run_job):
-it runs on the engine's thread, on the session's own pair, so the models are loaded once
-(core.tune.sweep.run_sweep makes its own engines: the session's caches are not shared).
-Progress and the result go out through three callables, the Tune panel's signals (emitted
-on the engine's thread, queued to the panel). Cancelling sets a threading.Event the sweep
-checks between rounds; a closing window cancels it too."""
+on the worker's thread it asks the session's engine to sweep (core.engine.protocol.Engine's
+sweep), so the sweep runs on the engine's own models, wherever they are: this process
+(core.local.engine.LocalEngine), the window's child process or a served engine
+(remote.client.RemoteEngine, the `sweep` op); the models are loaded once, and the sweep's
+own engines never touch the session's caches. Progress and the result go out through three
+callables, the Tune panel's signals (emitted on the engine's thread, queued to the panel).
+Cancelling sets a threading.Event the sweep checks between rounds (an engine elsewhere is
+told to pause); a closing window cancels it too."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from specviz.core.tune.promptsets import Prompt
-from specviz.core.tune.sweep import SweepConfig, run_sweep
+from specviz.core.tune.sweep import SweepConfig
 
 
 class SweepJob:
@@ -37,16 +40,15 @@ class SweepJob:
         """Any thread: stop the sweep after its current round."""
         self.cancel_event.set()
 
-    def refuse(self, why: str) -> None:
-        """The engine cannot run it (its models are elsewhere)."""
-        self.failed(self.sweep_id, why)
-
-    def __call__(self, pair) -> None:
-        """The engine's thread: run the sweep on `pair`, reporting each run."""
+    def __call__(self, engine) -> None:
+        """The engine's thread: the engine (core.engine.protocol.Engine) sweeps, each run
+        reported as it finishes; None (no models loaded yet): refused, saying so."""
         sweep_id = self.sweep_id
+        if engine is None:
+            self.failed(sweep_id, "no models to sweep with: load a model pair first")
+            return
         try:
-            result = run_sweep(
-                pair,
+            result = engine.sweep(
                 self.prompts,
                 self.config,
                 self.cancel_event,
@@ -57,22 +59,3 @@ class SweepJob:
             self.failed(sweep_id, f"{type(e).__name__}: {e}")
             return
         self.finished(sweep_id, result)
-
-
-def on_own_copy(load: Callable[[], object]) -> Callable[[SweepJob], None]:
-    """A runner for a window whose engine is a child process of its own (--engine process,
-    the default): each sweep loads its own copy of the pair (`load`, a
-    core.models.spec.PairSpec's) in this process, on a thread of its own, and runs there."""
-
-    def run_job(job: SweepJob) -> None:
-        def load_and_run() -> None:
-            try:
-                pair = load()
-            except Exception as e:  # noqa: BLE001 - every failure reaches the panel as text
-                job.failed(job.sweep_id, f"could not load the pair: {type(e).__name__}: {e}")
-                return
-            job(pair)
-
-        threading.Thread(target=load_and_run, name="specviz-sweep", daemon=True).start()
-
-    return run_job

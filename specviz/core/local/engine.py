@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.records import Round, SessionHeader, Settings
+from specviz.core.tune.sweep import run_sweep
 
 
 class LocalEngine:
@@ -89,6 +90,10 @@ class LocalEngine:
         from specviz.core.decoding.greedy_check import check_greedy
 
         return check_greedy(self.pair, list(prompt_ids), list(emitted))
+
+    def sweep(self, prompts, config, cancel=None, on_run=None, trace_dir=None):
+        """core.tune.sweep.run_sweep over this engine's pair (its own engines, a run each)."""
+        return run_sweep(self.pair, prompts, config, cancel, on_run, trace_dir)
 
     def close(self) -> None:
         self.engine = None
