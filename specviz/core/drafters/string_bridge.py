@@ -16,6 +16,7 @@ import torch
 
 from specviz.core.drafters.base import DrafterSpec, Proposal, one_hot, one_hot_next
 from specviz.core.drafters.recut import RecutDraft
+from specviz.core.models.vocab_bridge import VocabBridgeError, shared_ids
 
 
 class StringDrafter(RecutDraft):
@@ -88,8 +89,14 @@ def _build(params, pair) -> StringDrafter:
     if pair.draft is None:
         raise ValueError("the string drafter needs a draft model: give --draft")
     draft_tok = pair.draft_tokenizer or pair.tokenizer
-    return StringDrafter(pair.draft, draft_tok, pair.tokenizer, pair.draft_info,
-                         pair.vocab_size, pair.eos_token_id)  # fmt: skip
+    drafter = StringDrafter(pair.draft, draft_tok, pair.tokenizer, pair.draft_info,
+                            pair.vocab_size, pair.eos_token_id)  # fmt: skip
+    try:  # not one token string in common, not even a character: another alphabet, whose
+        # text the target never writes (its cut of the target's text is all unknown tokens)
+        shared_ids(pair.tokenizer, draft_tok, pair.vocab_size, drafter.draft_vocab)
+    except VocabBridgeError as e:
+        raise ValueError(str(e)) from None
+    return drafter
 
 
 SPEC = DrafterSpec(
