@@ -341,6 +341,11 @@ class Round:
     # the share of those occurrences that continued so, and on a chain "cut": why it ended
     # ("k", "spec_factor", "min_prob", "eos", "end", "policy")}.
     matched: dict[str, Any] | None = None
+    # Schema 1.8, optional: a draft with another tokenizer (--vocab-bridge): its drafted text
+    # as its own tokenizer cut it, {"ids": its token ids, "text": each one's text, "target":
+    # per piece [start, end), the drafted tokens (tokens[start:end]) its characters fall in}
+    # (core.trace.rule_numbers.cut_groups: where the two cuts differ).
+    draft_pieces: dict[str, Any] | None = None
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:
