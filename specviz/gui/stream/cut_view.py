@@ -92,6 +92,7 @@ class CutView(QWidget):
             "characters; tinted columns are where the two cuts differ. A blank side: a piece "
             "past the tokens the round proposed, or the end-of-text the bridge added."
         )
+        self.text.setToolTip(self.toolTip())
         self._plain = QTextCharFormat()
         self._divider = QTextCharFormat()
         self._divider.setForeground(QColor(palette.BOUNDARY))
