@@ -105,3 +105,27 @@ def test_the_command_line_runs_a_string_bridged_pair(tmp_path, pair_dirs, draft_
                  "2", "--temperature", "0"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0 and "rounds" in out and "tokens/forward" in out
+
+
+def test_a_draft_sharing_no_token_is_one_line_and_exit_2(tmp_path, pair_dirs, capsys):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from specviz.cli.main import main
+
+    vocab = {f"never{i}": i for i in range(40)} | {"[UNK]": 40}
+    words = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]", eos_token="[UNK]")
+    other = tmp_path / "words"
+    make_model(len(tok), 1, 32, seed=7, eos=tok.eos_token_id).save_pretrained(other)
+    tok.save_pretrained(other)
+    args = ["run", "--target", str(pair_dirs[0]), "--draft", str(other), "--vocab-bridge",
+            "string", "--prompt", "In the beginning", "--max-new-tokens", "4"]  # fmt: skip
+    try:
+        code = main(args)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and "no token in common" in err and "Traceback" not in err
+    assert len([line for line in err.splitlines() if "no token in common" in line]) == 1

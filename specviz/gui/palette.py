@@ -49,6 +49,7 @@ BOUNDARY_MARK = "\u2502"  # │ between rounds
 SELECTED = "#ffd54f"  # the outline / background of the selected position
 COPIED = "#b3e5fc"  # where a prompt-lookup proposal was copied from (the selected round's)
 COPIED_LINE = "#0277bd"
+CUT_DIFFERS = "#eadcf5"  # where a bridged draft cut its text unlike the target (draft_pieces)
 
 # Distribution bars
 P = "#1f5fbf"  # the target, p

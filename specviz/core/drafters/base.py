@@ -105,6 +105,7 @@ class Proposal:
     stop: str  # why drafting stopped: "k", "eos", "threshold" or "no_match" (STOP_REASONS)
     copied_from: tuple[int, int] | None = None  # lookup: [start, end) in the context ids
     matched: dict[str, Any] | None = None  # suffix: what it matched (Round.matched)
+    pieces: dict[str, Any] | None = None  # a bridged draft's own cut (Round.draft_pieces)
 
     @property
     def parents(self) -> list[int]:

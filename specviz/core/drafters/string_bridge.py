@@ -16,6 +16,7 @@ import torch
 
 from specviz.core.drafters.base import DrafterSpec, Proposal, one_hot, one_hot_next
 from specviz.core.drafters.recut import RecutDraft
+from specviz.core.models.vocab_bridge import VocabBridgeError, shared_ids
 
 
 class StringDrafter(RecutDraft):
@@ -26,9 +27,9 @@ class StringDrafter(RecutDraft):
     def describe(self):
         return {"kind": self.kind, "target_vocab": self.vocab, "draft_vocab": self.draft_vocab}
 
-    def _draft_text(self, feed: list[int], k: int, keep_drafting) -> tuple[str, str]:
-        """Up to k greedy draft tokens on the cache after `feed`: (their text, why it
-        stopped). The draft's end-of-text ends it (as "eos": the text stops there)."""
+    def _draft_text(self, feed: list[int], k: int, keep_drafting) -> tuple[list[int], str, str]:
+        """Up to k greedy draft tokens on the cache after `feed`: (the tokens, their text,
+        why it stopped). The draft's end-of-text ends it (as "eos": the text stops there)."""
         start = self.cached + feed  # the context's cut, as the cache will hold it
         drafted: list[int] = []
         stop = "k"
@@ -46,7 +47,7 @@ class StringDrafter(RecutDraft):
                     break
         before = self.draft_tok.decode(start, clean_up_tokenization_spaces=False)
         after = self.draft_tok.decode(start + drafted, clean_up_tokenization_spaces=False)
-        return after[len(before) :] if after.startswith(before) else "", stop
+        return drafted, after[len(before) :] if after.startswith(before) else "", stop
 
     def _target_tokens(self, ids: list[int], new_text: str) -> list[int]:
         """new_text as the target's tokens after ids: the tokens the target's cut of the
@@ -63,13 +64,15 @@ class StringDrafter(RecutDraft):
 
     def propose(self, ids, k, config, generator, keep_drafting) -> Proposal:
         feed = self.catch_up(self.draft_ids(ids))
-        new_text, stop = self._draft_text(feed, k, keep_drafting)
+        start = self.cached + feed  # the draft's cut of the context
+        drafted, new_text, stop = self._draft_text(feed, k, keep_drafting)
         tokens = [t for t in self._target_tokens(ids, new_text) if t < self.vocab][:k]
         if stop == "eos" and len(tokens) < k and self.eos is not None:
             tokens.append(self.eos)  # the draft ended its text: so may the target
         elif len(tokens) == k:
             stop = "k"
-        return Proposal(tokens, one_hot(tokens, self.vocab, self.device), stop)
+        pieces = self.pieces(start, drafted, ids, tokens)
+        return Proposal(tokens, one_hot(tokens, self.vocab, self.device), stop, pieces=pieces)
 
     def next_q(self, ids, config):
         with torch.inference_mode():
@@ -88,8 +91,14 @@ def _build(params, pair) -> StringDrafter:
     if pair.draft is None:
         raise ValueError("the string drafter needs a draft model: give --draft")
     draft_tok = pair.draft_tokenizer or pair.tokenizer
-    return StringDrafter(pair.draft, draft_tok, pair.tokenizer, pair.draft_info,
-                         pair.vocab_size, pair.eos_token_id)  # fmt: skip
+    drafter = StringDrafter(pair.draft, draft_tok, pair.tokenizer, pair.draft_info,
+                            pair.vocab_size, pair.eos_token_id)  # fmt: skip
+    try:  # not one token string in common, not even a character: another alphabet, whose
+        # text the target never writes (its cut of the target's text is all unknown tokens)
+        shared_ids(pair.tokenizer, draft_tok, pair.vocab_size, drafter.draft_vocab)
+    except VocabBridgeError as e:
+        raise ValueError(str(e)) from None
+    return drafter
 
 
 SPEC = DrafterSpec(

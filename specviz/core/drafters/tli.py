@@ -50,6 +50,7 @@ class TliDrafter(RecutDraft):
 
     def propose(self, ids, k, config, generator, keep_drafting) -> Proposal:
         feed = self.catch_up(self.draft_ids(ids))
+        start = self.cached + feed  # the draft's cut of the context
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
         stop = "k"
@@ -69,7 +70,8 @@ class TliDrafter(RecutDraft):
                     stop = "threshold"
                     break
         q = torch.stack(rows) if rows else torch.zeros((0, self.vocab), device=self.device)
-        return Proposal(tokens, q, stop)
+        pieces = self.pieces(start, [self.to_draft[t] for t in tokens], ids, tokens, True)
+        return Proposal(tokens, q, stop, pieces=pieces)
 
     def next_q(self, ids, config):
         with torch.inference_mode():

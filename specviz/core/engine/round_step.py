@@ -136,7 +136,8 @@ class ChainStep:
         """(the round's tokens, its shape's own Round fields)."""
         tokens = round_events(verified.p, verified.q, proposal.tokens, verified.judgement,
                               n_emit, engine.text, top_n)  # fmt: skip
-        return tokens, {"copied_from": proposal.copied_from, **verified.numbers}
+        fields = {"copied_from": proposal.copied_from, "draft_pieces": proposal.pieces}
+        return tokens, {**fields, **verified.numbers}
 
 
 CHAIN = ChainStep()

@@ -1,5 +1,6 @@
 """Pairs whose tokenizers differ: the check that refuses one, and the shared vocabulary a
-bridged draft drafts from (core.drafters.tli; core.drafters.string_bridge needs none).
+bridged draft drafts from (core.drafters.tli; core.drafters.string_bridge only refuses a
+draft that shares none).
 
 A token is shared when both tokenizers have a (non-special) token of the same string: for
 two byte-level BPE vocabularies ("Ġthe") the same bytes. The draft may propose only those;

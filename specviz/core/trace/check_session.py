@@ -27,7 +27,7 @@ from specviz.core.trace.records import (
     Settings,
     TraceError,
 )
-from specviz.core.trace.rule_numbers import check_block, check_typical
+from specviz.core.trace.rule_numbers import check_block, check_draft_pieces, check_typical
 from specviz.core.trace.session import Session
 from specviz.core.trace.tree_numbers import check_tree
 
@@ -159,7 +159,11 @@ def iter_problems(
 
 
 def vocabulary(header: SessionHeader) -> int:
-    """How many token ids there are: both models' logits are cut to the smaller one."""
+    """How many token ids there are: both models' logits are cut to the smaller one, but a
+    draft with a tokenizer of its own (the header's drafter has its draft_vocab) drafts
+    in the target's ids."""
+    if type((header.drafter or {}).get("draft_vocab")) is int:
+        return header.target.vocab_size
     return min(header.target.vocab_size, header.draft.vocab_size)
 
 
@@ -232,6 +236,8 @@ def check_round(
         )
     rule = settings.verifier
     for name, message in _rule_numbers(rnd, rule, settings):
+        yield Problem(line, name, message)
+    for name, message in check_draft_pieces(rnd, header.draft.vocab_size):
         yield Problem(line, name, message)
     for j, event in enumerate(rnd.tokens):
         for name, message in check_token(event, vocab, settings.top_n, lists, rule):

@@ -32,11 +32,17 @@ from specviz.core.trace.records import (
 )
 from specviz.core.trace.rule_numbers import (
     parse_block,
+    parse_draft_pieces,
     parse_greedy_diff,
     parse_matched,
     parse_typical,
 )
 from specviz.core.trace.tree_numbers import parse_tree
+
+# A round's optional objects and their readers (each checks every field of its object).
+_ROUND_OBJECTS = {"block": parse_block, "typical": parse_typical, "tree": parse_tree,
+                  "greedy_diff": parse_greedy_diff, "matched": parse_matched,
+                  "draft_pieces": parse_draft_pieces}  # fmt: skip
 
 _STATUSES = frozenset(STATUSES)
 _NUMBER_TYPES = {float, int, type(None)}
@@ -209,7 +215,8 @@ def _kind_object(obj: dict[str, Any], key: str, line: int) -> dict[str, Any] | N
 
 
 def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
-    """The optional round fields of schema 1.1, type-checked; absent ones are left out."""
+    """The optional round fields of schema 1.1 and after, type-checked; absent ones are left
+    out."""
     extras: dict[str, Any] = {}
     if "k" in obj:
         extras["k"] = _get(obj, "k", int, line, optional=True)
@@ -223,17 +230,9 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
         extras["events_ms"] = _get(obj, "events_ms", float, line, optional=True)
     if "probes" in obj:
         extras["probes"] = _probes(_get(obj, "probes", dict, line, optional=True), line)
-    if "block" in obj:
-        extras["block"] = parse_block(_get(obj, "block", dict, line, optional=True), line)
-    if "typical" in obj:
-        typical = _get(obj, "typical", dict, line, optional=True)
-        extras["typical"] = parse_typical(typical, line)
-    if "tree" in obj:
-        extras["tree"] = parse_tree(_get(obj, "tree", dict, line, optional=True), line)
-    if "greedy_diff" in obj:
-        extras["greedy_diff"] = parse_greedy_diff(_get(obj, "greedy_diff", dict, line, True), line)
-    if "matched" in obj:
-        extras["matched"] = parse_matched(_get(obj, "matched", dict, line, optional=True), line)
+    for name, read in _ROUND_OBJECTS.items():
+        if name in obj:
+            extras[name] = read(_get(obj, name, dict, line, optional=True), line)
     if "copied_from" in obj:
         span = _get(obj, "copied_from", list, line, optional=True)
         if span is not None:

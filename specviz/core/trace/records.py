@@ -1,6 +1,6 @@
 """The trace records (SessionHeader, Round, TokenEvent, Settings, ModelInfo), the format's
 vocabulary (statuses, which numbers each status carries, field lists), schema
-"specviz.trace/1.7". Their JSON form is specviz.core.trace.serialize.
+"specviz.trace/1.8". Their JSON form is specviz.core.trace.serialize.
 
 A trace is one JSON object per line: the session header, one line per round, and an
 optional summary. Records are plain frozen values: they cross from the worker thread to the
@@ -15,16 +15,17 @@ from typing import Any
 
 from specviz.core.trace import verifiers
 
-SCHEMA = "specviz.trace/1.7"
+SCHEMA = "specviz.trace/1.8"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 7  # each minor version added optional fields only, so an older file reads
+SCHEMA_MINOR = 8  # each minor version added optional fields only, so an older file reads
 # as a newer one without them: 1.1 k, stop, events_ms, probes, copied_from, drafter, policy,
 # eos_token_id; 1.2 the UNJUDGED numbers below; 1.3 a probe's t1_ms and rule_ms, and the
 # summary's speedup interval and status (core.metrics.speedup), settings.verifier and a
 # round's block numbers; 1.4 the lossy verifier "typical", its settings and a round's
 # typical numbers; 1.5 token trees: the tree settings and a round's tree; 1.6 the header's
 # chat and dtype_choice, a round's greedy_diff and `matched` (suffix decoding); 1.7 the
-# verifier "tree" for a tree's rounds (1.5 and 1.6 wrote "token" there, read as "tree")
+# verifier "tree" for a tree's rounds (1.5 and 1.6 wrote "token" there, read as "tree");
+# 1.8 a round's draft_pieces (a draft with another tokenizer)
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
@@ -341,6 +342,11 @@ class Round:
     # the share of those occurrences that continued so, and on a chain "cut": why it ended
     # ("k", "spec_factor", "min_prob", "eos", "end", "policy")}.
     matched: dict[str, Any] | None = None
+    # Schema 1.8, optional: a draft with another tokenizer (--vocab-bridge): its drafted text
+    # as its own tokenizer cut it, {"ids": its token ids, "text": each one's text, "target":
+    # per piece [start, end), the drafted tokens (tokens[start:end]) its characters fall in}
+    # (core.trace.rule_numbers.cut_groups: where the two cuts differ).
+    draft_pieces: dict[str, Any] | None = None
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:

@@ -2,7 +2,8 @@
 record beside their tokens, read from a line (structure) and checked against the tokens
 (meaning). The rules themselves are core.decoding.block and core.decoding.typical. And, schema
 1.6, a greedy half-precision round's difference from the target alone and what a
-suffix-decoding round matched (core.drafters.suffix), read from a line.
+suffix-decoding round matched (core.drafters.suffix), read from a line; schema 1.8, a bridged
+round's draft pieces (core.drafters.recut), read, checked and grouped where the cuts differ.
 """
 
 from __future__ import annotations
@@ -193,3 +194,80 @@ def parse_matched(value: dict[str, Any] | None, line: int) -> dict[str, Any] | N
     if "cut" in value and value["cut"] not in MATCH_CUTS:
         raise TraceError(f"cut must be one of {', '.join(MATCH_CUTS)}", line, "matched")
     return dict(value)
+
+
+MAX_PIECE_TEXT = 1000  # characters of one draft piece's text (one token's), at most
+
+
+def parse_draft_pieces(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
+    """A bridged round's `draft_pieces` (records.Round.draft_pieces): at most MAX_K pieces,
+    each a token id >= 0, a text of at most MAX_PIECE_TEXT characters and a [start, end]
+    range of the round's drafted tokens, the ranges in order."""
+    if value is None:
+        return None
+    where = "draft_pieces"
+    if set(value) != {"ids", "text", "target"}:
+        raise TraceError("expected the fields ids, text, target", line, where)
+    ids, text, target = value["ids"], value["text"], value["target"]
+    for name, v in (("ids", ids), ("text", text), ("target", target)):
+        if type(v) is not list or len(v) > MAX_K:
+            raise TraceError(f"expected a list of at most {MAX_K}", line, f"{where}.{name}")
+    if not len(ids) == len(text) == len(target):
+        raise TraceError("ids, text and target must have one entry per piece", line, where)
+    if not all(type(i) is int and i >= 0 for i in ids):
+        raise TraceError("expected token ids (integers >= 0)", line, f"{where}.ids")
+    if not all(type(t) is str and len(t) <= MAX_PIECE_TEXT for t in text):
+        raise TraceError(f"expected texts of at most {MAX_PIECE_TEXT} characters", line,
+                         f"{where}.text")  # fmt: skip
+    last = [0, 0]
+    for i, span in enumerate(target):
+        if (type(span) is not list or len(span) != 2 or not all(type(x) is int for x in span)
+                or not last[0] <= span[0] <= span[1] or span[1] < last[1]):  # fmt: skip
+            raise TraceError("expected a [start, end] range, 0 <= start <= end, after the "
+                             "one before", line, f"{where}.target[{i}]")  # fmt: skip
+        last = span
+    return {"ids": list(ids), "text": list(text), "target": [list(s) for s in target]}
+
+
+def check_draft_pieces(rnd: Round, draft_vocab: int) -> Found:
+    """A bridged round's pieces (their form checked by parse_draft_pieces) hold ids of the
+    draft's vocabulary and ranges within the round's drafted tokens, of a chain."""
+    pieces = rnd.draft_pieces
+    if pieces is None:
+        return
+    if rnd.tree is not None:
+        yield "draft_pieces", "in a token tree's round (a bridged draft drafts chains)"
+    ids = pieces["ids"]
+    bad = next((i for i, x in enumerate(ids) if not 0 <= x < draft_vocab), None)
+    if bad is not None:
+        yield (f"draft_pieces.ids[{bad}]",
+               f"{ids[bad]} is not a draft token id (0 to {draft_vocab - 1})")  # fmt: skip
+    end = max((span[1] for span in pieces["target"]), default=0)
+    if end > rnd.n_drafted:
+        yield "draft_pieces.target", f"reaches token {end}, but the round drafted {rnd.n_drafted}"
+
+
+def cut_groups(pieces: dict[str, Any], n_drafted: int) -> list[tuple[int, int, int, int]]:
+    """A bridged round's draft pieces and drafted tokens in groups that cover the same
+    text, in order: (first piece, end piece, first token, end token). The two cuts agree on
+    a group of one piece and one token and differ on any other: several on either side, a
+    piece without a token (past what the round proposed) or a token without a piece (the
+    end-of-text the bridge adds). Every piece and every drafted token is in one group;
+    ranges past n_drafted (a trace not checked) are cut to it."""
+    spans = [(min(max(a, 0), n_drafted), min(max(b, 0), n_drafted)) for a, b in pieces["target"]]
+    groups: list[tuple[int, int, int, int]] = []
+    done = i = 0  # tokens grouped so far; the next piece
+    while i < len(spans):
+        start = max(spans[i][0], done)
+        end = max(spans[i][1], start)
+        j = i + 1
+        while j < len(spans) and spans[j][0] < end:  # shares a token with the group
+            end = max(end, spans[j][1])
+            j += 1
+        if start > done:  # tokens no piece covers
+            groups.append((i, i, done, start))
+        groups.append((i, j, start, end))
+        done, i = end, j
+    if done < n_drafted:
+        groups.append((len(spans), len(spans), done, n_drafted))
+    return groups

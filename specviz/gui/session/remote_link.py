@@ -30,6 +30,7 @@ def child_args(options) -> list[str]:
         ("--attn-implementation", options.attn_implementation),
         ("--revision", options.revision),
         ("--draft-revision", options.draft_revision),
+        ("--vocab-bridge", options.vocab_bridge),  # a draft whose tokenizer differs
     ):
         if value:
             args += [flag, value]

@@ -22,6 +22,7 @@ from specviz.core.trace import verifiers
 from specviz.core.trace.records import LOSSY_WARNING, Round, Settings, drafter_notes
 from specviz.core.trace.rule_numbers import greedy_diff_text
 from specviz.gui import keys, palette
+from specviz.gui.stream.cut_view import CutView
 from specviz.gui.stream.rich_line import RichLine
 from specviz.gui.stream.token_view import TokenView, k_text
 
@@ -239,6 +240,7 @@ class StreamPanel(QWidget):
         # word-wrapped (a long line must not widen the window); a new round's line repaints
         # it without laying the window out again (gui/stream/rich_line.py)
         self.round_label = RichLine(NO_ROUNDS)
+        self.cuts = CutView()  # a bridged draft's own cut of the round's drafts
         row = QHBoxLayout()
         row.addWidget(QLabel("Round"))
         row.addWidget(self.prev_button)
@@ -261,6 +263,7 @@ class StreamPanel(QWidget):
         layout.addWidget(self.banner)
         layout.addLayout(row)
         layout.addWidget(self.round_label)
+        layout.addWidget(self.cuts)
 
     def set_output_only(self, on: bool, text: str = "") -> None:
         """Show the emitted text alone in place of the coloured stream (or the stream)."""
@@ -289,6 +292,7 @@ class StreamPanel(QWidget):
         self.greedy.clear()
         self.greedy.dtype = None if header is None else header.target.dtype
         self.view.clear_session(header)
+        self.cuts.clear(header)
         self._show_beyond(header is not None and _may_keep_beyond(header.settings))
         self.slider.blockSignals(True)
         self.slider.setRange(0, 0)
@@ -327,6 +331,8 @@ class StreamPanel(QWidget):
         self.slider.blockSignals(False)
         total = max(self._total, self.view.round_count)
         self.round_label.setText(round_text(self.view.round(index), total))
+        if self.cuts.isVisibleTo(self):
+            self.cuts.show_round(self.view.round(index))
 
     def _slider_moved(self, index: int) -> None:
         if 0 <= index < self.view.round_count:
