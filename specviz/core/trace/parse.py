@@ -36,7 +36,7 @@ from specviz.core.trace.rule_numbers import (
     parse_matched,
     parse_typical,
 )
-from specviz.core.trace.tree_numbers import parse_tree
+from specviz.core.trace.tree_numbers import parse_tree, read_tried
 
 _STATUSES = frozenset(STATUSES)
 _NUMBER_TYPES = {float, int, type(None)}
@@ -379,6 +379,8 @@ def parse_round(
         if type(settings) is not dict:
             raise type_error(settings, dict, line, "settings")
         settings = _cached_settings(settings, line, settings_cache)
+    extras = _round_extras(obj, line)
+    events = tuple(parse_event(t, line, f"tokens[{i}]") for i, t in enumerate(tokens))
     return Round(
         session_id=session_id,
         index=_get(obj, "index", int, line),
@@ -387,10 +389,10 @@ def parse_round(
         verify_ms=_get(obj, "verify_ms", float, line),
         n_drafted=_get(obj, "n_drafted", int, line),
         n_accepted=_get(obj, "n_accepted", int, line),
-        tokens=tuple(parse_event(t, line, f"tokens[{i}]") for i, t in enumerate(tokens)),
+        tokens=read_tried(events, extras.get("tree")),  # a 1.7 tree's, as 1.8 writes them
         settings=settings,
         finish_reason=_get(obj, "finish_reason", str, line, optional=True),
-        **_round_extras(obj, line),
+        **extras,
     )
 
 
