@@ -51,6 +51,17 @@ def test_the_cost_model_counts_a_trees_acceptance_by_depth(tree_session):
     assert list(model.figures().acceptance_by_position) == pytest.approx(expected)
 
 
+def test_the_cost_model_keeps_a_trees_depth(tree_session):
+    """tree_refined charges d draft passes, d the trees' mean depth (a pass per level)."""
+    from specviz.core.metrics.costmodel import CostModel
+    from specviz.core.trace.tree_nodes import TreeNodes
+
+    rounds = tree_session.rounds
+    depths = [TreeNodes.of(r.tree["parent"]).depth for r in rounds]
+    assert max(depths) > 1
+    assert [r.tree for r in CostModel(window=None).extend(rounds).rounds] == depths
+
+
 class BonusShare:
     """A test's metric: the share of rounds that ended on a bonus token (every draft kept)."""
 

@@ -285,7 +285,7 @@ class CostModel:
                 rnd.draft_ms,
                 rnd.verify_ms,
                 judged,
-                rnd.tree is not None,
+                tree_depth(rnd),
             )  # fmt: skip
         )
         if rnd.probes:
