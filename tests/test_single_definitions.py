@@ -47,7 +47,7 @@ def test_leviathan_is_cited_as_2211_17192():
 
 
 def test_start_worker_is_defined_once():
-    """The lab and the Tune panel start their workers with one helper."""
+    """The lab's panels start their workers with one helper."""
     defined = [
         str(path.relative_to(ROOT))
         for path in SOURCES
