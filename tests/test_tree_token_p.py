@@ -134,6 +134,7 @@ def test_a_chain_token_has_no_tried_numbers(pair):
 
 def test_the_window_says_the_targets_p_and_what_the_test_used(session):
     from specviz.core.metrics.position_bars import position_bars
+    from specviz.gui.distribution.accept_gauge import axis_label
     from specviz.gui.distribution.text import row_text, summary_html
     from specviz.gui.stream.figures import fmt
 
@@ -146,7 +147,10 @@ def test_the_window_says_the_targets_p_and_what_the_test_used(session):
             if not math_close(token.p_tried, token.p):
                 assert f"p_tried = {fmt(token.p_tried)}" in text
                 assert "min(1, p_tried/" in text and f"p_tried = {fmt(token.p_tried)}" in hover
+                assert "p_tried" in axis_label(bars)
             if token.q_tried is not None:
                 assert f"q_tried = {fmt(token.q_tried)}" in text and "/q_tried)" in text
+                assert axis_label(bars) == "u vs p_tried"
             if math_close(token.p_tried, token.p) and token.q_tried is None:
                 assert "tested against" not in text and "min(1, p/q)" in text
+                assert axis_label(bars) == "u vs min(1,p/q)"
