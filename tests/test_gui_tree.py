@@ -14,13 +14,13 @@ import pytest  # noqa: E402
 from PySide6.QtCore import QEvent, Qt  # noqa: E402
 from PySide6.QtGui import QColor, QHelpEvent  # noqa: E402
 
+from specviz.core.metrics.positions import depth_counts  # noqa: E402
 from specviz.core.trace.records import Round, Settings, TokenEvent  # noqa: E402
 from specviz.gui import palette  # noqa: E402
 from specviz.gui.stream.figures import fmt  # noqa: E402
 from specviz.gui.tree import view as tree_view  # noqa: E402
 from specviz.gui.tree.layout import ROOT, layout  # noqa: E402
 from specviz.gui.tree.model import round_tree  # noqa: E402
-from specviz.gui.tree.numbers import depth_counts  # noqa: E402
 from specviz.gui.tree.text import tooltip  # noqa: E402
 from specviz.gui.tree.view import EDGE_WIDTH, PATH_WIDTH, TreeView  # noqa: E402
 
@@ -271,9 +271,9 @@ def test_the_per_depth_plot_counts_the_tree_records(qtbot, tree_session):
         plot = window.tree.depth
         assert plot.shown and plot.panel.scene() is window.plots.graphics.scene()
         heights = list(plot.bars.opts["height"])
-        assert heights == pytest.approx([r or 0.0 for r in counts.acceptance])
+        assert heights == pytest.approx([r or 0.0 for r in counts.by_position])
         assert f"{counts.tokens_per_pass:.2f} tokens/pass" in plot.plot.titleLabel.text
-        assert plot.describe(1).startswith(f"depth 1: {counts.acceptance[0]:.3f} accepted")
+        assert plot.describe(1).startswith(f"depth 1: {counts.by_position[0]:.3f} accepted")
     finally:
         window.close_now()
 

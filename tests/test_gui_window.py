@@ -310,7 +310,10 @@ def test_a_replay_is_complete_when_it_stops_drawing(qtbot, tmp_path, monkeypatch
     save(sample_session(len(rounds)), tmp_path / "long.jsonl")
     window = make_window(qtbot)
     original = window.status.set_figures
-    window.status.set_figures = lambda stats, n: (shown_rounds.append(n), original(stats, n))
+    window.status.set_figures = lambda stats, n, *running: (
+        shown_rounds.append(n),
+        original(stats, n, *running),
+    )
     assert window.files.open_trace(tmp_path / "long.jsonl") and window.controller.drawing
     qtbot.waitUntil(lambda: not window.controller.drawing, timeout=TIMEOUT)
     assert window.distribution.selected[0] == len(rounds) - 1  # not None: selected

@@ -47,7 +47,7 @@ def test_leviathan_is_cited_as_2211_17192():
 
 
 def test_start_worker_is_defined_once():
-    """The lab and the Tune panel start their workers with one helper."""
+    """The lab's panels start their workers with one helper."""
     defined = [
         str(path.relative_to(ROOT))
         for path in SOURCES
@@ -55,3 +55,29 @@ def test_start_worker_is_defined_once():
         if isinstance(node, ast.FunctionDef) and node.name == "start_worker"
     ]
     assert defined == ["specviz/gui/session/threads.py"]
+
+
+def test_the_engine_builds_a_round_in_run_round_only():
+    """core.engine makes a Round in one place, with all its fields (greedy_diff included):
+    no module there builds another or amends a finished one with dataclasses.replace."""
+    built, amended = [], []
+    for path in sorted((ROOT / "specviz" / "core" / "engine").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef):
+                continue
+            for node in ast.walk(func):
+                if not isinstance(node, ast.Call):
+                    continue
+                name = (
+                    node.func.attr
+                    if isinstance(node.func, ast.Attribute)
+                    else getattr(node.func, "id", None)
+                )
+                where = f"{path.name}:{func.name}"
+                if name == "Round":
+                    built.append(where)
+                first = node.args[0] if node.args else None
+                if name == "replace" and isinstance(first, ast.Name) and first.id == "rnd":
+                    amended.append(where)
+    assert built == ["round_step.py:run_round"] and amended == []

@@ -45,7 +45,7 @@ def test_a_loaded_round_is_a_plain_value():
 def test_field_lists_derive_from_the_records():
     assert trace.EVENT_NUMBERS == (
         "p", "q", "accept_prob", "u", "alpha", "residual", "p_rest", "q_rest",
-        "unjudged_p", "unjudged_p_rest",
+        "unjudged_p", "unjudged_p_rest", "p_tried", "q_tried",
     )  # fmt: skip
     assert trace.EVENT_LISTS == (
         "top", "top_text", "residual_top", "residual_text", "unjudged_top_p",

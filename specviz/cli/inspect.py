@@ -71,6 +71,7 @@ def describe(session, problems: list, reading: _Reading | None = None) -> dict[s
         **reading.fold.summary(),
         "accepted_lengths": stats.accepted_lengths,
         "undrafted": stats.undrafted,
+        "metrics": stats.metrics.values(),  # core.metrics.registry.SPECS, by name
         # a smaller K's estimate reads a chain's judged positions; a tree has none
         "whatif": [] if header.settings.tree else whatif(reading.fates, reading.k),
     }
@@ -166,6 +167,7 @@ def _figures(d: dict[str, Any]) -> list[str]:
         + ("  ".join(f"{i}: {n}" for i, n in lengths) or "n/a")
         + (f"  (and {d['undrafted']} rounds drafted nothing)" if d["undrafted"] else ""),
     ]
+    lines += _metric_lines(d["metrics"])
     if d["whatif"]:
         lines.append(
             "what-if     ESTIMATE for a smaller K' (from the first K' judged positions of each "
@@ -179,6 +181,15 @@ def _figures(d: dict[str, Any]) -> list[str]:
             )
         )
     return lines
+
+
+def _metric_lines(metrics: dict[str, Any]) -> list[str]:
+    """A line per metric of core.metrics.registry.SPECS in the report: "label: value"."""
+    from specviz.core.metrics.registry import SPECS, value_text
+
+    shown = [spec for name, spec in SPECS.items() if name in metrics]
+    return [f"{'metrics' if i == 0 else '':<12}{spec.label}: {value_text(metrics[spec.name])}"
+            for i, spec in enumerate(shown)]  # fmt: skip
 
 
 def whatif(fates: list, k: int) -> list[dict[str, Any]]:
@@ -269,7 +280,8 @@ class _Reading:
         self.greedy_diff: dict | None = None  # the first round's that names one, and its index
 
     def add(self, rnd) -> None:
-        from specviz.core.metrics.costmodel import judged_fates, round_k
+        from specviz.core.metrics.costmodel import round_k
+        from specviz.core.metrics.positions import judged_fates
 
         self.fold.add(rnd)
         self.rounds += 1

@@ -369,7 +369,7 @@ class MainWindow(QMainWindow):
         self._show_banner()
         self.stream.set_output_text(c.session.text)
         self.stream.set_total(c.total_rounds)
-        self.status.set_figures(c.last_stats, len(c.session.rounds))
+        self.status.set_figures(c.last_stats, len(c.session.rounds), c.stats)
         self.status.set_speed(self.speed.latest)
 
     def _refresh(self) -> None:

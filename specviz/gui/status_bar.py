@@ -1,5 +1,6 @@
 """The status bar: model pair, device, tokens/s, rounds, acceptance, state, busy indicator.
-Figures come from core.metrics.running.RoundStats. GUI thread only."""
+Figures come from core.metrics.running.RoundStats; the acceptance figure's tooltip lists
+every metric of core.metrics.registry (RunningStats.metrics). GUI thread only."""
 
 from __future__ import annotations
 
@@ -157,11 +158,16 @@ class StatusBar(QStatusBar):
             f"state: {state}" + (f": {STATE_TIPS[state]}" if state in STATE_TIPS else "")
         )
 
-    def set_figures(self, stats: RoundStats | None, rounds: int) -> None:
+    def set_figures(self, stats: RoundStats | None, rounds: int, running=None) -> None:
+        """running: the session's RunningStats, whose metrics the acceptance tooltip lists."""
+
         def f(value, form):
             return "n/a" if value is None else form.format(value)
 
         self.rounds.setText(f"rounds: {rounds}")
+        lines = running.metrics.lines() if running is not None else []
+        self.acceptance.setToolTip("\n".join(["over the session so far:", *lines]) if lines
+                                   else "")  # fmt: skip
         if stats is None:
             self.speed.setText("tokens/s: n/a")
             self.acceptance.setText("acceptance: n/a")

@@ -44,9 +44,12 @@ class Verified:
 def run_round(engine, shape, config: SamplingConfig) -> Round:
     """One round of `engine` (a SpeculativeEngine past prefill) in `shape` (ChainStep or
     TreeStep): draft and verify timed apart (the appending and the cache commits count as
-    verification), then the token records, timed apart (events_ms)."""
+    verification), then the token records, timed apart (events_ms); after the times, the
+    cost probes and, in a greedy half-precision session, where the text first leaves the
+    target alone's greedy decoding (greedy_diff)."""
     settings = engine.settings
     context_len = len(engine.ids)
+    generated = engine.n_generated  # before the round: where its tokens start
     policy_k = engine.policy.next_k()
 
     clock = engine.clock()
@@ -67,6 +70,10 @@ def run_round(engine, shape, config: SamplingConfig) -> Round:
     events_ms = 1000 * (time.perf_counter() - start)
 
     engine.finish_reason = finish
+    probes = engine.prober.after_round(engine) if engine.probing else None  # untimed
+    watch = engine.greedy_watch  # a greedy half-precision session's, after the times
+    greedy = settings.temperature == 0 and watch is not None
+    greedy_diff = watch.check(emitted, generated, len(proposal.tokens) + 1) if greedy else None
     rnd = Round(
         session_id=engine.header.session_id,
         index=engine.round_index,
@@ -82,7 +89,8 @@ def run_round(engine, shape, config: SamplingConfig) -> Round:
         stop=stop,
         events_ms=events_ms,
         matched=proposal.matched,
-        probes=engine.prober.after_round(engine) if engine.probing else None,  # untimed
+        probes=probes,
+        greedy_diff=greedy_diff,
         **fields,
     )
     engine.round_index += 1

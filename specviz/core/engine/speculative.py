@@ -190,23 +190,14 @@ class SpeculativeEngine:
     @torch.inference_mode()
     def step(self) -> Round:
         """One round (core.engine.round_step: draft, one target pass, verify, the Round), a
-        chain or a tree as the settings say. A greedy half-precision session's round names
-        where its text first leaves the target alone's (greedy_diff), found after the
-        round's times were taken."""
+        chain or a tree as the settings say."""
         if self.header is None:
             raise RuntimeError("call prefill() before step()")
         if self.finished:
             raise RuntimeError(f"the session has finished ({self.finish_reason})")
         settings = self.settings
         config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
-        start = self.n_generated
-        rnd = run_round(self, TREE if settings.tree else CHAIN, config)
-        if self.greedy_watch is not None and settings.temperature == 0:
-            emitted = [t.id for t in rnd.emitted]
-            diff = self.greedy_watch.check(emitted, start, rnd.n_drafted + 1)
-            if diff is not None:
-                rnd = dataclasses.replace(rnd, greedy_diff=diff)
-        return rnd
+        return run_round(self, TREE if settings.tree else CHAIN, config)
 
     def emit(self, emitted: list[int]) -> tuple[list[int], str | None]:
         """Append a round's tokens (up to an end-of-text token) to ids: (what was appended,

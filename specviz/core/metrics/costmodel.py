@@ -15,9 +15,10 @@ schema 1.1), so a replayed trace gives the same figures as the live session. No 
   n_drafted counts at that cap, as the probes' medians ignore the same bursts of other
   work on a busy machine).
 - refined prediction: with per-position acceptance a_1..a_K (a_i = accepted / judged at
-  drafted position i), E = 1 + sum_i prod_{j<=i} a_j tokens per round, and
-  speedup = E T_t(1) / (K T_d(1) + T_t(K+1) + o): the probes' costs and the acceptance
-  only, never the rounds' times, so that measured / refined is a test of the model.
+  drafted position i, a tree's at depth i: metrics.positions), E = 1 + sum_i prod_{j<=i} a_j
+  tokens per round, and speedup = E T_t(1) / (K T_d(1) + T_t(K+1) + o): the probes' costs
+  and the acceptance only, never the rounds' times, so that measured / refined is a test of
+  the model.
 - Leviathan et al. 2023 (arXiv:2211.17192, eq. 1; `predicted_speedup`):
   (1 - a^(K+1)) / ((1 - a)(K c + 1)), c = T_d(1) / T_t(1); it assumes T_t(K+1) = T_t(1) and
   o = 0, so it overestimates.
@@ -32,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from specviz.core.metrics.positions import PositionCounts, judged_fates, judged_pairs
 from specviz.core.metrics.speedup import MIN_PROBES, MIN_STEPS, Speedup, clean_ms, measure
 from specviz.core.metrics.whatif import whatif_fates
 from specviz.core.trace.records import Round
@@ -126,14 +128,6 @@ def _median(values: Iterable[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def judged_fates(rnd: Round) -> list[bool]:
-    """Accepted (True) / rejected (False) for each judged drafted position, in order (a
-    tree's: each node the rule tried, in node order)."""
-    if rnd.tree is not None:
-        return [fate == "accepted" for fate in rnd.tree["fate"] if fate != "discarded"]
-    return [t.status == "accepted" for t in rnd.tokens if t.status in ("accepted", "rejected")]
-
-
 def tree_depth(rnd: Round) -> int:
     """A tree round's depth (its draft passes), 0 for a chain's round."""
     if rnd.tree is None:
@@ -159,12 +153,17 @@ class Folded(NamedTuple):
     emitted: int
     draft_ms: float
     verify_ms: float
-    fates: tuple[bool, ...]  # judged positions: accepted?
+    judged: tuple[tuple[int, bool], ...]  # (position, accepted?): positions.judged_pairs
     tree: int = 0  # a token tree's round: its depth (draft passes); n counts its nodes
 
     @property
     def ms(self) -> float:
         return self.draft_ms + self.verify_ms
+
+    @property
+    def fates(self) -> tuple[bool, ...]:
+        """Accepted? of each judged draft, in order (a chain's: position 1, 2, ...)."""
+        return tuple(ok for _, ok in self.judged)
 
 
 @dataclass(frozen=True)
@@ -275,7 +274,7 @@ class CostModel:
         self.n_probes = 0
 
     def add(self, rnd: Round) -> None:
-        fates = tuple(judged_fates(rnd))
+        judged = tuple(judged_pairs(rnd))
         n = rnd.n_drafted
         self.rounds.append(
             Folded(
@@ -285,8 +284,8 @@ class CostModel:
                 rnd.n_emitted,
                 rnd.draft_ms,
                 rnd.verify_ms,
-                fates,
-                rnd.tree is not None,
+                judged,
+                tree_depth(rnd),
             )  # fmt: skip
         )
         if rnd.probes:
@@ -332,14 +331,11 @@ class CostModel:
         )
 
     def acceptance_by_position(self) -> list[float | None]:
-        judged = [0] * max((len(r.fates) for r in self.rounds), default=0)
-        accepted = [0] * len(judged)
+        """Accepted / judged at each position (a tree's: depth) over the window's rounds."""
+        counts = PositionCounts()
         for r in self.rounds:
-            for i, ok in enumerate(r.fates):
-                judged[i] += 1
-                if ok:
-                    accepted[i] += 1
-        return [a / j if j else None for a, j in zip(accepted, judged, strict=True)]
+            counts.add_pairs(r.judged)
+        return counts.by_position
 
     def figures(self, advisor: bool = True, calibration_ms: float | None = None) -> Figures:
         """The window's figures; advisor=False leaves out the curve over ADVISOR_KS (the
@@ -351,8 +347,8 @@ class CostModel:
         capped = capped_ms([(r.n, r.ms) for r in rounds])
         ms = sum(capped)
         k = max((r.k for r in rounds), default=None)
-        judged = sum(len(r.fates) for r in rounds)
-        alpha = sum(sum(r.fates) for r in rounds) / judged if judged else None
+        judged = sum(len(r.judged) for r in rounds)
+        alpha = sum(ok for r in rounds for _, ok in r.judged) / judged if judged else None
         by_pos = self.acceptance_by_position()
         speedup = measure(
             costs.t1_steps,

@@ -2,6 +2,8 @@
 
 - acceptance rate: accepted / judged drafted tokens (discarded ones were never judged);
   it estimates alpha = E[sum_x min(p(x), q(x))], which is averaged over judged positions.
+  By position (a tree's: by depth) from metrics.positions, the one place judged drafts are
+  placed.
 - draft efficiency: accepted / all drafted tokens (vLLM's "draft acceptance rate").
 - measured speedup: target-only ms per token / speculative ms per emitted token, with its
   95% interval, from metrics.speedup through the cost model over the last WINDOW rounds,
@@ -17,11 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specviz.core.metrics.costmodel import CostModel, figures_json, predicted_speedup
+from specviz.core.metrics.positions import PositionCounts
 from specviz.core.metrics.refined_band import refined_band
+from specviz.core.metrics.registry import MetricFolds
 from specviz.core.metrics.speed_tracker import WINDOW
 from specviz.core.trace.records import DRAFTED, JUDGED, Round, SessionHeader, cost_ratio
 from specviz.core.trace.session import Session
-from specviz.core.trace.tree_nodes import TreeRecord
 
 BASIS_PROBES = "probes"  # the cost model's running medians (schema 1.1)
 BASIS_HEADER = "header"  # the header's baseline, measured once at session start (schema 1.0)
@@ -54,15 +57,15 @@ class RunningStats:
     draft_ms_per_token: float | None
     rounds: int = 0
     drafted: int = 0
-    judged: int = 0
-    accepted: int = 0
     emitted: int = 0
     ms: float = 0.0
     alpha_sum: float = 0.0
     alpha_n: int = 0
     k_sum: int = 0
-    by_position_judged: list[int] = field(default_factory=list)
-    by_position_accepted: list[int] = field(default_factory=list)
+    # judged and accepted drafts by position (a tree's: by depth)
+    positions: PositionCounts = field(default_factory=PositionCounts)
+    # every metric of core.metrics.registry.SPECS, folded over the same rounds
+    metrics: MetricFolds = field(default_factory=MetricFolds)
     # How many rounds that drafted something kept 0, 1, 2, ... drafts
     accepted_lengths: list[int] = field(default_factory=list)
     undrafted: int = 0  # rounds that drafted nothing (a lookup without a match, a limit)
@@ -78,9 +81,9 @@ class RunningStats:
     def add(self, rnd: Round) -> RoundStats:
         """Fold one round in. Counts come from its tokens, so that the work and the memory
         stay bounded by the record whatever its n_drafted / n_accepted say."""
-        judged = [t for t in rnd.tokens if t.status in JUDGED]
-        alphas = [t.alpha for t in judged if t.alpha is not None]
-        tried = _tried(rnd, judged)  # (position, accepted?) of each judged draft
+        alphas = [t.alpha for t in rnd.tokens if t.status in JUDGED and t.alpha is not None]
+        tried = self.positions.add(rnd)  # (position, accepted?) of each judged draft
+        self.metrics.add(rnd)
         n_acc = sum(ok for _, ok in tried)
         n_drafted = (
             len(rnd.tree["parent"]) if rnd.tree is not None
@@ -88,19 +91,11 @@ class RunningStats:
         )  # fmt: skip
         self.rounds += 1
         self.drafted += n_drafted
-        self.judged += len(tried)
-        self.accepted += n_acc
         self.emitted += rnd.n_emitted
         self.ms += rnd.ms
         self.alpha_sum += sum(alphas)
         self.alpha_n += len(alphas)
         self.k_sum += n_drafted
-        for pos, ok in tried:
-            while len(self.by_position_judged) <= pos:
-                self.by_position_judged.append(0)
-                self.by_position_accepted.append(0)
-            self.by_position_judged[pos] += 1
-            self.by_position_accepted[pos] += ok
         if n_drafted:
             while len(self.accepted_lengths) <= n_acc:
                 self.accepted_lengths.append(0)
@@ -122,8 +117,16 @@ class RunningStats:
         )
 
     @property
+    def judged(self) -> int:
+        return self.positions.total_judged
+
+    @property
+    def accepted(self) -> int:
+        return self.positions.total_accepted
+
+    @property
     def acceptance(self) -> float | None:
-        return self.accepted / self.judged if self.judged else None
+        return self.positions.acceptance
 
     @property
     def alpha(self) -> float | None:
@@ -143,18 +146,15 @@ class RunningStats:
 
     @property
     def acceptance_by_position(self) -> list[float | None]:
-        return [
-            a / j if j else None
-            for a, j in zip(self.by_position_accepted, self.by_position_judged, strict=True)
-        ]
+        return self.positions.by_position
 
+    @property
+    def by_position_judged(self) -> list[int]:
+        return self.positions.judged
 
-def _tried(rnd: Round, judged: list) -> list[tuple[int, bool]]:
-    """(position, accepted?) of a round's judged drafts: a chain's in order; a tree's every
-    node the rule tried, at its depth - 1 (so that acceptance by position is by depth)."""
-    if rnd.tree is None:
-        return [(pos, t.status == "accepted") for pos, t in enumerate(judged)]
-    return [(depth - 1, kept) for depth, kept in TreeRecord.of(rnd.tree).tried_by_depth()]
+    @property
+    def by_position_accepted(self) -> list[int]:
+        return self.positions.accepted
 
 
 def fold(session: Session) -> RunningStats:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from specviz.core.metrics.positions import PositionCounts
+
 
 def whatif_fates(rounds: Iterable[Sequence[bool]], k: int) -> dict:
     """An ESTIMATE of what a session with K' = k (smaller than the one run) would have seen:
@@ -16,29 +18,20 @@ def whatif_fates(rounds: Iterable[Sequence[bool]], k: int) -> dict:
     "acceptance_by_position"}; rounds with fewer than k judged positions that were not
     ended by a rejection (an end-of-text, a length limit) count with what they have.
     """
-    judged = accepted = emitted = n_rounds = 0
-    by_judged = [0] * k
-    by_accepted = [0] * k
+    counts = PositionCounts()  # what the K' rounds would have judged, by position
+    emitted = n_rounds = 0
     for fates in rounds:
         fates = list(fates)[:k]
         n_rounds += 1
-        judged += len(fates)
-        got = 0
-        for i, ok in enumerate(fates):
-            by_judged[i] += 1
-            by_accepted[i] += ok
-            if not ok:
-                break
-            got += 1
-        accepted += got
-        emitted += got + 1
+        kept = next((i for i, ok in enumerate(fates) if not ok), len(fates))  # the rejection
+        counts.add_pairs((i, ok) for i, ok in enumerate(fates[: kept + 1], start=1))
+        emitted += kept + 1
+    by_position = counts.by_position
     return {
         "k": k,
         "rounds": n_rounds,
-        "acceptance": accepted / judged if judged else None,
+        "acceptance": counts.acceptance,
         "tokens_per_round": emitted / n_rounds if n_rounds else None,
-        "acceptance_by_position": [
-            a / j if j else None for a, j in zip(by_accepted, by_judged, strict=True)
-        ],
+        "acceptance_by_position": by_position + [None] * (k - len(by_position)),
         "estimate": True,
     }

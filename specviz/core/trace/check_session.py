@@ -255,8 +255,8 @@ def _rule_numbers(rnd: Round, rule: str, settings: Settings) -> Iterator[tuple[s
         yield from check_block(rnd)
     if rule == "typical" or rnd.typical is not None:
         yield from check_typical(rnd)
-    if settings.tree or rnd.tree is not None:
-        yield from check_tree(rnd, settings)
+    if settings.tree or rnd.tree is not None or any(t.p_tried is not None for t in rnd.tokens):
+        yield from check_tree(rnd, settings)  # (a chain's token has no p_tried: schema 1.9)
 
 
 def _round_settings(

@@ -22,6 +22,7 @@ from specviz.core.trace.records import (
     JUDGED,
     NUMBERS_BY_STATUS,
     PROBABILITIES,
+    TRIED,
     UNJUDGED,
     TokenEvent,
 )
@@ -37,12 +38,15 @@ _REST_OF = {"p_rest": "p", "q_rest": "q"}
 _TOP_COLUMNS = {"discarded": (False, True), "bonus": (True, False)}
 # Schema 1.2: the target's numbers at a position it never judged, on discarded tokens only.
 _UNJUDGED_NUMBERS = frozenset(name for name in UNJUDGED if name in EVENT_NUMBERS)
+# Schema 1.9: what a judged token was tested against, where it is not p and q themselves.
+_TRIED_NUMBERS = frozenset(TRIED)
 # Per status: the numbers it must carry, and the numbers it may carry.
 _BY_STATUS = {
     status: (
         frozenset(present),
         frozenset(name for name in EVENT_NUMBERS if _REST_OF.get(name, name) in present)
-        | (_UNJUDGED_NUMBERS if status == "discarded" else frozenset()),
+        | (_UNJUDGED_NUMBERS if status == "discarded" else frozenset())
+        | (_TRIED_NUMBERS if status in JUDGED else frozenset()),
     )
     for status, present in NUMBERS_BY_STATUS.items()
 }
@@ -113,6 +117,8 @@ def _fields_by_status(event: TokenEvent) -> Found:
         if name not in allowed and getattr(event, name) is not None:
             if name in _UNJUDGED_NUMBERS:
                 yield name, f"present on a '{event.status}' token (discarded tokens only)"
+            elif name in _TRIED_NUMBERS:
+                yield name, f"present on a '{event.status}' token (judged tokens only)"
             else:
                 yield name, f"present on a '{event.status}' token, which has none"
             return
@@ -265,17 +271,26 @@ def _residual_top(event: TokenEvent, top_n: int) -> Found:
 
 
 def _verdict(event: TokenEvent, rule: str = "token") -> tuple[str, str] | None:
-    """accept_prob = min(1, p/q), and (token-wise) the status the draw u gives."""
+    """accept_prob = min(1, p/q), or min(1, p_tried/q_tried) where the token carries what it
+    was tested against (schema 1.9: q_tried only with p_tried, q where it is absent), and
+    (token-wise) the status the draw u gives."""
     p, q, accept_prob, u = event.p, event.q, event.accept_prob, event.u
     if p is None or q is None or accept_prob is None or u is None:
         return None  # named by _fields_by_status
+    names = "p/q"
+    if event.p_tried is not None:
+        p, names = event.p_tried, "p_tried/q"
+        if event.q_tried is not None:
+            q, names = event.q_tried, "p_tried/q_tried"
+    elif event.q_tried is not None:
+        return "q_tried", "present without p_tried (the p its test used)"
     if not (math.isfinite(p) and math.isfinite(q)):
         return None  # named by _numbers
     expected = expected_accept_prob(p, q)
     if not abs(accept_prob - expected) <= REL_TOL * abs(expected) + 1e-12:
         return (
             "accept_prob",
-            f"{accept_prob!r}, but min(1, p/q) = min(1, {p!r}/{q!r}) = {expected!r}",
+            f"{accept_prob!r}, but min(1, {names}) = min(1, {p!r}/{q!r}) = {expected!r}",
         )
     if not verifiers.token_fates(rule):  # the round's rule numbers decide (rule_numbers)
         return None

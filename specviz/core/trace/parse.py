@@ -37,7 +37,7 @@ from specviz.core.trace.rule_numbers import (
     parse_matched,
     parse_typical,
 )
-from specviz.core.trace.tree_numbers import parse_tree
+from specviz.core.trace.tree_numbers import parse_tree, read_tried
 
 # A round's optional objects and their readers (each checks every field of its object).
 _ROUND_OBJECTS = {"block": parse_block, "typical": parse_typical, "tree": parse_tree,
@@ -378,6 +378,8 @@ def parse_round(
         if type(settings) is not dict:
             raise type_error(settings, dict, line, "settings")
         settings = _cached_settings(settings, line, settings_cache)
+    extras = _round_extras(obj, line)
+    events = tuple(parse_event(t, line, f"tokens[{i}]") for i, t in enumerate(tokens))
     return Round(
         session_id=session_id,
         index=_get(obj, "index", int, line),
@@ -386,10 +388,10 @@ def parse_round(
         verify_ms=_get(obj, "verify_ms", float, line),
         n_drafted=_get(obj, "n_drafted", int, line),
         n_accepted=_get(obj, "n_accepted", int, line),
-        tokens=tuple(parse_event(t, line, f"tokens[{i}]") for i, t in enumerate(tokens)),
+        tokens=read_tried(events, extras.get("tree")),  # an older tree's, as 1.9 writes them
         settings=settings,
         finish_reason=_get(obj, "finish_reason", str, line, optional=True),
-        **_round_extras(obj, line),
+        **extras,
     )
 
 

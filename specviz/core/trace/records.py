@@ -1,6 +1,6 @@
 """The trace records (SessionHeader, Round, TokenEvent, Settings, ModelInfo), the format's
 vocabulary (statuses, which numbers each status carries, field lists), schema
-"specviz.trace/1.8". Their JSON form is specviz.core.trace.serialize.
+"specviz.trace/1.9". Their JSON form is specviz.core.trace.serialize.
 
 A trace is one JSON object per line: the session header, one line per round, and an
 optional summary. Records are plain frozen values: they cross from the worker thread to the
@@ -15,9 +15,9 @@ from typing import Any
 
 from specviz.core.trace import verifiers
 
-SCHEMA = "specviz.trace/1.8"
+SCHEMA = "specviz.trace/1.9"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 8  # each minor version added optional fields only, so an older file reads
+SCHEMA_MINOR = 9  # each minor version added optional fields only, so an older file reads
 # as a newer one without them: 1.1 k, stop, events_ms, probes, copied_from, drafter, policy,
 # eos_token_id; 1.2 the UNJUDGED numbers below; 1.3 a probe's t1_ms and rule_ms, and the
 # summary's speedup interval and status (core.metrics.speedup), settings.verifier and a
@@ -25,7 +25,8 @@ SCHEMA_MINOR = 8  # each minor version added optional fields only, so an older f
 # typical numbers; 1.5 token trees: the tree settings and a round's tree; 1.6 the header's
 # chat and dtype_choice, a round's greedy_diff and `matched` (suffix decoding); 1.7 the
 # verifier "tree" for a tree's rounds (1.5 and 1.6 wrote "token" there, read as "tree");
-# 1.8 a round's draft_pieces (a draft with another tokenizer)
+# 1.8 a round's draft_pieces (a draft with another tokenizer); 1.9 a judged tree token's
+# p_tried and q_tried (TRIED below)
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
@@ -54,6 +55,11 @@ NUMBERS_BY_STATUS = {
 # own, not p / p_rest / top's p column (which stay absent / null there, as in 1.1), so a
 # 1.1 reader, which ignores unknown token fields, reads a 1.2 trace and still finds it valid.
 UNJUDGED = ("unjudged_p", "unjudged_p_rest", "unjudged_top_p")
+# Schema 1.9, on a tree round's judged tokens only: the p its test used (p_tried, on every
+# one: a later sibling's is p after its earlier siblings' rejections) and, under the rule
+# "topk", q_tried = 1 (chosen without randomness): accept_prob = min(1, p_tried/q_tried).
+# p and q stay the target's and the draft's own p(x) and q(x), as on every other token.
+TRIED = ("p_tried", "q_tried")
 
 
 class TraceError(ValueError):
@@ -236,6 +242,9 @@ class TokenEvent:
     # outside `top`, from the round's target pass; never judged (no accept test ran here).
     unjudged_p: float | None = None
     unjudged_p_rest: float | None = None
+    # Schema 1.9, a tree round's judged tokens only (TRIED): what accept_prob was taken from.
+    p_tried: float | None = None
+    q_tried: float | None = None
     # The top-N tokens by max(p, q) at this position: (id, p, q); q is None at a bonus
     # position and p is None at a discarded one.
     top: tuple[tuple[int, float | None, float | None], ...] = ()
@@ -263,6 +272,8 @@ class TokenEvent:
         q_rest: float | None = None,
         unjudged_p: float | None = None,
         unjudged_p_rest: float | None = None,
+        p_tried: float | None = None,
+        q_tried: float | None = None,
         top: tuple = (),
         top_text: tuple[str, ...] = (),
         residual_top: tuple = (),
@@ -279,7 +290,8 @@ class TokenEvent:
                 "id": id, "text": text, "status": status, "p": p, "q": q,
                 "accept_prob": accept_prob, "u": u, "alpha": alpha, "residual": residual,
                 "p_rest": p_rest, "q_rest": q_rest, "unjudged_p": unjudged_p,
-                "unjudged_p_rest": unjudged_p_rest, "top": top, "top_text": top_text,
+                "unjudged_p_rest": unjudged_p_rest, "p_tried": p_tried, "q_tried": q_tried,
+                "top": top, "top_text": top_text,
                 "residual_top": residual_top, "residual_text": residual_text,
                 "unjudged_top_p": unjudged_top_p,
             },
@@ -435,7 +447,8 @@ HEADER_KEYS = frozenset(("type", "schema", *HEADER_FIELDS))  # any other key is 
 ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(Round) if f.name != "session_id")
 ROUND_OPTIONAL = _optional(Round)
 # A token's numbers (p, q, accept_prob, u, alpha, residual, p_rest, q_rest, unjudged_p,
-# unjudged_p_rest) and its lists (top, top_text, residual_top, residual_text, unjudged_top_p).
+# unjudged_p_rest, p_tried, q_tried) and its lists (top, top_text, residual_top,
+# residual_text, unjudged_top_p).
 EVENT_NUMBERS = _optional(TokenEvent)
 EVENT_LISTS = tuple(f.name for f in dataclasses.fields(TokenEvent) if f.default == ())
 # The numbers that are probabilities (u is a uniform draw in [0, 1), checked as such).

@@ -97,6 +97,18 @@ class TreeRecord:
         pairs = zip(self.nodes.depths, self.fate, strict=True)
         return [(d, fate == "accepted") for d, fate in pairs if fate != "discarded"]
 
+    def chain(self) -> list[int]:
+        """The nodes of the round's chain view (its judged tokens, in order): the accepted
+        path from the root, then, where the round ended on a rejection, the last child tried
+        at the node it ended on (every child of that node was tried and rejected)."""
+        path, node = [], ROOT
+        while (kept := next((c for c in self.nodes.kids(node) if self.fate[c] == "accepted"),
+                            None)) is not None:  # fmt: skip
+            path.append(kept)
+            node = kept
+        kids = self.nodes.kids(node)
+        return [*path, kids[-1]] if kids else path
+
 
 COLUMNS = ("token", "text", "fate", "q", "p", "p_tried", "accept_prob", "u")
 

@@ -2,17 +2,27 @@
 (structure: columns of one length, bounded by MAX_TREE_BUDGET) and checked against the
 round (meaning: one tree under the context, parents before children, the accepted nodes a
 path, the multi-draft rule reproduced from the recorded numbers, the chain view's tokens the
-path's). The rule itself is core.tree.walk.
+path's, with its nodes' numbers). The rule itself is core.tree.walk. read_tried reads a 1.8
+or older tree round's tokens as 1.9 writes them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from typing import Any
 
-from specviz.core.trace.records import MAX_TREE_BUDGET, TREE_FATES, Round, Settings, TraceError
-from specviz.core.trace.tree_nodes import TreeNodes
+from specviz.core.trace.records import (
+    JUDGED,
+    MAX_TREE_BUDGET,
+    TREE_FATES,
+    Round,
+    Settings,
+    TokenEvent,
+    TraceError,
+)
+from specviz.core.trace.tree_nodes import TreeNodes, TreeRecord
 
 Found = Iterator[tuple[str, str]]  # (field, message)
 RULES = ("sample", "topk")
@@ -58,6 +68,31 @@ def parse_tree(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None
     return out
 
 
+def read_tried(tokens: tuple[TokenEvent, ...], tree: dict | None) -> tuple[TokenEvent, ...]:
+    """A tree round's tokens as schema 1.9 writes them. From 1.5 to 1.8 a judged token's p
+    was the probability its test used and, under topk, its q was 1: a tree round whose judged
+    tokens carry no p_tried is such a round, and its tokens get that p as p_tried (that q as
+    q_tried) and their node's p and q from the tree's columns. Anything else is as read (a
+    malformed tree, or a token that is not its node's, is check_tree's to name)."""
+    judged = [j for j, t in enumerate(tokens) if t.status in JUDGED]
+    if tree is None or not judged or any(t.p_tried is not None for t in tokens):
+        return tokens
+    try:
+        chain = TreeRecord.of(tree).chain()
+    except (ValueError, TypeError, IndexError):
+        return tokens
+    out = list(tokens)
+    for j, node in zip(judged, chain, strict=False):
+        event = out[j]
+        if event.id != tree["token"][node] or event.p is None:
+            return tokens
+        tried = {"p": tree["p"][node], "p_tried": event.p}
+        if tree["rule"] == "topk":
+            tried.update(q=tree["q"][node], q_tried=event.q)
+        out[j] = dataclasses.replace(event, **tried)
+    return tuple(out)
+
+
 def tree_rule(settings: Settings) -> str:
     """The rule a tree's children call for: q's top W (or greedy) "topk", draws "sample"."""
     return "topk" if settings.tree_draw == "topk" or settings.temperature == 0 else "sample"
@@ -69,6 +104,10 @@ def check_tree(rnd: Round, settings: Settings) -> Found:
     if not settings.tree:
         if tree is not None:
             yield "tree", "a tree in a round whose settings draft a chain (tree_width 1)"
+        for j, event in enumerate(rnd.tokens):
+            if event.p_tried is not None:
+                yield f"tokens[{j}].p_tried", "present in a chain's round (tree rounds only)"
+                return
         return
     if tree is None:
         yield "tree", "a tree round (tree_width > 1) without its tree"
@@ -101,6 +140,7 @@ def check_tree(rnd: Round, settings: Settings) -> Found:
             return
     yield from _numbers(tree, tree["rule"])
     yield from _walk(rnd, tree, children)
+    yield from _chain_numbers(rnd, tree)
 
 
 def _numbers(tree: dict, rule: str) -> Found:
@@ -174,3 +214,22 @@ def _walk(rnd: Round, tree: dict, children) -> Found:
     last = rnd.tokens[-1].status if rnd.tokens else None
     if last in ("resampled", "bonus") and last != ending:
         yield "tokens", f"the round ends on a {last!r} token, but its tree calls for {ending!r}"
+
+
+def _chain_numbers(rnd: Round, tree: dict) -> Found:
+    """The chain view's judged tokens carry their nodes' numbers: p, q, p_tried (schema 1.9:
+    on every one), and q_tried = 1 under topk only (the rule tests x without q)."""
+    judged = [(j, t) for j, t in enumerate(rnd.tokens) if t.status in JUDGED]
+    nodes = TreeRecord.of(tree).chain()
+    for (j, event), node in zip(judged, nodes, strict=False):
+        if event.id != tree["token"][node]:
+            return  # named by _walk
+        q_tried = 1.0 if tree["rule"] == "topk" else None
+        for name, due in (("p", tree["p"][node]), ("q", tree["q"][node]),
+                          ("p_tried", tree["p_tried"][node]), ("q_tried", q_tried)):  # fmt: skip
+            value = getattr(event, name)
+            if (value is None) != (due is None) or (
+                due is not None and not math.isclose(value, due, rel_tol=1e-6, abs_tol=TOL)
+            ):
+                yield f"tokens[{j}].{name}", f"{value!r}, but its node {node}'s is {due!r}"
+                return

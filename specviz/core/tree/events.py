@@ -3,9 +3,10 @@ child where the round ended on one, the resampled or bonus token) and every node
 (Round.tree, schema 1.5; core.trace.tree_numbers checks them).
 
 The chain view is built by round_events from the rows along the path, so its tokens carry
-what a chain's do (top-N lists, alpha, the residual); a judged token's p is the probability
-it was tried against (after its earlier siblings' updates) and, under the topk rule, its q
-is 1 (a child chosen without randomness: the rule keeps it with p alone).
+what a chain's do (top-N lists, alpha, the residual), p and q the target's p(x) and the
+draft's q(x) as on any token; a judged token adds what its test used (schema 1.9): p_tried,
+the probability it was tried against (after its earlier siblings' updates) and, under the
+topk rule, q_tried = 1 (a child chosen without randomness: the rule keeps it with p alone).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 
 from specviz.core.decoding.token_events import round_events
 from specviz.core.decoding.verify import Verdict
-from specviz.core.trace.records import TokenEvent
+from specviz.core.trace.records import JUDGED, TokenEvent
 from specviz.core.tree.walk import TreeWalk
 
 
@@ -56,11 +57,9 @@ def tree_events(
     events = list(round_events(p_chain, q_chain, drafted, verdict, n_emit, text, top_n))
     for j, node in enumerate(chain[: len(events)]):
         event = events[j]
-        if event.status in ("accepted", "rejected"):
-            values = {**vars(event), "p": walk.p_tried[node]}
-            if rule == "topk":
-                values["q"] = 1.0
-            events[j] = TokenEvent(**values)
+        if event.status in JUDGED:
+            tried = {"p_tried": walk.p_tried[node], "q_tried": 1.0 if rule == "topk" else None}
+            events[j] = TokenEvent(**{**vars(event), **tried})
     return tuple(events), tree_record(tokens, parents, p_rows, q_at, walk, rule, text)
 
 

@@ -1,16 +1,18 @@
 """A K sweep's table: a row per (drafter, policy, verifier, K), from the runs and one pooled
 cost model.
 
-Per K: alpha (accepted / judged) and tokens per target pass (emitted / rounds), measured; the
-measured speedup with its 95% interval (metrics.speedup: the sweep's pooled T_t(1) steps
-against that K's rounds); the refined prediction from the pooled figures, and Leviathan's,
-and measured / refined.
+Per K: alpha (accepted / judged, metrics.positions) and tokens per target pass (emitted /
+rounds), measured; the measured speedup with its 95% interval (metrics.speedup: the sweep's
+pooled T_t(1) steps against that K's rounds); the refined prediction from the pooled figures,
+and Leviathan's, and measured / refined; and every metric of metrics.registry.SPECS over
+that K's rounds (a row's `metrics`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from specviz.core.metrics.costmodel import (
     ADVISOR_KS,
@@ -18,9 +20,10 @@ from specviz.core.metrics.costmodel import (
     Costs,
     acceptance_for,
     capped_ms,
-    judged_fates,
     tree_refined,
 )
+from specviz.core.metrics.positions import position_counts
+from specviz.core.metrics.registry import metrics_over
 from specviz.core.metrics.running import predicted_speedup
 from specviz.core.metrics.speedup import Speedup, measure
 from specviz.core.trace.records import Round
@@ -44,6 +47,7 @@ class KRow:
     policy: str = "constant"
     verifier: str = "token"  # or a tree's label (core.tune.sweep.tree_label)
     pass_tokens: float | None = None  # tokens in a round's target pass: drafts + 1, mean
+    metrics: dict[str, Any] = field(default_factory=dict)  # metrics.registry.SPECS, by name
 
     @property
     def speedup_measured(self) -> float | None:
@@ -87,6 +91,7 @@ class KRow:
             "speedup_leviathan": self.speedup_leviathan,
             "measured_over_refined": self.ratio,
             "impossible": self.impossible,
+            "metrics": self.metrics,
         }
 
 
@@ -109,9 +114,7 @@ def _alpha_and_speedup(rounds: Sequence[Round], costs: Costs) -> tuple[float | N
     speedup = measure(
         costs.t1_steps, [(t, r.n_emitted) for t, r in zip(capped, rounds, strict=True)]
     )
-    judged = [ok for r in rounds for ok in judged_fates(r)]
-    alpha = sum(judged) / len(judged) if judged else None
-    return alpha, speedup
+    return position_counts(rounds).acceptance, speedup
 
 
 @dataclass(frozen=True)
@@ -239,6 +242,7 @@ def sweep_table(runs: Sequence[SweepRun], costs: Costs | None = None) -> SweepTa
                     pass_tokens=(
                         sum(r.n_drafted + 1 for r in rounds) / len(rounds) if rounds else None
                     ),
+                    metrics=metrics_over(rounds),
                 )
             )
     possible = [r for r in rows if r.comparable is not None]

@@ -142,7 +142,7 @@ class AcceptGauge(pg.PlotWidget):
         alpha = None if bars is None else bars.alpha
         rejection = None if bars is None else bars.rejection_mass
         # the test's figures go in the title, where the marks never cover them
-        left = _AXIS_TEST[_rule(bars)]
+        left = axis_label(bars)
         # the test with its figures (the title is rich text: "<" escaped)
         title = "accept test" if test is None else html.escape(test.label)
         self.getPlotItem().setTitle(title, size="9pt")
@@ -157,10 +157,23 @@ class AcceptGauge(pg.PlotWidget):
             self.alpha_text.setPos(1, alpha / 2)
 
 
-_AXIS_TEST = {"token": "u vs min(1,p/q)", "block": "u vs h_i", "typical": "p vs threshold"}
+_AXIS_TEST = {"token": "u vs min(1,p/q)", "block": "u vs h_i", "typical": "p vs threshold",
+              "tried": "u vs min(1,p_tried/q)", "topk": "u vs p_tried"}  # fmt: skip
+
+
+def axis_label(bars: PositionBars | None) -> str:
+    """The gauge's test in words: a tree's token tested against p_tried (a later sibling),
+    or p_tried alone (the topk rule: q_tried = 1), says so (schema 1.9)."""
+    return _AXIS_TEST[_rule(bars)]
 
 
 def _rule(bars: PositionBars | None) -> str:
     if bars is not None and bars.block is not None:
         return "block"
-    return "typical" if bars is not None and bars.typical else "token"
+    if bars is not None and bars.typical:
+        return "typical"
+    drafted = None if bars is None else bars.drafted_event
+    if drafted is not None and drafted.q_tried is not None:
+        return "topk"
+    tried = drafted is not None and drafted.p_tried not in (None, drafted.p)
+    return "tried" if tried else "token"

@@ -48,7 +48,7 @@ def row_text(bars: PositionBars, row: int) -> str:
         value = values[row]
         lines.append(f"{label} = {fmt(value) if value is not None else missing}")
     if row == bars.drafted_bar:
-        lines.append(f"the drafted token ({bars.drafted_event.status})")
+        lines.append(f"the drafted token ({bars.drafted_event.status}){_tried(bars.drafted_event)}")
     if row == bars.emitted_bar and bars.emitted_event is not None:
         lines.append(f"the emitted token ({bars.emitted_event.status})")
     return "\n".join(lines)
@@ -111,8 +111,8 @@ def summary_html(bars: PositionBars | None) -> str:
             verdict = "accepted" if bars.accepted else "rejected"
             u_text, a_text = fmt_pair(bars.u, bars.accept_prob)
             parts.append(
-                f"the target gives it p = {fmt(drafted.p)}, so it is kept with probability "
-                f"min(1, p/q) = {a_text}; the draw u = {u_text} "
+                f"the target gives it p = {fmt(drafted.p)}{_tried(drafted)}, so it is kept "
+                f"with probability {_kept_with(drafted)} = {a_text}; the draw u = {u_text} "
                 f"{relation} {a_text}: <b style='color:{colour}'>{verdict}</b>"
             )
         elif bars.p_never_judged:  # unjudged: schema 1.2's p at a discarded position
@@ -155,6 +155,24 @@ def summary_html(bars: PositionBars | None) -> str:
             "is the residual's mass."
         )
     return text
+
+
+def _tried(drafted) -> str:
+    """What a tree's judged token was tested against where it is not its own p and q (schema
+    1.9): a later sibling's p after the earlier siblings' rejections, topk's q_tried = 1."""
+    said = []
+    if drafted.p_tried is not None and drafted.p_tried != drafted.p:
+        said.append(f"p_tried = {fmt(drafted.p_tried)}, x's p after its earlier siblings' "
+                    "rejections")  # fmt: skip
+    if drafted.q_tried is not None:
+        said.append(f"q_tried = {fmt(drafted.q_tried)}, as it was chosen from q's top, not drawn")
+    return f" (tested against {' and '.join(said)})" if said else ""
+
+
+def _kept_with(drafted) -> str:
+    """The accept probability's formula, in the names of what the test used."""
+    p = "p_tried" if drafted.p_tried is not None and drafted.p_tried != drafted.p else "p"
+    return f"min(1, {p}/{'q_tried' if drafted.q_tried is not None else 'q'})"
 
 
 def _token_wise(bars: PositionBars) -> str:

@@ -1,5 +1,7 @@
-"""A worker QObject on its own started QThread (the lab's Monte Carlo, the Tune panel's
-sweep). The worker must have no parent: a parented QObject silently fails to move."""
+"""A worker QObject on its own started QThread (the lab's Monte Carlo and sequence
+comparison: gui/lab). The worker must have no parent: a parented QObject silently fails to
+move. (A Tune sweep is a job on the engine's worker, or loads its own pair on a plain thread:
+gui/tune/sweep_job.py.)"""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The plots column's fifth plot in a tree session: acceptance at each depth of the tree
 (accepted / tried nodes there), the share of rounds whose accepted path reached each depth,
-and tokens per target pass in its title. Numbers from gui/tree/numbers.py (the rounds' tree
-records). Made once; attached under the other plots only while the session has trees, so a
-chain session's plots are as they always were. GUI thread only.
+and tokens per target pass in its title. Numbers from core.metrics.positions.DepthCounts
+(the rounds' tree records, counted as every acceptance by position is). Made once;
+attached under the other plots only while the session has trees, so a chain session's plots
+are as they always were. GUI thread only.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QGraphicsItem
 
+from specviz.core.metrics.positions import DepthCounts
 from specviz.gui import palette
 from specviz.gui.plots.plot_kit import cache_axes, fix_axis_width
 from specviz.gui.plots.round_plots import LEGEND_PT, MIN_HEIGHT, PLOTS, Plots
 from specviz.gui.tooltips import show_plain
-from specviz.gui.tree.numbers import DepthCounts
 
 TITLE = "Tree: acceptance by depth"  # then tokens per target pass, in short
 HEIGHT = 190  # the plots column grows by this much (it scrolls) while the plot is shown
@@ -91,7 +92,7 @@ class DepthPlot:
 
     def redraw(self) -> None:
         counts = self.counts
-        rates = [np.nan if r is None else r for r in counts.acceptance]
+        rates = [np.nan if r is None else r for r in counts.by_position]
         x = np.arange(1, len(rates) + 1, dtype=float)
         self.bars.setOpts(x=x, height=np.nan_to_num(np.array(rates, dtype=float)))
         self.reached.setData(x, np.array(counts.reached, dtype=float))
@@ -110,7 +111,7 @@ class DepthPlot:
         counts = self.counts
         if not 1 <= d <= len(counts.tried):
             return ""
-        rate = counts.acceptance[d - 1]
+        rate = counts.by_position[d - 1]
         shown = "n/a" if rate is None else f"{rate:.3f}"
         return (
             f"depth {d}: {shown} accepted ({counts.accepted[d - 1]} of "
