@@ -101,7 +101,7 @@ def test_greedy_equals_target_generate(pair, width):
     assert [len(c.requests) for c in suffix._CACHES.values()] == [2]
 
 
-@pytest.mark.parametrize("temperature", [1.5, 0.7])
+@pytest.mark.parametrize("temperature", [1.5, 1.0, 0.7])
 def test_emitted_sequences_follow_p(pair, temperature):
     """Short sessions from one looping prompt, each session's output joining the cache the
     next ones draft from: whole sequences follow the target's p."""
