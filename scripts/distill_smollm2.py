@@ -56,7 +56,8 @@ class RunConfig:
     init_sequences: int = 48  # sample for the principal directions and the head's regression
     top_k: int = 128  # teacher log-probabilities kept per position
     batch: int = 8  # training sequences per step
-    steps: int = 200  # about 10 min; fp32 (bf16 autocast is several times slower on AVX2)
+    steps: int = 200  # about 10 min
+    bf16: bool = False  # autocast: faster on a CPU with AMX units, several times slower on AVX2
     lr: float = 1e-3
     warmup: int = 50
     log_every: int = 20
@@ -253,10 +254,15 @@ def make_student(config, target, sample):
             ridge = 1e-3 * gram.diagonal().mean() * torch.eye(d)
             self.head_proj.copy_(torch.linalg.solve(gram + ridge, h.T @ goal))
 
-        def forward(self, ids):  # ids [B, T] -> logits [B, T, V]
+        def hidden(self, ids):  # ids [B, T] -> the final hidden states [B, T, d]
             x = torch.nn.functional.embedding(ids, self.embedding) @ self.embed_proj.T
-            h = self.decoder(inputs_embeds=x, use_cache=False).last_hidden_state  # [B, T, d]
+            return self.decoder(inputs_embeds=x, use_cache=False).last_hidden_state
+
+        def logits(self, h):  # [..., d] -> [..., V]
             return h @ (self.embedding @ self.head_proj.T).T
+
+        def forward(self, ids):  # ids [B, T] -> logits [B, T, V]
+            return self.logits(self.hidden(ids))
 
     return Student()
 
@@ -320,6 +326,7 @@ def train(student, data, held, cfg: RunConfig, seed: int, checkpoint: Path | Non
     )  # fmt: skip
     n = len(data["tokens"])
     t0, loss_sum, loss_n, first, spent = time.perf_counter(), 0.0, 0, 0, 0.0
+    scored = 0  # positions the loss has read
     if checkpoint is not None and checkpoint.is_file():
         saved = torch.load(checkpoint, weights_only=False)
         if saved["config"] != asdict(cfg):
@@ -327,22 +334,30 @@ def train(student, data, held, cfg: RunConfig, seed: int, checkpoint: Path | Non
         student.load_state_dict(saved["student"])
         opt.load_state_dict(saved["opt"])
         gen.set_state(saved["gen"])
-        first, spent = saved["step"], saved["wall_s"]
+        first, spent, scored = saved["step"], saved["wall_s"], saved.get("scored", 0)
         log(f"[train] going on from {checkpoint} at step {first}")
     student.train()
     for step in range(first, cfg.steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg.steps, cfg.lr, cfg.warmup)
         rows = torch.randint(n, (cfg.batch,), generator=gen)
-        ids = data["tokens"][rows, :-1]  # [B, L-1]
-        logits = student(ids)  # [B, L-1, V]
-        loss = kl_topk(logits.flatten(0, 1), data["idx"][rows].flatten(0, 1),
-                       data["lp"][rows].flatten(0, 1), data["mask"][rows].flatten())  # fmt: skip
+        # the batch's own length (rows are padded to the longest of all), and the head only
+        # at the positions the loss reads
+        width = int(data["mask"][rows].any(0).nonzero().max()) + 1 if data["mask"][rows].any() \
+            else 1  # fmt: skip
+        ids = data["tokens"][rows, :width]  # [B, W]
+        mask = data["mask"][rows, :width].flatten()  # [B * W]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            h = student.hidden(ids).flatten(0, 1)[mask]  # [N, d]
+            logits = student.logits(h)  # [N, V]
+        loss = kl_topk(logits, data["idx"][rows, :width].flatten(0, 1)[mask],
+                       data["lp"][rows, :width].flatten(0, 1)[mask],
+                       torch.ones(len(h)))  # fmt: skip
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        loss_sum, loss_n = loss_sum + loss.item(), loss_n + 1
+        loss_sum, loss_n, scored = loss_sum + loss.item(), loss_n + 1, scored + len(h)
         if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
             student.eval()
             bound = topk_alpha(student, held)
@@ -355,7 +370,8 @@ def train(student, data, held, cfg: RunConfig, seed: int, checkpoint: Path | Non
                 tmp = checkpoint.with_suffix(".tmp")
                 torch.save({"config": asdict(cfg), "student": student.state_dict(),
                             "opt": opt.state_dict(), "gen": gen.get_state(),
-                            "step": step + 1, "wall_s": wall}, tmp)  # fmt: skip
+                            "step": step + 1, "wall_s": wall, "scored": scored},
+                           tmp)  # fmt: skip
                 tmp.replace(checkpoint)
             if minutes is not None and (time.perf_counter() - t0) / 60 > minutes:
                 if step + 1 < cfg.steps:
@@ -364,9 +380,8 @@ def train(student, data, held, cfg: RunConfig, seed: int, checkpoint: Path | Non
                     return None
     student.eval()
     wall = spent + time.perf_counter() - t0
-    positions = cfg.steps * cfg.batch * (data["tokens"].shape[1] - 1)
-    return {"steps": cfg.steps, "positions": positions, "wall_s": round(wall, 1),
-            "positions_per_s": round(positions / wall),
+    return {"steps": cfg.steps, "positions": scored, "wall_s": round(wall, 1),
+            "positions_per_s": round(scored / wall),
             "objective": f"KL(target || draft) over the target's top-{cfg.top_k} + rest, "
             "temperature 1, on target-generated text"}  # fmt: skip
 
@@ -438,7 +453,10 @@ def main(argv: list[str] | None = None) -> int:
                     "checkpoint in --out keeps the run; the same command goes on)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
-    fields = ("steps", "sequences", "dim", "layers", "batch", "gen_batch", "lr", "log_every")
+    fields = ("steps", "sequences", "dim", "layers", "batch", "gen_batch", "lr", "log_every",
+              "top_k")  # fmt: skip
+    ap.add_argument("--bf16", action="store_true", help="train under bf16 autocast (a CPU "
+                    "with AMX units: grep amx /proc/cpuinfo)")  # fmt: skip
     for name in fields:  # overrides of RunConfig
         ap.add_argument(f"--{name.replace('_', '-')}", type=float if name == "lr" else int)
     args = ap.parse_args(argv)
@@ -463,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
                        else DEFAULT_OUT)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     cfg = SMOKE if args.smoke else RunConfig()
-    cfg = replace(cfg, **{k: getattr(args, k) for k in fields if getattr(args, k)})
+    cfg = replace(cfg, **{k: getattr(args, k) for k in fields if getattr(args, k)},
+                  bf16=args.bf16)  # fmt: skip
     target_dir = args.target or smollm2.ensure_target(log)
     log(f"output: {out}; target: {target_dir}; {cfg}")
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
