@@ -122,7 +122,7 @@ def ttt_loss(head, batch, embed, target_rows, ttt: int, decay: float):
     n = ids.shape[0]
     with torch.no_grad():  # [T, Vd], at the rows some step scores (answer[t] onwards)
         logp_target = torch.zeros(n, target_rows.shape[0])
-        logp_target[answer] = torch.log_softmax(last[answer] @ target_rows.T, -1)
+        logp_target[answer] = torch.log_softmax((last[answer] @ target_rows.T).float(), -1)
     loss, agree = 0.0, []
     for s, out in enumerate(ttt_passes(head, embed, ids, aux, pos, doc, ttt)):
         # row t predicts x_{t+2+s}: the target's p at index t + s, same document; only the
