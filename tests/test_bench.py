@@ -233,6 +233,26 @@ def test_an_older_file_without_alpha_still_reads():
         rows_from_json({"rows": [{**data, "alpha": "x"}]})
 
 
+def test_alpha_in_the_csv_columns_and_the_markdown_rows():
+    import csv
+
+    from specviz.cli.field.bench_text import csv_text, detail
+
+    rows = bench_rows(_alpha_result(1))
+    overall = rows[-1]
+    low, high = overall.alpha_ci
+    (line,) = [r for r in csv.DictReader(csv_text(rows).splitlines()) if r["category"] == "overall"]
+    assert float(line["alpha"]) == pytest.approx(6 / 9, abs=1e-5)
+    assert (float(line["alpha_low"]), float(line["alpha_high"])) == pytest.approx((low, high))
+    head, _, *lines = detail(rows, greedy=True)
+    assert "| #MAT [95%] | alpha [95%] |" in head
+    assert f"| 0.67 [{low:.2f}, {high:.2f}] |" in lines[-1]
+    older = dataclasses.replace(overall, alpha=None, alpha_ci=None)
+    assert "| n/a |" in detail([older], greedy=True)[-1]
+    (line,) = csv.DictReader(csv_text([older]).splitlines())
+    assert line["alpha"] == line["alpha_low"] == line["alpha_high"] == ""
+
+
 def test_the_plan_interleaves_the_target_alone_per_question():
     plan = bench_plan(3, ["a", "b"], seed=1)
     assert len(plan) == 9
