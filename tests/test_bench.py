@@ -25,7 +25,7 @@ from specviz.core.tune.bench import (
     parse_configs,
     run_bench,
 )
-from specviz.core.tune.bench_table import bench_rows, question_lines
+from specviz.core.tune.bench_table import bench_rows, question_lines, rows_from_json
 from specviz.core.tune.questions import (
     MAX_QUESTIONS,
     Question,
@@ -155,11 +155,12 @@ def test_rows_follow_spec_bench_definitions():
     config = BenchConfig("m:2", DrafterConfig(), 2)
     r = RoundFigures
     runs = [
-        # question 0: rounds emit 3 (2 accepted) and 1 (0 accepted): 4 tokens in 1 s
-        QuestionRun(0, "a", "m:2", (TurnRun((1, 2, 3, 4), 1.0, (r(3, 2, 2), r(1, 0, 2))),)),
+        # question 0: rounds emit 3 (2 accepted of 2 judged) and 1 (0 accepted, 1 judged):
+        # 4 tokens in 1 s
+        QuestionRun(0, "a", "m:2", (TurnRun((1, 2, 3, 4), 1.0, (r(3, 2, 2, 2), r(1, 0, 2, 1))),)),
         QuestionRun(0, "a", TARGET, (TurnRun((1, 2, 3, 4), 2.0),)),
-        # question 1: one round of 2 (1 accepted, 2 drafted): 2 tokens in 0.5 s
-        QuestionRun(1, "b", "m:2", (TurnRun((5, 6), 0.5, (r(2, 1, 2),)),)),
+        # question 1: one round of 2 (1 accepted, 2 drafted and judged): 2 tokens in 0.5 s
+        QuestionRun(1, "b", "m:2", (TurnRun((5, 6), 0.5, (r(2, 1, 2, 2),)),)),
         QuestionRun(1, "b", TARGET, (TurnRun((5, 7), 1.0),)),
     ]
     questions = (Question("1", "a", ("x",)), Question("2", "b", ("y",)))
@@ -168,6 +169,7 @@ def test_rows_follow_spec_bench_definitions():
     overall = rows[("overall", "m:2")]
     assert overall.mat == pytest.approx(6 / 3)
     assert overall.accepted_by_position == pytest.approx((2 / 3, 1 / 3))
+    assert overall.alpha == pytest.approx(3 / 5)  # accepted / judged, pooled
     assert overall.tokens_per_s == pytest.approx((4 + 4) / 2)
     assert overall.target_tokens_per_s == pytest.approx((2 + 2) / 2)
     assert overall.speedup == pytest.approx(2.0)
@@ -179,6 +181,76 @@ def test_rows_follow_spec_bench_definitions():
     assert lines["1"].difference is None and lines["2"].difference.position == 1
     sampled = dataclasses.replace(result, settings=BenchSettings(temperature=1.0))
     assert bench_rows(sampled)[0].identical is None
+
+
+def _alpha_result(copies: int) -> BenchResult:
+    """Questions of one category whose rounds accept 3 of 4, 1 of 3 and 2 of 2 judged
+    drafts (each a round's judged drafts: the accepted ones and a rejected one, unless all
+    K were accepted), each question `copies` times over."""
+    config = BenchConfig("m:4", DrafterConfig(), 4)
+    figures = [
+        (RoundFigures(4, 3, 4, 4),),  # 3 accepted, the 4th rejected
+        (RoundFigures(1, 0, 4, 1), RoundFigures(2, 1, 4, 2)),  # 0 of 1, then 1 of 2
+        (RoundFigures(3, 2, 2, 2),),  # both accepted, then the bonus
+    ]
+    runs, questions = [], []
+    for copy in range(copies):
+        for i, rounds in enumerate(figures):
+            q = copy * len(figures) + i
+            tokens = tuple(range(sum(r.emitted for r in rounds)))
+            runs.append(QuestionRun(q, "a", "m:4", (TurnRun(tokens, 1.0, rounds),)))
+            runs.append(QuestionRun(q, "a", TARGET, (TurnRun(tokens, 1.5),)))
+            questions.append(Question(str(q), "a", ("x",)))
+    return BenchResult(runs, (config,), tuple(questions), BenchSettings(temperature=0))
+
+
+def test_alpha_is_accepted_over_judged_with_a_bootstrap_interval():
+    """alpha = accepted / judged drafts pooled over the questions' rounds (6 of 9 here, not
+    the mean of the questions' 0.75, 0.33, 1.0); its interval brackets it and narrows with
+    more questions."""
+    few = {row.category: row for row in bench_rows(_alpha_result(1))}
+    many = {row.category: row for row in bench_rows(_alpha_result(10))}
+    assert few["a"].alpha == pytest.approx((3 + 0 + 1 + 2) / (4 + 1 + 2 + 2))
+    assert many["overall"].alpha == pytest.approx(6 / 9)
+    (low, high), (low_n, high_n) = few["a"].alpha_ci, many["a"].alpha_ci
+    assert low <= 6 / 9 <= high and low_n <= 6 / 9 <= high_n
+    assert high_n - low_n < high - low
+    assert 1 / 3 <= low and high <= 1.0  # within what any resample's pooled ratio can be
+    # the JSON row carries it, and a file read back keeps it
+    (row,) = [r for r in bench_rows(_alpha_result(1)) if r.category == "overall"]
+    data = row.to_json()
+    assert data["alpha"] == pytest.approx(6 / 9) and data["alpha_ci"] == list(row.alpha_ci)
+    assert rows_from_json({"rows": [data]})[0] == row
+
+
+def test_an_older_file_without_alpha_still_reads():
+    (row,) = [r for r in bench_rows(_alpha_result(1)) if r.category == "overall"]
+    data = row.to_json()
+    del data["alpha"], data["alpha_ci"]
+    (old,) = rows_from_json({"rows": [data]})
+    assert old.alpha is None and old.alpha_ci is None and old.mat == row.mat
+    with pytest.raises(ValueError, match="'alpha' must be a number"):
+        rows_from_json({"rows": [{**data, "alpha": "x"}]})
+
+
+def test_alpha_in_the_csv_columns_and_the_markdown_rows():
+    import csv
+
+    from specviz.cli.field.bench_text import csv_text, detail
+
+    rows = bench_rows(_alpha_result(1))
+    overall = rows[-1]
+    low, high = overall.alpha_ci
+    (line,) = [r for r in csv.DictReader(csv_text(rows).splitlines()) if r["category"] == "overall"]
+    assert float(line["alpha"]) == pytest.approx(6 / 9, abs=1e-5)
+    assert (float(line["alpha_low"]), float(line["alpha_high"])) == pytest.approx((low, high))
+    head, _, *lines = detail(rows, greedy=True)
+    assert "| #MAT [95%] | alpha [95%] |" in head
+    assert f"| 0.67 [{low:.2f}, {high:.2f}] |" in lines[-1]
+    older = dataclasses.replace(overall, alpha=None, alpha_ci=None)
+    assert "| n/a |" in detail([older], greedy=True)[-1]
+    (line,) = csv.DictReader(csv_text([older]).splitlines())
+    assert line["alpha"] == line["alpha_low"] == line["alpha_high"] == ""
 
 
 def test_the_plan_interleaves_the_target_alone_per_question():
@@ -218,8 +290,8 @@ def test_bench_json_on_the_tiny_pair_matches_run(capsys, tmp_path):
                           "--max-new-tokens", "16", "--json")  # fmt: skip
     assert code == 0
     result = json.loads(out)
-    keys = {"category", "config", "questions", "mat", "mat_ci", "speedup", "speedup_ci",
-            "tokens_per_s", "identical"}  # fmt: skip
+    keys = {"category", "config", "questions", "mat", "mat_ci", "alpha", "alpha_ci", "speedup",
+            "speedup_ci", "tokens_per_s", "identical"}  # fmt: skip
     assert all(keys <= set(row) for row in result["rows"])
     overall = [row for row in result["rows"] if row["category"] == "overall"]
     assert [row["config"] for row in overall] == ["model:4", "lookup:3"]
@@ -229,7 +301,12 @@ def test_bench_json_on_the_tiny_pair_matches_run(capsys, tmp_path):
                and q["config"] == "model:4")  # fmt: skip
     assert main(["run", "--pair", "tiny", "--temperature", "0", "--k", "4", "--max-new-tokens",
                  "16", "--prompt", "Translate: Bonjour", "--json"]) == 0  # fmt: skip
-    assert json.loads(capsys.readouterr().out)["tokens_per_pass"] == pytest.approx(mat)
+    single = json.loads(capsys.readouterr().out)
+    assert single["tokens_per_pass"] == pytest.approx(mat)
+    # translation holds that one question: its alpha is `run`'s acceptance rate
+    (row,) = [r for r in result["rows"] if r["category"] == "translation"
+              and r["config"] == "model:4"]  # fmt: skip
+    assert row["alpha"] == pytest.approx(single["acceptance_rate"])
 
 
 def test_bench_markdown_and_csv(capsys, tmp_path):

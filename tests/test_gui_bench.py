@@ -52,6 +52,39 @@ def test_bars_and_whiskers_are_the_files_figures(qtbot, tmp_path):
     assert np.isnan(heights[1]) and lows[0] == pytest.approx(3.2)
 
 
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")  # offscreen
+def test_alpha_bars_and_an_older_file_without_alpha(qtbot, tmp_path, monkeypatch):
+    """A file with alpha shows it with its intervals; one written before bench reported it
+    opens all the same, its alpha bars empty (not measured), its other figures drawn."""
+    from specviz.gui import dialogs
+
+    monkeypatch.setattr(dialogs, "error", lambda *args: pytest.fail(f"refused: {args[2]}"))
+    new = {
+        "rows": [
+            {**row, "alpha": a, "alpha_ci": [a - 0.02, a + 0.01]}
+            for row, a in zip(RESULT["rows"], (0.9, 0.8, 0.7, 0.85, 0.75), strict=True)
+        ]
+    }
+    for name, content in (("new.json", new), ("old.json", RESULT)):
+        (tmp_path / name).write_text(json.dumps(content), encoding="utf-8")
+    results = BenchResults(None)
+    view = results.open(str(tmp_path / "new.json"))
+    view.metric_box.setCurrentText("alpha")
+    model = view.bars[0]
+    assert list(model.opts["height"]) == pytest.approx([0.9, 0.7, 0.85])
+    assert list(view.errors[0].opts["bottom"]) == pytest.approx([0.02, 0.02, 0.02])
+    assert not view.one.isVisible()
+    old = results.open(str(tmp_path / "old.json"))
+    assert len(results.views) == 2 and old.configs == ["model:4", "lookup:3"]
+    old.metric_box.setCurrentText("alpha")
+    heights, lows, highs = old.values("alpha", "model:4")
+    assert np.isnan(heights).all() and np.isnan(lows).all() and np.isnan(highs).all()
+    assert list(old.bars[0].opts["height"]) == [0.0, 0.0, 0.0]
+    assert old.values("speedup", "model:4")[0] == pytest.approx([1.35, 1.10, 1.2])
+    for v in list(results.views):
+        v.close()
+
+
 @pytest.mark.parametrize(
     "content, message",
     [

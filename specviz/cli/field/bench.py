@@ -1,6 +1,7 @@
 """`specviz bench`: configurations side by side on benchmark questions, in Spec-Bench's
-table (#MAT with the bonus, accepted per draft position, tokens/s, speedup with its 95%
-interval), per category and overall, with the target alone interleaved per question.
+table (#MAT with the bonus and alpha, accepted / judged drafts, each with its 95% interval;
+accepted per draft position; tokens/s; speedup with its 95% interval), per category and
+overall, with the target alone interleaved per question.
 
 Reads Spec-Bench's question.jsonl, MT-Bench's and SPEED-Bench's question files (`turns`,
 `category`), or the shipped offline set (resources/prompts/bench.jsonl). Greedy by

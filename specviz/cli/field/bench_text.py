@@ -12,7 +12,7 @@ from specviz.core.tune.bench_table import OVERALL
 CSV_FIELDS = (
     "category", "config", "questions", "mat", "mat_low", "mat_high", "speedup",
     "speedup_low", "speedup_high", "tokens_per_s", "target_tokens_per_s", "identical",
-    "accepted_by_position",
+    "accepted_by_position", "alpha", "alpha_low", "alpha_high",
 )  # fmt: skip
 
 
@@ -53,13 +53,15 @@ def leaderboard(rows) -> list[str]:
 
 
 def detail(rows, greedy: bool) -> list[str]:
-    head = ["category", "config", "questions", "#MAT [95%]", "accepted at 1..K", "tokens/s",
-            "target tokens/s", "speedup [95%]"] + (["identical"] if greedy else [])  # fmt: skip
+    head = ["category", "config", "questions", "#MAT [95%]", "alpha [95%]", "accepted at 1..K",
+            "tokens/s", "target tokens/s", "speedup [95%]"]  # fmt: skip
+    head += ["identical"] if greedy else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [
             cell(r.category), cell(r.config), str(r.questions), _f(r.mat) + _ci(r.mat_ci),
-            _positions(r.accepted_by_position), _f(r.tokens_per_s, "{:.1f}"),
+            _f(r.alpha) + _ci(r.alpha_ci), _positions(r.accepted_by_position),
+            _f(r.tokens_per_s, "{:.1f}"),
             _f(r.target_tokens_per_s, "{:.1f}"), _f(r.speedup, "{:.2f}x") + _ci(r.speedup_ci),
         ]  # fmt: skip
         if greedy:
@@ -109,10 +111,10 @@ def markdown(result, rows, questions, spec) -> str:
     out += detail(rows, s.temperature == 0)
     out += [
         "",
-        "#MAT: tokens per target pass, the bonus counted; accepted at i: rounds whose draft i "
-        "was kept / rounds that drafted an i; tokens/s: mean over questions, wall time with "
-        "prefill; speedup: mean tokens/s / the target alone's, interleaved per question; "
-        "[95%]: bootstrap over questions.",
+        "#MAT: tokens per target pass, the bonus counted; alpha: accepted / judged drafts; "
+        "accepted at i: rounds whose draft i was kept / rounds that drafted an i; tokens/s: "
+        "mean over questions, wall time with prefill; speedup: mean tokens/s / the target "
+        "alone's, interleaved per question; [95%]: bootstrap over questions.",
     ]
     greedy = greedy_lines(questions)
     if greedy:
@@ -126,12 +128,13 @@ def csv_text(rows) -> str:
     writer.writerow(CSV_FIELDS)
     for r in rows:
         mat_ci, sp_ci = r.mat_ci or (None, None), r.speedup_ci or (None, None)
+        alpha_ci = r.alpha_ci or (None, None)
         writer.writerow(
             _csv(v)
             for v in (
                 r.category, r.config, r.questions, r.mat, *mat_ci, r.speedup, *sp_ci,
                 r.tokens_per_s, r.target_tokens_per_s, r.identical,
-                " ".join(_f(v, "{:.4f}") for v in r.accepted_by_position),
+                " ".join(_f(v, "{:.4f}") for v in r.accepted_by_position), r.alpha, *alpha_ci,
             )
         )  # fmt: skip
     return buffer.getvalue()

@@ -32,6 +32,7 @@ from specviz.core.decoding.forward import decode, max_positions
 from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.drafters.registry import DrafterConfig, spec
 from specviz.core.metrics.costmodel import tree_depth
+from specviz.core.metrics.positions import judged_pairs
 from specviz.core.trace import verifiers
 from specviz.core.trace.records import Round, Settings
 from specviz.core.tune.questions import Question
@@ -133,6 +134,7 @@ class RoundFigures:
     emitted: int
     accepted: int  # the accepted drafts (a tree's: the accepted path's length)
     drafted: int  # drafted positions (a tree's: its depth)
+    judged: int  # drafts the rule judged (core.metrics.positions: a tree's tried nodes)
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,7 @@ def bench_plan(n_questions: int, labels: Sequence[str], seed: int = 0) -> list[t
 
 def _figures(rnd: Round) -> RoundFigures:
     drafted = tree_depth(rnd) if rnd.tree is not None else rnd.n_drafted
-    return RoundFigures(rnd.n_emitted, rnd.n_accepted, drafted)
+    return RoundFigures(rnd.n_emitted, rnd.n_accepted, drafted, len(judged_pairs(rnd)))
 
 
 def _turn_prompt(pair, question: Question, turn: int, answers: list, chat: bool):

@@ -4,6 +4,9 @@
 - #MAT (mean accepted tokens): emitted tokens / target passes (rounds), pooled over the
   questions' rounds, the bonus token counted: Spec-Bench's and vLLM's "acceptance length";
   1.0 for the target alone.
+- alpha (the acceptance rate): accepted / judged drafts, pooled over the questions' rounds,
+  as specviz defines it everywhere (docs/numbers.md; a tree's judged drafts are the nodes
+  its rule tried, core.metrics.positions.judged_pairs).
 - accepted per draft position i: rounds whose draft i was accepted / rounds that drafted a
   position i (a tree's: its accepted path reached depth i). Unconditional in vLLM's sense:
   a round that stopped earlier counts as not accepted at i.
@@ -11,7 +14,8 @@
   turn, prefill included), the target alone's the same way; speedup = the configuration's
   mean tokens/s / the target alone's (Spec-Bench's speedup).
 - intervals: 95% percentile bootstrap over the questions (paired: a resampled question
-  brings both its runs), BOOTSTRAP resamples with a fixed seed.
+  brings both its runs), BOOTSTRAP resamples with a fixed seed; #MAT's and alpha's are the
+  pooled ratio within each resample.
 - identical (greedy only): questions whose emitted tokens equal the target alone's.
 """
 
@@ -43,6 +47,8 @@ class BenchRow:
     speedup: float | None
     speedup_ci: tuple[float, float] | None
     identical: int | None  # greedy: questions equal to the target alone; None when sampling
+    alpha: float | None = None  # accepted / judged drafts (None: none judged, or an older file)
+    alpha_ci: tuple[float, float] | None = None
 
     def to_json(self) -> dict:
         return {
@@ -51,6 +57,8 @@ class BenchRow:
             "questions": self.questions,
             "mat": self.mat,
             "mat_ci": None if self.mat_ci is None else list(self.mat_ci),
+            "alpha": self.alpha,
+            "alpha_ci": None if self.alpha_ci is None else list(self.alpha_ci),
             "speedup": self.speedup,
             "speedup_ci": None if self.speedup_ci is None else list(self.speedup_ci),
             "tokens_per_s": self.tokens_per_s,
@@ -97,6 +105,12 @@ def _mat(runs: Sequence[QuestionRun]) -> float | None:
     return sum(r.emitted for r in rounds) / len(rounds) if rounds else None
 
 
+def _alpha(runs: Sequence[QuestionRun]) -> float | None:
+    rounds = [r for run in runs for r in run.rounds]
+    judged = sum(r.judged for r in rounds)
+    return sum(r.accepted for r in rounds) / judged if judged else None
+
+
 def _by_position(runs: Sequence[QuestionRun], k: int) -> tuple[float | None, ...]:
     rounds = [r for run in runs for r in run.rounds]
     out = []
@@ -134,7 +148,9 @@ def bench_row(
     theirs = np.array([_rate(b) or np.nan for _, b in pairs], dtype=np.float64)  # [Q]
     emitted = np.array([sum(r.emitted for r in a.rounds) for a, _ in pairs], dtype=np.float64)
     passes = np.array([len(a.rounds) for a, _ in pairs], dtype=np.float64)
-    speed = speed_t = speedup = speedup_ci = mat_ci = None
+    accepted = np.array([sum(r.accepted for r in a.rounds) for a, _ in pairs], dtype=np.float64)
+    judged = np.array([sum(r.judged for r in a.rounds) for a, _ in pairs], dtype=np.float64)
+    speed = speed_t = speedup = speedup_ci = mat_ci = alpha_ci = None
     if pairs and np.isfinite(ours).any() and np.isfinite(theirs).any():
         speed, speed_t = float(np.nanmean(ours)), float(np.nanmean(theirs))
         speedup = speed / speed_t if speed_t > 0 else None
@@ -144,12 +160,13 @@ def bench_row(
         with np.errstate(invalid="ignore", divide="ignore"):
             speedup_ci = _interval(_nanmean(ours[pick]) / _nanmean(theirs[pick]))
             mat_ci = _interval(emitted[pick].sum(axis=1) / passes[pick].sum(axis=1))
+            alpha_ci = _interval(accepted[pick].sum(axis=1) / judged[pick].sum(axis=1))
     identical = None
     if greedy:
         identical = sum(_first_difference(a, b) is None for a, b in pairs)
     return BenchRow(
         category, label, len(runs), _mat(runs), mat_ci, _by_position(runs, k), speed, speed_t,
-        speedup, speedup_ci, identical,
+        speedup, speedup_ci, identical, alpha=_alpha(runs), alpha_ci=alpha_ci,
     )  # fmt: skip
 
 
@@ -212,7 +229,8 @@ def _finite(value) -> bool:
 
 
 def rows_from_json(obj, limit: int = 10_000) -> list[BenchRow]:
-    """The rows of `specviz bench --json`'s object; ValueError naming what is wrong."""
+    """The rows of `specviz bench --json`'s object; ValueError naming what is wrong. A figure
+    a file lacks (alpha and its interval, before bench reported them) is None."""
     rows = obj.get("rows") if isinstance(obj, dict) else None
     if not isinstance(rows, list) or not rows:
         raise ValueError("not a `specviz bench --json` result (no rows)")
@@ -227,7 +245,7 @@ def rows_from_json(obj, limit: int = 10_000) -> list[BenchRow]:
         if not all(isinstance(t, str) and t for t in texts):
             raise ValueError(f"{where}: 'category' and 'config' must be strings")
         numbers = {}
-        for name in ("mat", "speedup", "tokens_per_s", "target_tokens_per_s"):
+        for name in ("mat", "speedup", "tokens_per_s", "target_tokens_per_s", "alpha"):
             value = row.get(name)
             if value is not None and not _finite(value):
                 raise ValueError(f"{where}: '{name}' must be a number or null")
@@ -246,6 +264,7 @@ def rows_from_json(obj, limit: int = 10_000) -> list[BenchRow]:
                 _ci_of(row.get("speedup_ci"), where),
                 identical if isinstance(identical, int) and not isinstance(identical, bool)
                 else None,
+                alpha=numbers["alpha"], alpha_ci=_ci_of(row.get("alpha_ci"), where),
             )
         )  # fmt: skip
     return out

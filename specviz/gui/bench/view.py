@@ -17,7 +17,8 @@ from specviz.core.tune.bench_table import OVERALL, BenchRow, rows_from_json
 # One colour per configuration, in order (colour-blind-safe, Okabe and Ito).
 COLOURS = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442")
 METRICS = {"speedup": ("speedup", "speedup_ci", "speedup vs the target alone"),
-           "#MAT": ("mat", "mat_ci", "#MAT (tokens per target pass)")}  # fmt: skip
+           "#MAT": ("mat", "mat_ci", "#MAT (tokens per target pass)"),
+           "alpha": ("alpha", "alpha_ci", "alpha (accepted / judged drafts)")}  # fmt: skip
 MAX_FILE = 16 << 20
 
 
