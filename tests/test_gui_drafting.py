@@ -16,7 +16,7 @@ from specviz.gui import dialogs, palette
 from specviz.gui.greedy_check import describe
 from specviz.gui.main_window import MainWindow
 from specviz.gui.plots.round_plots import Plots
-from specviz.gui.session.worker import Loaded
+from specviz.gui.session.loaded import Loaded
 from tests.fixtures import sample_header, sample_rounds
 
 TIMEOUT = 60_000

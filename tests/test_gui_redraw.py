@@ -18,8 +18,8 @@ from specviz.gui.distribution.view import DistributionView
 from specviz.gui.main_window import MainWindow
 from specviz.gui.plots.plot_kit import StickyRange, nice_ceiling
 from specviz.gui.plots.round_plots import Plots
+from specviz.gui.session.loaded import Loaded
 from specviz.gui.session.state import State
-from specviz.gui.session.worker import Loaded
 from tests.fixtures import synthetic_session
 
 

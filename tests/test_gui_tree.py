@@ -302,7 +302,7 @@ def test_a_chain_session_shows_no_tree(qtbot, tree_session, chain_session):
 def test_a_live_window_steps_a_tree_session(qtbot, pair, pair_dirs, monkeypatch, tmp_path):
     """The Setup panel keeps the command line's tree settings: Step drafts a tree."""
     from specviz.gui.main_window import MainWindow
-    from specviz.gui.session.worker import Loaded
+    from specviz.gui.session.loaded import Loaded
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     window = MainWindow(None, autosave=False)

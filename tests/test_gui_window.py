@@ -18,7 +18,7 @@ from specviz.core.trace.session import Session
 from specviz.gui import dialogs
 from specviz.gui.main_window import MainWindow
 from specviz.gui.session import replay as session_replay
-from specviz.gui.session.worker import Loaded
+from specviz.gui.session.loaded import Loaded
 from specviz.gui.stream.token_view import status_of
 from tests.fixtures import all_details, sample_header, sample_rounds, sample_session
 

@@ -18,7 +18,7 @@ from typing import Any
 from specviz.cli import speedup_text
 from specviz.cli.options import fail
 from specviz.core.trace import verifiers
-from specviz.core.trace.records import LOSSY_WARNING
+from specviz.core.trace.verifiers import LOSSY_WARNING
 
 MAX_PROBLEMS = 200  # enough to see a pattern; a broken 100k-round trace could list millions
 SHOWN_PROBLEMS = 20

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from specviz.cli.options import fail, finish_trace
 from specviz.cli.terminal import printable
 from specviz.core.trace.check_session import RoundChecker
-from specviz.core.trace.records import LOSSY_WARNING, drafter_notes
+from specviz.core.trace.records import drafter_notes
+from specviz.core.trace.verifiers import LOSSY_WARNING
 
 EXIT_LOST = 1
 

@@ -113,11 +113,6 @@ def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
 
 MAX_K = 32  # drafted tokens per round, at most
 # The verification rules (settings.verifier) are core.trace.verifiers' table.
-# What the run, inspect and the window's banner say about a lossy verifier.
-LOSSY_WARNING = (
-    "the {rule} rule is LOSSY: it does not reproduce the target's distribution (the output "
-    "is not what the target alone would sample)"
-)
 # Schema 1.5, token trees (core.tree.walk): written when tree_width > 1 only.
 TREE_SETTINGS = ("tree_width", "tree_budget", "tree_draw", "tree_shape")
 TREE_DRAWS = ("sample", "topk")  # W i.i.d. draws from q (SpecInfer), or q's top W (EAGLE)

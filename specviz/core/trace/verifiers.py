@@ -15,6 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+# What the run, inspect and the window's banner say about a lossy verifier.
+LOSSY_WARNING = (
+    "the {rule} rule is LOSSY: it does not reproduce the target's distribution (the output "
+    "is not what the target alone would sample)"
+)
+
 
 @dataclass(frozen=True)
 class VerifierSpec:

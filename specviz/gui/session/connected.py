@@ -15,8 +15,8 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 
 from specviz.gui.session.controller import SessionController
+from specviz.gui.session.loaded import Loaded
 from specviz.gui.session.state import State
-from specviz.gui.session.worker import Loaded
 
 
 class ConnectedController(SessionController):

@@ -24,9 +24,10 @@ from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.metrics.running import RoundStats, RunningStats
 from specviz.core.trace.records import TREE_SETTINGS, Round, SessionHeader, Settings
 from specviz.core.trace.session import Session
+from specviz.gui.session.loaded import Loaded
 from specviz.gui.session.replay import ReplayMixin
 from specviz.gui.session.state import State
-from specviz.gui.session.worker import EngineThread, Loaded
+from specviz.gui.session.worker import EngineThread
 
 REPLAY_INTERVAL_MS = 80  # pace of Run in a replay
 MAX_PENDING_STEPS = 8  # Steps kept while a round is computed (more are refused, said so)

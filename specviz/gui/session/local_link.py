@@ -9,7 +9,7 @@ from specviz.core.local.engine import LocalEngine
 from specviz.core.models.chat import pair_instruct_reason
 from specviz.core.models.pair import ModelLoadError
 from specviz.core.models.spec import PairSpec
-from specviz.gui.session.worker import Cancelled, Loaded
+from specviz.gui.session.loaded import Cancelled, Loaded
 
 
 class LocalLink:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 
-from specviz.gui.session.worker import EngineThread, Loaded
+from specviz.gui.session.loaded import Loaded
+from specviz.gui.session.worker import EngineThread
 from specviz.remote.client import Cancelled, RemoteEngine
 from specviz.remote.protocol import ConnectionLost, RemoteError, model_info
 from specviz.remote.spawn import ChildServer, engine_threads

@@ -15,38 +15,20 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.models.pair import LoadOptions
-from specviz.core.trace.records import ModelInfo, Settings
+from specviz.core.trace.records import Settings
+from specviz.gui.session.loaded import Cancelled
 
 WATCH_MS = 1000  # how often an idle worker checks a connection (no network wait)
 # While running on an engine elsewhere, rounds that arrive within one frame go to the window
 # as one list, drawn once: the window redraws at most 1 / FRAME_S times a second however fast
 # the engine is. Rounds slower than this are handed on at once.
 FRAME_S = 0.05
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """What `loaded` carries: the pair as asked for and as loaded (draft_spec "" and draft
-    None: the target alone, for a drafter that needs no draft model)."""
-
-    target_spec: str
-    draft_spec: str
-    target: ModelInfo
-    draft: ModelInfo | None
-    device: str
-    vocab_size: int
-    instruct: str | None = None  # why the target chats by default (core.models.chat), or None
-
-
-class Cancelled(Exception):
-    """Raised inside a model load when the window is closing."""
 
 
 STEP_HINT = (

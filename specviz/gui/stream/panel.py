@@ -19,8 +19,9 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.trace import verifiers
-from specviz.core.trace.records import LOSSY_WARNING, Round, Settings, drafter_notes
+from specviz.core.trace.records import Round, Settings, drafter_notes
 from specviz.core.trace.rule_numbers import greedy_diff_text
+from specviz.core.trace.verifiers import LOSSY_WARNING
 from specviz.gui import keys, palette
 from specviz.gui.stream.cut_view import CutView
 from specviz.gui.stream.rich_line import RichLine
