@@ -23,7 +23,9 @@ def load_chats(folder: Path) -> list[dict]:
     paths = sorted(Path(folder).glob("shard-*.pt"))
     if not paths:
         raise SystemExit(f"{folder} has no shard-*.pt (write them with scripts/head_data.py)")
-    return [seq for path in paths for seq in torch.load(path)]
+    # the aux states (three layers, three quarters of a shard) are the head's, not the draft's
+    keep = ("ids", "start", "last", "greedy")
+    return [{k: seq[k] for k in keep if k in seq} for path in paths for seq in torch.load(path)]
 
 
 def teacher(chats: list[dict], lm_head: torch.Tensor, top_k: int, pad_id: int) -> dict:

@@ -231,6 +231,41 @@ def test_distill_smoke_builds_a_loadable_draft(distill, tmp_path):
     assert engine.step().n_drafted == 2
 
 
+def _chat_shard(folder: Path, target: Path, chats: int) -> None:
+    """head_data.py's layout: per chat its ids, where the answer starts, and the target's
+    final normed hidden states (plus aux states the draft must not need)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(target).eval()
+    gen = torch.Generator().manual_seed(1)
+    rows = []
+    with torch.no_grad():
+        for _ in range(chats):
+            ids = torch.randint(3, model.config.vocab_size, (12,), generator=gen)
+            out = model(ids[None], output_hidden_states=True)
+            rows.append({"ids": ids.to(torch.int32), "start": 5, "greedy": True,
+                         "aux": torch.zeros(12, 3), "last": out.hidden_states[-1][0]})  # fmt: skip
+    folder.mkdir()
+    torch.save(rows, folder / "shard-0000.pt")
+
+
+def test_distill_on_chats_keeps_its_teacher_for_the_next_run(distill, tmp_path):
+    target = _tiny_llama_target(tmp_path / "target")
+    _chat_shard(tmp_path / "chat", target, chats=10)
+    keep = tmp_path / "teacher.pt"
+    args = ["--smoke", "--target", str(target), "--chat", str(tmp_path / "chat"),
+            "--heldout-chats", "2", "--data", str(keep), "--threads", "1"]  # fmt: skip
+    assert distill.main([*args, "--out", str(tmp_path / "a")]) == 0
+    first = json.loads((tmp_path / "a" / "training.json").read_text())
+    assert first["corpus"]["chats"]["chats"] == 8 and keep.is_file()
+    assert first["corpus"]["data_reused"] is False
+    assert distill.main([*args, "--out", str(tmp_path / "b")]) == 0
+    second = json.loads((tmp_path / "b" / "training.json").read_text())
+    assert second["corpus"]["data_reused"] is True
+    assert second["heldout"] == first["heldout"]  # the same teacher, the same seed
+
+
 # ------------------------------------------------------------------------------ registry
 
 
