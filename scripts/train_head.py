@@ -19,6 +19,7 @@ from it by itself.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -138,6 +139,15 @@ def ttt_loss(head, batch, embed, target_rows, ttt: int, decay: float):
     return loss, agree
 
 
+def batch_stream(seqs, pack: int, seed: int, total: int):
+    """`total` batches, epoch after epoch, each epoch its own shuffle and so its own count of
+    batches (not the first epoch's: counting steps by it once looped for ever); a resumed
+    run skips the ones it took."""
+    stream = (batch for epoch in itertools.count()
+              for batch in batches(seqs, pack, random.Random(seed + epoch)))  # fmt: skip
+    return itertools.islice(stream, total)
+
+
 def evaluate(head, seqs, embed, target_rows, ttt: int, pack: int) -> list[float]:
     head.eval()
     totals = [0.0] * ttt
@@ -218,33 +228,28 @@ def main(argv: list[str] | None = None) -> int:
 
     head.train()
     start_wall = time.perf_counter()
-    while step < total:
-        epoch = step // steps_per_epoch
-        skip = step % steps_per_epoch
-        for i, batch in enumerate(batches(train, args.pack, random.Random(args.seed + epoch))):
-            if i < skip:
-                continue
-            lr = args.lr * min(1.0, (step + 1) / 20) * (0.1 + 0.9 * 0.5 * (1 + math.cos(
-                math.pi * step / total)))  # fmt: skip
-            for g in opt.param_groups:
-                g["lr"] = lr
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss, agree = ttt_loss(head, batch, embed, target_rows, args.ttt, args.decay)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            step += 1
-            if step % 10 == 0:
-                log(f"step {step}/{total} loss {float(loss.detach()):.3f} agree "
-                    + " ".join(f"{a:.2f}" for a in agree))  # fmt: skip
-            if step % args.save_every == 0:
-                seconds_now = seconds + time.perf_counter() - start_wall
-                history.append({"step": step, "loss": round(float(loss.detach()), 4),
-                                "seconds": round(seconds_now, 1)})  # fmt: skip
-                save()
-            if step >= total or (time.perf_counter() - t0) / 60 > args.minutes:
-                break
+    for i, batch in enumerate(batch_stream(train, args.pack, args.seed, total)):
+        if i < step:
+            continue
+        lr = args.lr * min(1.0, (step + 1) / 20) * (0.1 + 0.9 * 0.5 * (1 + math.cos(
+            math.pi * step / total)))  # fmt: skip
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss, agree = ttt_loss(head, batch, embed, target_rows, args.ttt, args.decay)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        step += 1
+        if step % 10 == 0:
+            log(f"step {step}/{total} loss {float(loss.detach()):.3f} agree "
+                + " ".join(f"{a:.2f}" for a in agree))  # fmt: skip
+        if step % args.save_every == 0:
+            seconds_now = seconds + time.perf_counter() - start_wall
+            history.append({"step": step, "loss": round(float(loss.detach()), 4),
+                            "seconds": round(seconds_now, 1)})  # fmt: skip
+            save()
         if (time.perf_counter() - t0) / 60 > args.minutes:
             break
     seconds += time.perf_counter() - start_wall
