@@ -220,10 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         f"held out; draft vocabulary {len(tids)} covers {covered / max(held_tokens, 1):.3f} "
         f"of held-out answer tokens; {steps_per_epoch} steps an epoch, {total} in all")  # fmt: skip
 
-    def save(final: bool = False) -> None:
+    def spent() -> float:  # training seconds over every run of this checkpoint
+        return seconds + time.perf_counter() - start_wall
+
+    def save() -> None:  # a killed run's time is kept up to its last save
         tmp = ckpt.with_suffix(".tmp")
         torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "step": step,
-                    "history": history, "seconds": seconds}, tmp)  # fmt: skip
+                    "history": history, "seconds": spent()}, tmp)  # fmt: skip
         os.replace(tmp, ckpt)
 
     head.train()
@@ -246,14 +249,13 @@ def main(argv: list[str] | None = None) -> int:
             log(f"step {step}/{total} loss {float(loss.detach()):.3f} agree "
                 + " ".join(f"{a:.2f}" for a in agree))  # fmt: skip
         if step % args.save_every == 0:
-            seconds_now = seconds + time.perf_counter() - start_wall
             history.append({"step": step, "loss": round(float(loss.detach()), 4),
-                            "seconds": round(seconds_now, 1)})  # fmt: skip
+                            "seconds": round(spent(), 1)})  # fmt: skip
             save()
         if (time.perf_counter() - t0) / 60 > args.minutes:
             break
-    seconds += time.perf_counter() - start_wall
     save()
+    seconds = spent()
     held_agree = evaluate(head, held, embed, target_rows, args.ttt, args.pack)
     log(f"held-out agreement with the target's argmax by step: {held_agree}")
     out = args.out / "eagle3"
