@@ -244,3 +244,19 @@ def test_the_authors_layout_loads_as_speculators(pair, head_dir, tmp_path):
     assert any("midlayer" in n for n in notes)
     for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
         assert ka == kb and torch.equal(va, vb)
+
+
+def test_a_head_stored_without_lm_head_takes_the_targets_rows(pair, tmp_path):
+    """A copy of a built-in head's folder (stored without lm_head) loads as a folder too,
+    its lm_head the target's rows by d2t, and says so; with lm_head the note is absent."""
+    from specviz.core.drafters.registry import make_drafter
+
+    head = random_head(pair, pair.vocab_size // 2)
+    save_head(head, tmp_path / "bare", verifier="fixture", with_lm_head=False,
+              dtype=torch.float32)  # fmt: skip
+    drafter = make_drafter(DrafterConfig("eagle3", head=str(tmp_path / "bare")), target_only(pair))
+    assert torch.equal(drafter.head.lm_head.weight, head.lm_head.weight)
+    assert any("no lm_head.weight stored" in n for n in drafter.notes)
+    save_head(head, tmp_path / "full", verifier="fixture", dtype=torch.float32)
+    drafter = make_drafter(DrafterConfig("eagle3", head=str(tmp_path / "full")), target_only(pair))
+    assert not any("lm_head" in n for n in drafter.notes)

@@ -29,7 +29,7 @@ from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.decoding.warp import sample, warp
 from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec, Proposal
 from specviz.core.drafters.eagle3_fit import fit, misfit_note, probe_sequence
-from specviz.core.drafters.eagle3_format import HeadError, build_head
+from specviz.core.drafters.eagle3_format import LM_HEAD_FROM_TARGET, HeadError, build_head
 from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig
 from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, _expanded, grow_level
 from specviz.core.trace.records import ModelInfo
@@ -233,7 +233,8 @@ class Eagle3Drafter(Drafter):
 
 
 def resolve_head(head: str | None, pair) -> tuple[Path, str, Any]:
-    """(folder, the name to record, rows for a head stored without lm_head or None)."""
+    """(folder, the name to record, the target's LM head rows: a head stored without lm_head
+    takes its own from them by d2t)."""
     from specviz.core.models.builtin import PREFIX, BuiltinError, builtin_head
 
     if head is None or head.startswith(PREFIX):
@@ -255,7 +256,7 @@ def resolve_head(head: str | None, pair) -> tuple[Path, str, Any]:
         raise ValueError(str(e)) from None
     if not local:
         source = _hub_folder(head)
-    return Path(source), head, None
+    return Path(source), head, pair.target.get_output_embeddings().weight
 
 
 def _hub_folder(repo: str) -> str:
@@ -288,6 +289,8 @@ def _build(params, pair) -> Eagle3Drafter:
                                               pair.vocab_size, rows)  # fmt: skip
     except HeadError as e:
         raise ValueError(str(e)) from None
+    if name.endswith("(built-in head)") and LM_HEAD_FROM_TARGET in notes:
+        notes.remove(LM_HEAD_FROM_TARGET)  # stored so on purpose, to stay small
     if head_config.verifier and not _same_target(head_config.verifier, pair.target_info):
         notes.append(f"the head was trained for {head_config.verifier!r}, not this target "
                      f"({pair.target_info.name}): expect little acceptance")  # fmt: skip

@@ -27,6 +27,12 @@ CONFIG_MAX = 1 << 20  # bytes of config.json read at most (a head's is about 2 K
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
+LM_HEAD_FROM_TARGET = (
+    "no lm_head.weight stored: the target's LM head rows are used, "
+    "chosen by d2t (vLLM needs lm_head written)"
+)
+
+
 class HeadError(ValueError):
     """A head that cannot be used with this target; the message says why, in one line."""
 
@@ -169,6 +175,7 @@ def build_head(folder: Path, target_layers: int, target_hidden: int, target_voca
         ids = torch.arange(config.draft_vocab) + state["d2t"].long()
         if ids.min() >= 0 and ids.max() < lm_head_from.shape[0]:
             state["lm_head.weight"] = lm_head_from[ids].float()
+            notes.append(LM_HEAD_FROM_TARGET)
     embed = state.pop("embed_tokens.weight", None)
     t2d = state.pop("t2d", None)
     head = Eagle3Head(config)
