@@ -29,7 +29,7 @@ from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.decoding.warp import sample, warp
 from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec, Proposal
 from specviz.core.drafters.eagle3_fit import fit, misfit_note, probe_sequence
-from specviz.core.drafters.eagle3_format import LM_HEAD_FROM_TARGET, HeadError, build_head
+from specviz.core.drafters.eagle3_format import HeadError, build_head
 from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig
 from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, _expanded, grow_level
 from specviz.core.trace.records import ModelInfo
@@ -232,9 +232,8 @@ class Eagle3Drafter(Drafter):
 # ------------------------------------------------------------------------------ building
 
 
-def resolve_head(head: str | None, pair) -> tuple[Path, str, Any]:
-    """(folder, the name to record, the target's LM head rows: a head stored without lm_head
-    takes its own from them by d2t)."""
+def resolve_head(head: str | None, pair) -> tuple[Path, str, bool]:
+    """(folder, the name to record, whether it is a built-in pair's head)."""
     from specviz.core.models.builtin import PREFIX, BuiltinError, builtin_head
 
     if head is None or head.startswith(PREFIX):
@@ -247,7 +246,7 @@ def resolve_head(head: str | None, pair) -> tuple[Path, str, Any]:
             folder = builtin_head(name)
         except BuiltinError as e:
             raise ValueError(str(e)) from None
-        return folder, f"{name} (built-in head)", pair.target.get_output_embeddings().weight
+        return folder, f"{name} (built-in head)", True
     from specviz.core.models.pair import ModelLoadError, resolve_spec
 
     try:
@@ -256,7 +255,7 @@ def resolve_head(head: str | None, pair) -> tuple[Path, str, Any]:
         raise ValueError(str(e)) from None
     if not local:
         source = _hub_folder(head)
-    return Path(source), head, pair.target.get_output_embeddings().weight
+    return Path(source), head, False
 
 
 def _hub_folder(repo: str) -> str:
@@ -283,14 +282,16 @@ def _build(params, pair) -> Eagle3Drafter:
     config = target.config.get_text_config() if hasattr(target.config, "get_text_config") \
         else target.config  # fmt: skip
     n_layers = config.num_hidden_layers
-    folder, name, rows = resolve_head(params.get("head"), pair)
+    folder, name, builtin = resolve_head(params.get("head"), pair)
     try:
-        head, head_config, notes = build_head(folder, n_layers, config.hidden_size,
-                                              pair.vocab_size, rows)  # fmt: skip
+        # a head stored without lm_head takes the target's rows by d2t; the built-in heads
+        # are stored so on purpose (to stay small), so only another head's load says so
+        head, head_config, notes = build_head(
+            folder, n_layers, config.hidden_size, pair.vocab_size,
+            target.get_output_embeddings().weight, lm_head_note=not builtin,
+        )  # fmt: skip
     except HeadError as e:
         raise ValueError(str(e)) from None
-    if name.endswith("(built-in head)") and LM_HEAD_FROM_TARGET in notes:
-        notes.remove(LM_HEAD_FROM_TARGET)  # stored so on purpose, to stay small
     if head_config.verifier and not _same_target(head_config.verifier, pair.target_info):
         notes.append(f"the head was trained for {head_config.verifier!r}, not this target "
                      f"({pair.target_info.name}): expect little acceptance")  # fmt: skip

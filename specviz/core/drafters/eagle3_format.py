@@ -27,12 +27,6 @@ CONFIG_MAX = 1 << 20  # bytes of config.json read at most (a head's is about 2 K
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
-LM_HEAD_FROM_TARGET = (
-    "no lm_head.weight stored: the target's LM head rows are used, "
-    "chosen by d2t (vLLM needs lm_head written)"
-)
-
-
 class HeadError(ValueError):
     """A head that cannot be used with this target; the message says why, in one line."""
 
@@ -152,11 +146,12 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
 
 
 def build_head(folder: Path, target_layers: int, target_hidden: int, target_vocab: int,
-               lm_head_from: torch.Tensor | None = None):  # fmt: skip
+               lm_head_from: torch.Tensor | None = None, lm_head_note: bool = True):  # fmt: skip
     """(Eagle3Head in float32, HeadConfig, notes): the head in `folder`, checked against a
     target of `target_layers` layers, hidden size `target_hidden`, `target_vocab` ids.
     lm_head_from [target_vocab, H]: rows for a head saved without lm_head (the built-in
-    heads keep the target's frozen head, selected by d2t)."""
+    heads keep the target's frozen head, selected by d2t); lm_head_note: say so in the notes
+    (not for a head stored so on purpose)."""
     config, layout, notes = read_config(folder, target_layers)
     where = f"head {folder}"
     if config.target_hidden != target_hidden:
@@ -175,7 +170,9 @@ def build_head(folder: Path, target_layers: int, target_hidden: int, target_voca
         ids = torch.arange(config.draft_vocab) + state["d2t"].long()
         if ids.min() >= 0 and ids.max() < lm_head_from.shape[0]:
             state["lm_head.weight"] = lm_head_from[ids].float()
-            notes.append(LM_HEAD_FROM_TARGET)
+            if lm_head_note:
+                notes.append("no lm_head.weight stored: the target's LM head rows are used, "
+                             "chosen by d2t (vLLM needs lm_head written)")  # fmt: skip
     embed = state.pop("embed_tokens.weight", None)
     t2d = state.pop("t2d", None)
     head = Eagle3Head(config)
