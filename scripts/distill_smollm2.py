@@ -492,9 +492,13 @@ def main(argv: list[str] | None = None) -> int:
     reused = bool(args.data and args.data.is_file())
     chat_facts = None
     if args.chat and reused:  # the teacher an earlier run computed from the same chats
-        data, held, chat_facts = torch.load(args.data).values()
-        if chat_facts.get("folder") != str(args.chat) or data["idx"].shape[-1] != cfg.top_k:
+        saved = torch.load(args.data)
+        chat_facts = saved.get("facts") or {}
+        if (chat_facts.get("folder") != str(args.chat)
+                or chat_facts.get("heldout_chats") != args.heldout_chats
+                or saved["train"]["idx"].shape[-1] != cfg.top_k):  # fmt: skip
             raise SystemExit(f"{args.data} holds another teacher ({chat_facts}): remove it")
+        data, held = saved["train"], saved["held"]
         log(f"loaded the teacher of {chat_facts['chats']} chats from {args.data}")
     elif args.chat:
         sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -264,6 +264,9 @@ def test_distill_on_chats_keeps_its_teacher_for_the_next_run(distill, tmp_path):
     second = json.loads((tmp_path / "b" / "training.json").read_text())
     assert second["corpus"]["data_reused"] is True
     assert second["heldout"] == first["heldout"]  # the same teacher, the same seed
+    other = [a if a != "2" else "3" for a in args]  # another held-out split: not this teacher
+    with pytest.raises(SystemExit, match="holds another teacher"):
+        distill.main([*other, "--out", str(tmp_path / "c")])
 
 
 # ------------------------------------------------------------------------------ registry
