@@ -4,30 +4,12 @@ ever at the end of the second)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+import random
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from scripts import train_head
 
 
-@pytest.fixture(scope="module")
-def train_head():
-    spec = importlib.util.spec_from_file_location("train_head", REPO / "scripts" / "train_head.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(spec.name, None)
-
-
-def test_the_stream_gives_every_step_a_batch_whatever_each_epoch_holds(train_head):
-    import random
-
+def test_the_stream_gives_every_step_a_batch_whatever_each_epoch_holds():
     seqs = [{"ids": [0] * n} for n in (3, 9, 4, 8, 2, 7, 5, 6, 9, 3, 8, 2)]
     counts = [sum(1 for _ in train_head.batches(seqs, 12, random.Random(e))) for e in range(6)]
     assert len(set(counts)) > 1  # the shuffles pack differently: the case that looped
