@@ -93,24 +93,27 @@ def test_check_head_names_the_layers_a_head_fits(capsys, shifted):
     assert first[0] > first[-1] and first[0] > first[1]
     moved = check_head(capsys, shifted, "--target", "builtin:tiny", "--tokens", "96")
     assert moved["layers"] == [2, 4, 5] and moved["shifts"][2]["layers"] is None  # 6 is past
-    assert moved["best_shift"] == -1 and moved["clear"], moved  # McNemar z >= 3.09
+    assert moved["best_shift"] == -1 and moved["clear"], moved  # paired z >= 3.09
 
 
-def fit_of(shift: int, first: list[bool]) -> Fit:
-    matched = torch.tensor(first)
-    return Fit(shift, (shift + 1,), (float(matched.float().mean()),), (len(first),), matched)
+def fit_of(shift: int, matched: float, expected: list[float]) -> Fit:
+    return Fit(shift, (shift + 1,), (matched,), (len(expected),), torch.tensor(expected))
 
 
 def test_the_load_time_probe_warns_only_when_another_shift_is_clearly_better():
-    own = fit_of(0, [True] * 10 + [False] * 30)
-    worse = fit_of(-1, [False] * 40)
+    own = fit_of(0, 0.25, [0.3, 0.5] * 20)
+    worse = fit_of(-1, 0.2, [0.2, 0.4] * 20)
     assert misfit_note([worse, own]) is None  # the configured ids fit best
-    slightly = fit_of(1, [True] * 14 + [False] * 26)  # 4 more matches: z 2.0
-    assert z_score(slightly, own) == pytest.approx(2.0)
+    # differences 0.1 and -0.05 (mean 0.025, sd 0.0759): z = 0.025 / (0.0759 / sqrt(40)) = 2.08
+    slightly = fit_of(1, 0.3, [0.4, 0.45] * 20)
+    assert z_score(slightly, own) == pytest.approx(2.08, abs=0.01)
     assert misfit_note([own, slightly]) is None
-    clearly = fit_of(1, [True] * 22 + [False] * 18)  # 12 more: z 3.46
+    clearly = fit_of(1, 0.55, [0.4, 0.5] * 20)  # differences 0.1 and 0: z 6.24
+    assert z_score(clearly, own) == pytest.approx(6.24, abs=0.01)
     note = misfit_note([own, clearly])
     assert note and "[2] (ids shifted by +1)" in note and "0.55 of the time against 0.25" in note
+    assert "expected acceptance at T 1 0.45 against 0.40, paired z 6.2" in note, note
+    assert z_score(fit_of(1, 0.3, [0.3, 0.5] * 20), own) == 0.0  # the same everywhere
 
 
 def test_a_drafters_warning_is_said_before_the_first_round(capsys, tmp_path):
@@ -130,6 +133,23 @@ def test_a_drafters_warning_is_said_before_the_first_round(capsys, tmp_path):
     header = json.loads(trace.read_text().splitlines()[0])
     assert any(words in n for n in header["drafter_notes"])  # the trace keeps it
 
+
+
+def test_a_session_with_a_head_on_the_wrong_layers_says_so_before_its_first_round(capsys, tmp_path):
+    # tiny's head on [0, 2, 3] instead of its [1, 3, 4]: the load-time probe (356 positions
+    # of fixed text) calls the +1 shift clearly better on the first drafts' expected acceptance
+    folder = tmp_path / "eagle3"
+    shutil.copytree(builtin_head("builtin:tiny"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["eagle_aux_hidden_state_layer_ids"] = [0, 2, 3]
+    (folder / "config.json").write_text(json.dumps(config))
+    code = main(["run", "--pair", "tiny", "--drafter", "eagle3", "--head", str(folder),
+                 "--prompt", PROMPT, "--max-new-tokens", "4", "--temperature", "0"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 0, err
+    warning = next(line for line in err.splitlines() if "ids shifted by +1" in line)
+    assert warning.startswith("[specviz] warning: the head fits the target's layers [1, 3, 4]")
+    assert "paired z" in warning
 
 BAD_CONFIGS = {
     "layers past the target": {"eagle_aux_hidden_state_layer_ids": [1, 3, 9]},

@@ -103,7 +103,7 @@ def measure(args: argparse.Namespace, target: str) -> dict:
         "prompts": len(prompts),
         "chat": chat,
         "best_shift": top.shift,
-        "z": round(z, 2),  # McNemar's, best against the configured ids at position 1
+        "z": round(z, 2),  # paired, best against the configured ids at position 1
         "clear": top.shift != 0 and z >= CLEAR,
         "shifts": [f.to_json() for f in fits],
         "notes": list(drafter.notes),
@@ -126,16 +126,18 @@ def describe(report: dict) -> str:
             continue
         rates = "  ".join(f"{a:.2f}" for a in f["acceptance"])
         lines.append(f"  {name} {f['layers']}: {rates}   {f['mean_accepted']:.2f} accepted "
-                     f"per round of {len(f['acceptance'])}")  # fmt: skip
+                     f"per round of {len(f['acceptance'])}; the first's expected "
+                     f"acceptance at T 1 {f['expected_first']:.2f}")  # fmt: skip
     shift = report["best_shift"]
     if shift == 0:
         lines.append("best_shift 0: the head fits the layers it names")
     elif report["clear"]:
         lines.append(f"best_shift {shift:+d}: the head fits the layers its config names, each "
-                     f"shifted by {shift:+d} (McNemar z {report['z']:.1f}); "
-                     "eagle_aux_hidden_state_layer_ids may be off by one")  # fmt: skip
+                     f"shifted by {shift:+d} (paired z {report['z']:.1f} on the first drafts' "
+                     "expected acceptance); eagle_aux_hidden_state_layer_ids may be off by "
+                     "one")  # fmt: skip
     else:
-        lines.append(f"best_shift {shift:+d}, but not clearly (McNemar z {report['z']:.1f} < "
+        lines.append(f"best_shift {shift:+d}, but not clearly (paired z {report['z']:.1f} < "
                      f"{CLEAR}): measure on more text (--prompts, --tokens)")  # fmt: skip
     lines += [f"warning: {printable(n)}" for n in report["notes"]]
     return "\n".join(lines)
