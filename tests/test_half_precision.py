@@ -93,6 +93,24 @@ def test_the_reference_is_computed_once_per_prompt(half_pair, monkeypatch):
     assert passes == []
 
 
+
+def test_timed_sessions_do_not_decode_the_target_alone_beside_them(half_pair, monkeypatch):
+    """tune's and bench's sessions (open_session) compare their text their own way: the
+    watch's one more target pass a token would be counted in bench's wall time."""
+    from specviz.core.tune.sweep import SweepConfig, run_session
+
+    greedy_check._REFERENCES.clear()
+    passes = []
+    real = greedy_check.forward
+    monkeypatch.setattr(
+        greedy_check, "forward", lambda *a, **kw: passes.append(1) or real(*a, **kw)
+    )
+    config = SweepConfig(temperature=0, max_new_tokens=12)
+    _, rounds = run_session(half_pair, "In the beginning", 4, config, probe=False)
+    assert rounds and passes == [] and all(r.greedy_diff is None for r in rounds)
+    run(half_pair, settings=dataclasses.replace(GREEDY, max_new_tokens=12))  # the window's
+    assert passes  # a session of the window or `run` is watched
+
 def test_sampled_sessions_are_not_watched(half_pair):
     engine, rounds = run(half_pair, settings=dataclasses.replace(GREEDY, temperature=1.0))
     assert engine.greedy_watch is None and all(r.greedy_diff is None for r in rounds)

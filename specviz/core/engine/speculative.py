@@ -39,7 +39,12 @@ class SpeculativeEngine:
     trace=True records, per position, the top-N of p and q and their texts (what a replay
     needs); trace=False records only each token's own figures, for speed. drafter: what
     proposes the tokens (default: the pair's draft model); policy: how K is chosen each
-    round (default: Settings.k every round). ValueError when the drafter cannot run here.
+    round (default: Settings.k every round). watch_greedy: in a greedy half-precision
+    session, follow the target alone's greedy decoding round by round and name where the
+    text leaves it (core.decoding.greedy_check.GreedyWatch: one more target pass per
+    emitted token, outside the rounds' times but not outside the session's wall time; off
+    where the text is compared some other way, as tune and bench do). ValueError when the
+    drafter cannot run here.
     """
 
     def __init__(
@@ -51,6 +56,7 @@ class SpeculativeEngine:
         drafter: DrafterConfig | None = None,
         policy: PolicyConfig | None = None,
         prober: Prober | None = None,
+        watch_greedy: bool = True,
     ):
         settings.validate()
         self.pair = pair
@@ -70,6 +76,7 @@ class SpeculativeEngine:
         self.prober = prober or Prober()
         self.probing = False
         self.greedy_watch = None  # set by prefill for a greedy half-precision session
+        self.watch_greedy = watch_greedy
 
     # ------------------------------------------------------------------------------ setup
 
@@ -122,7 +129,7 @@ class SpeculativeEngine:
         self.generator.manual_seed(self.settings.seed)
         self.finish_reason = None
         self.greedy_watch = None  # core.decoding.greedy_check: greedy in half precision
-        if watches(self.pair, self.settings.temperature):
+        if self.watch_greedy and watches(self.pair, self.settings.temperature):
             eos = None if self.settings.ignore_eos else self.pair.eos_token_id
             self.greedy_watch = GreedyWatch(self.pair, ids, eos)
         self.round_index = 0

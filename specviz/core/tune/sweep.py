@@ -190,7 +190,10 @@ def open_session(
     prompt_ids: list[int] | None = None,
 ):
     """A run's core.engine.speculative.SpeculativeEngine, its prompt read (run_session's
-    arguments); its run() gives the rounds."""
+    arguments); its run() gives the rounds. It does not follow the target alone's greedy
+    text as it goes (the engine's watch_greedy): tune compares a greedy run after it
+    (check_greedy) and bench against its own target-alone run, and the watch's passes would
+    double a timed session's wall time in half precision."""
     from specviz.core.engine.speculative import SpeculativeEngine
 
     prober = Prober(ProbePlan(every=config.probe_every, full_first=full_probe))
@@ -201,6 +204,7 @@ def open_session(
         drafter=config.drafter,
         policy=config.policy,
         prober=prober,
+        watch_greedy=False,
     )
     engine.prefill(prompt, prompt_ids, calibrate=False)  # the probes calibrate
     engine.probing = probe
