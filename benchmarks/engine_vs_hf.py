@@ -6,6 +6,10 @@ Same pair, prompts, K, temperature and max new tokens, in one process, interleav
   (b) transformers assisted generation, generate(assistant_model=..., constant K)
   (c) specviz's SpeculativeEngine with tracing on (top-N per position, as the app runs it)
   (d) specviz's SpeculativeEngine with tracing off
+  (e) transformers' assisted generation as it ships (the assistant's generation config
+      untouched: up to 20 tokens, drafting stops under the draft's confidence 0.4)
+  (f) specviz with the same rule (the threshold K policy at 0.4, up to 20 tokens)
+(b)-(d) draft the same K every round; (e) and (f) decide it as they go.
 Tokens/s is generated tokens over wall time, prefill included, per prompt; the figures are
 medians over prompts and repeats. Not a test: never part of the test run.
 --chat reads the first turns of a Spec-Bench-style question file (resources/prompts/chat.jsonl
@@ -37,7 +41,10 @@ from specviz.core.models.pair import load_pair  # noqa: E402
 from specviz.core.resources import example_prompts  # noqa: E402
 from specviz.core.trace.records import Settings  # noqa: E402
 
-METHODS = ("target_only", "hf_assisted", "specviz", "specviz_untraced")
+METHODS = ("target_only", "hf_assisted", "specviz", "specviz_untraced", "hf_default",
+           "specviz_threshold")  # fmt: skip
+HF_SHIPPED = {"num_assistant_tokens": 20, "num_assistant_tokens_schedule": "constant",
+              "assistant_confidence_threshold": 0.4}  # transformers' defaults  # fmt: skip
 
 
 def time_target_only(pair, ids, settings, seed):
@@ -50,7 +57,7 @@ def time_target_only(pair, ids, settings, seed):
     return len(out), time.perf_counter() - start, None
 
 
-def time_hf_assisted(pair, ids, settings, seed):
+def time_hf_assisted(pair, ids, settings, seed, shipped=False):
     torch.manual_seed(seed)
     input_ids = torch.tensor([ids])
     sampling = settings.temperature > 0
@@ -59,14 +66,20 @@ def time_hf_assisted(pair, ids, settings, seed):
         if sampling
         else {}
     )
+    # transformers reads K, its schedule and the early-stop threshold from the *assistant's*
+    # generation config (candidate_generator.AssistedCandidateGenerator), not from generate's
+    # arguments: left alone it drafts up to 20 tokens and stops where the draft's confidence
+    # falls under 0.4 (re-fitted each round when scikit-learn is installed). Fixed K here.
+    assistant = pair.draft.generation_config
+    fixed = {"num_assistant_tokens": settings.k, "num_assistant_tokens_schedule": "constant",
+             "assistant_confidence_threshold": 0.0}  # never stop drafting early  # fmt: skip
+    for name, value in (HF_SHIPPED if shipped else fixed).items():
+        setattr(assistant, name, value)
     start = time.perf_counter()
     out = pair.target.generate(
         input_ids,
         attention_mask=torch.ones_like(input_ids),
         assistant_model=pair.draft,
-        num_assistant_tokens=settings.k,
-        num_assistant_tokens_schedule="constant",
-        assistant_confidence_threshold=0.0,  # never stop drafting early: K is fixed
         do_sample=sampling,
         max_new_tokens=settings.max_new_tokens,
         pad_token_id=pair.eos_token_id,
@@ -75,10 +88,25 @@ def time_hf_assisted(pair, ids, settings, seed):
     return out.shape[1] - len(ids), time.perf_counter() - start, None
 
 
-def time_engine(pair, ids, settings, seed, trace):
+def time_engine(pair, ids, settings, seed, trace, threshold=False):
     import dataclasses
 
-    engine = SpeculativeEngine(pair, dataclasses.replace(settings, seed=seed), trace=trace)
+    from specviz.core.decoding.k_policy import PolicyConfig
+
+    policy = None
+    if threshold:  # transformers' shipped rule: up to 20 tokens, stop under confidence 0.4
+        policy = PolicyConfig("threshold", HF_SHIPPED["assistant_confidence_threshold"])
+        settings = dataclasses.replace(settings, k=HF_SHIPPED["num_assistant_tokens"])
+
+    # the engine's loop alone: without the half-precision greedy watch (a diagnostic of the
+    # window and `run` that decodes the target alone beside the session, one more pass a token)
+    engine = SpeculativeEngine(
+        pair,
+        dataclasses.replace(settings, seed=seed),
+        trace=trace,
+        watch_greedy=False,
+        policy=policy,
+    )
     start = time.perf_counter()
     engine.prefill("", prompt_ids=ids, calibrate=False)
     rounds = list(engine.run())
@@ -94,6 +122,8 @@ def bench_pair(pair, name, prompts, settings, repeats):
         "hf_assisted": lambda ids, s: time_hf_assisted(pair, ids, settings, s),
         "specviz": lambda ids, s: time_engine(pair, ids, settings, s, True),
         "specviz_untraced": lambda ids, s: time_engine(pair, ids, settings, s, False),
+        "hf_default": lambda ids, s: time_hf_assisted(pair, ids, settings, s, shipped=True),
+        "specviz_threshold": lambda ids, s: time_engine(pair, ids, settings, s, True, True),
     }
     for method in METHODS:  # warm-up: allocator, kernels, lazy imports
         runners[method](ids_list[0], 0)
@@ -132,6 +162,7 @@ def bench_pair(pair, name, prompts, settings, repeats):
         "tokens_per_s": median,
         "specviz_vs_hf": median["specviz"] / median["hf_assisted"],
         "specviz_untraced_vs_hf": median["specviz_untraced"] / median["hf_assisted"],
+        "threshold_vs_hf_default": median["specviz_threshold"] / median["hf_default"],
         "speedup_measured": measured,
         "speedup_untraced": median["specviz_untraced"] / median["target_only"],
         "hf_speedup": median["hf_assisted"] / median["target_only"],
@@ -234,7 +265,8 @@ def print_run(r: dict) -> None:
         print(f"  {method:18s} {t[method]:8.1f} tokens/s")
     print(
         f"  specviz / hf          {r['specviz_vs_hf']:.2f}   untraced / hf "
-        f"{r['specviz_untraced_vs_hf']:.2f}"
+        f"{r['specviz_untraced_vs_hf']:.2f}   threshold / hf default "
+        f"{r['threshold_vs_hf_default']:.2f}"
     )
     print(
         f"  speedup measured      {r['speedup_measured']:.2f}x  predicted "
