@@ -134,7 +134,6 @@ def test_a_drafters_warning_is_said_before_the_first_round(capsys, tmp_path):
     assert any(words in n for n in header["drafter_notes"])  # the trace keeps it
 
 
-
 def test_a_session_with_a_head_on_the_wrong_layers_says_so_before_its_first_round(capsys, tmp_path):
     # tiny's head on [0, 2, 3] instead of its [1, 3, 4]: the load-time probe (356 positions
     # of fixed text) calls the +1 shift clearly better on the first drafts' expected acceptance
@@ -150,6 +149,7 @@ def test_a_session_with_a_head_on_the_wrong_layers_says_so_before_its_first_roun
     warning = next(line for line in err.splitlines() if "ids shifted by +1" in line)
     assert warning.startswith("[specviz] warning: the head fits the target's layers [1, 3, 4]")
     assert "paired z" in warning
+
 
 BAD_CONFIGS = {
     "layers past the target": {"eagle_aux_hidden_state_layer_ids": [1, 3, 9]},
