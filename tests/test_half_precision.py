@@ -93,7 +93,6 @@ def test_the_reference_is_computed_once_per_prompt(half_pair, monkeypatch):
     assert passes == []
 
 
-
 def test_timed_sessions_do_not_decode_the_target_alone_beside_them(half_pair, monkeypatch):
     """tune's and bench's sessions (open_session) compare their text their own way: the
     watch's one more target pass a token would be counted in bench's wall time."""
@@ -110,6 +109,7 @@ def test_timed_sessions_do_not_decode_the_target_alone_beside_them(half_pair, mo
     assert rounds and passes == [] and all(r.greedy_diff is None for r in rounds)
     run(half_pair, settings=dataclasses.replace(GREEDY, max_new_tokens=12))  # the window's
     assert passes  # a session of the window or `run` is watched
+
 
 def test_sampled_sessions_are_not_watched(half_pair):
     engine, rounds = run(half_pair, settings=dataclasses.replace(GREEDY, temperature=1.0))
