@@ -387,3 +387,43 @@ def test_ctrl_c_stops_the_bench_and_keeps_what_finished(pair):
     assert result.cancelled and len(result.runs) == 1
     assert any("stopping after this round" in m for m in messages)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_suffix_configuration_learns_only_from_its_own_earlier_questions(
+    pair, monkeypatch, tmp_path
+):
+    """Its cache starts empty and is never saved: the process's (and the file's) cache,
+    here already holding the answer, is neither read nor written, and a second suffix
+    configuration does not read the first one's answer to the same question."""
+    from specviz.core.drafters import suffix
+    from specviz.core.tune.bench import TARGET
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(suffix, "_CACHES", {})
+    questions = [Question("1", "w", ("A fool and his money",)), Question("2", "w", ("The quick",))]
+    settings = BenchSettings(temperature=0, max_new_tokens=24, warmup=False)
+    configs = parse_configs("suffix:6,suffix:4")
+    fresh = run_bench(pair, questions, configs, settings)
+
+    def rounds(result):
+        runs = result.runs
+        return {(r.question, r.config): len(r.turns[0].rounds) for r in runs if r.config != TARGET}
+
+    answers = [r.turns[0].tokens for r in fresh.runs if r.config == TARGET]
+    assert all(len(a) > 8 for a in answers)
+    shared = suffix.shared_cache(pair.vocab_size, suffix.fingerprint(pair), 100)
+    assert shared.requests == []  # the bench wrote nothing to the process's cache
+    assert not (tmp_path / "cache" / "suffix").exists()  # nor to a file
+    for question, answer in zip(questions, answers, strict=True):  # the answers, remembered
+        prompt = list(pair.tokenizer(question.turns[0])["input_ids"])
+        shared.add(prompt + list(answer))
+    again = run_bench(pair, questions, configs, settings)
+    assert rounds(again) == rounds(fresh)  # nothing read from it
+    assert len(shared.requests) == 2  # nor added
+    caches = []  # the cache each suffix session drafts from
+    real = suffix.SuffixDrafter.__init__
+    monkeypatch.setattr(suffix.SuffixDrafter, "__init__",
+                        lambda self, *a: caches.append(a[-1]) or real(self, *a))  # fmt: skip
+    run_bench(pair, questions, configs, settings)
+    assert len(caches) == 4 and len({id(c) for c in caches}) == 2  # one per configuration
+    assert all(c is not shared and c.path is None for c in caches)

@@ -19,6 +19,8 @@ record, is the continuations' frequencies there; the rule does not use it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import heapq
 import json
@@ -230,14 +232,33 @@ class SuffixCache:
 
 
 _CACHES: dict[Path, SuffixCache] = {}  # one per file in a process: a sweep's runs share it
+_OWN: contextvars.ContextVar = contextvars.ContextVar("suffix_own_cache", default=None)
 
 
-def shared_cache(vocab: int, fingerprint: str, limit: int, persist: bool = True) -> SuffixCache:
-    """The process's cache for this tokenizer, read from <cache dir>/suffix/ the first time."""
-    path = resources.cache_dir() / "suffix" / f"{fingerprint[:16]}.json"
-    cache = _CACHES.get(path)
+@contextlib.contextmanager
+def own_cache(store: dict, key: str):
+    """Within: suffix drafters use store[key], a cache that starts empty and is never saved
+    (bench: a configuration learns only from its own earlier questions, not from the file
+    nor from other configurations' answers to the same question)."""
+    token = _OWN.set((store, key))
+    try:
+        yield
+    finally:
+        _OWN.reset(token)
+
+
+def shared_cache(vocab: int, fingerprint: str, limit: int) -> SuffixCache:
+    """The process's cache for this tokenizer, read from <cache dir>/suffix/ the first time
+    (within own_cache: that one)."""
+    own = _OWN.get()
+    if own is None:
+        path = resources.cache_dir() / "suffix" / f"{fingerprint[:16]}.json"
+        caches, key = _CACHES, path
+    else:
+        (caches, key), path = own, None
+    cache = caches.get(key)
     if cache is None or cache.vocab != vocab:
-        cache = _CACHES[path] = SuffixCache(path if persist else None, vocab, fingerprint, limit)
+        cache = caches[key] = SuffixCache(path, vocab, fingerprint, limit)
     cache.limit = limit
     cache._trim()
     return cache

@@ -7,7 +7,11 @@ verifier or a token tree (core.tune.sweep.tree_label). Each is a full speculativ
 tune's engine path (core.tune.sweep.run_session), without cost-model probes, timed whole
 (prefill included); the target alone is core.decoding.forward.decode, timed the same way.
 Per question the runs go in an order shuffled from the seed, target alone among them, so a
-slow spell of a busy machine falls on several configurations, not on one.
+slow spell of a busy machine falls on several configurations, not on one. A suffix
+decoding configuration keeps its own cache of earlier outputs for the bench, empty at the
+start and never saved (core.drafters.suffix.own_cache): it learns from its own earlier
+questions, as in a run of the questions one after another, and never reads another
+configuration's answer to the same question or an earlier bench's.
 
 A question of several turns runs them in order, each turn after the model's own answers to
 the earlier ones: with a chat template, the conversation so far (user, assistant, user, ...);
@@ -31,6 +35,7 @@ import torch
 from specviz.core.decoding.forward import decode, max_positions
 from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.drafters.registry import DrafterConfig, spec
+from specviz.core.drafters.suffix import own_cache
 from specviz.core.metrics.costmodel import tree_depth
 from specviz.core.metrics.positions import judged_pairs
 from specviz.core.trace import verifiers
@@ -317,11 +322,14 @@ def run_bench(
         first = Question("warmup", questions[0].category, questions[0].turns[:1])
         short = dataclasses.replace(settings, max_new_tokens=min(8, settings.max_new_tokens))
         for config in (None, *configs):
-            run_question(pair, first, 0, config, short, cancel)
+            with own_cache({}, "warm-up"):  # its outputs are not remembered
+                run_question(pair, first, 0, config, short, cancel)
+    caches: dict = {}  # a suffix configuration's own cache, by label
     for i, label in plan:
         if cancel is not None and cancel.is_set():
             break
-        run = run_question(pair, questions[i], i, by_label.get(label), settings, cancel)
+        with own_cache(caches, label):
+            run = run_question(pair, questions[i], i, by_label.get(label), settings, cancel)
         if cancel is not None and cancel.is_set():
             break
         result.runs.append(run)
