@@ -93,10 +93,11 @@ def test_the_reference_is_computed_once_per_prompt(half_pair, monkeypatch):
     assert passes == []
 
 
-def test_timed_sessions_do_not_decode_the_target_alone_beside_them(half_pair, monkeypatch):
-    """tune's and bench's sessions (open_session) compare their text their own way: the
-    watch's one more target pass a token would be counted in bench's wall time."""
-    from specviz.core.tune.sweep import SweepConfig, run_session
+def test_bench_does_not_decode_the_target_alone_beside_its_sessions(half_pair, monkeypatch):
+    """bench times a session whole and compares its text with its own target-alone run: the
+    watch's one more target pass a token would be counted in its wall time."""
+    from specviz.core.tune.bench import BenchSettings, parse_configs, run_bench
+    from specviz.core.tune.questions import Question
 
     greedy_check._REFERENCES.clear()
     passes = []
@@ -104,11 +105,12 @@ def test_timed_sessions_do_not_decode_the_target_alone_beside_them(half_pair, mo
     monkeypatch.setattr(
         greedy_check, "forward", lambda *a, **kw: passes.append(1) or real(*a, **kw)
     )
-    config = SweepConfig(temperature=0, max_new_tokens=12)
-    _, rounds = run_session(half_pair, "In the beginning", 4, config, probe=False)
-    assert rounds and passes == [] and all(r.greedy_diff is None for r in rounds)
+    settings = BenchSettings(temperature=0, max_new_tokens=12, warmup=False)
+    result = run_bench(half_pair, [Question("1", "w", ("In the beginning",))],
+                       parse_configs("model:4"), settings)  # fmt: skip
+    assert len(result.runs) == 2 and passes == []
     run(half_pair, settings=dataclasses.replace(GREEDY, max_new_tokens=12))  # the window's
-    assert passes  # a session of the window or `run` is watched
+    assert passes  # a session of the window, `run` or tune is watched
 
 
 def test_sampled_sessions_are_not_watched(half_pair):

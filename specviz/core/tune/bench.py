@@ -5,7 +5,9 @@ A configuration is `DRAFTER:K[+RULE]` (`model:4`, `lookup:3`, `eagle3:4`, `model
 `model:4+block`): any drafter of core.drafters.registry, a constant K, and the chain's
 verifier or a token tree (core.tune.sweep.tree_label). Each is a full speculative session on
 tune's engine path (core.tune.sweep.run_session), without cost-model probes, timed whole
-(prefill included); the target alone is core.decoding.forward.decode, timed the same way.
+(prefill included), without the half-precision greedy watch (whose target-alone passes would
+be timed; bench compares every greedy text with its own target-alone run); the target
+alone is core.decoding.forward.decode, timed the same way.
 Per question the runs go in an order shuffled from the seed, target alone among them, so a
 slow spell of a busy machine falls on several configurations, not on one. A suffix
 decoding configuration keeps its own cache of earlier outputs for the bench, empty at the
@@ -288,9 +290,10 @@ def run_question(
         else:
             _sync(pair)
             start = time.perf_counter()
+            # no greedy watch: its passes would be timed, and the target alone's run is here
             _, rounds = run_session(
                 pair, text, config.k, _sweep_config(config, settings), cancel,
-                probe=False, prompt_ids=prompt_ids,
+                probe=False, prompt_ids=prompt_ids, watch_greedy=False,
             )  # fmt: skip
             _sync(pair)
             seconds = time.perf_counter() - start

@@ -165,12 +165,15 @@ def run_session(
     trace=False,
     probe: bool = True,
     prompt_ids: list[int] | None = None,
+    watch_greedy: bool = True,
 ) -> tuple[SessionHeader, tuple[Round, ...]]:
     """run_one, with the session's header; trace=True records the top-N lists (the events'
     time is kept out of the rounds' verify_ms, so the timings stay comparable). probe=False:
     no cost-model probes (a session timed whole, as `specviz bench` times it); prompt_ids:
-    the prompt's tokens as given (a later turn: the earlier turns' own tokens kept)."""
-    engine = open_session(pair, prompt, k, config, full_probe, trace, probe, prompt_ids)
+    the prompt's tokens as given (a later turn: the earlier turns' own tokens kept);
+    watch_greedy: the engine's (bench, which times sessions whole, turns it off)."""
+    engine = open_session(pair, prompt, k, config, full_probe, trace, probe, prompt_ids,
+                          watch_greedy)  # fmt: skip
     rounds = []
     for rnd in engine.run():
         rounds.append(rnd)
@@ -188,12 +191,10 @@ def open_session(
     trace=False,
     probe: bool = True,
     prompt_ids: list[int] | None = None,
+    watch_greedy: bool = True,
 ):
     """A run's core.engine.speculative.SpeculativeEngine, its prompt read (run_session's
-    arguments); its run() gives the rounds. It does not follow the target alone's greedy
-    text as it goes (the engine's watch_greedy): tune compares a greedy run after it
-    (check_greedy) and bench against its own target-alone run, and the watch's passes would
-    double a timed session's wall time in half precision."""
+    arguments); its run() gives the rounds."""
     from specviz.core.engine.speculative import SpeculativeEngine
 
     prober = Prober(ProbePlan(every=config.probe_every, full_first=full_probe))
@@ -204,7 +205,7 @@ def open_session(
         drafter=config.drafter,
         policy=config.policy,
         prober=prober,
-        watch_greedy=False,
+        watch_greedy=watch_greedy,
     )
     engine.prefill(prompt, prompt_ids, calibrate=False)  # the probes calibrate
     engine.probing = probe
