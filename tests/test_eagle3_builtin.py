@@ -151,6 +151,38 @@ def test_a_session_with_a_head_on_the_wrong_layers_says_so_before_its_first_roun
     assert "paired z" in warning
 
 
+def test_a_head_is_loaded_and_probed_once_per_process_until_its_files_change(
+    tiny, tmp_path, monkeypatch
+):
+    """A bench or the window makes a drafter per session: the head's files are read and its
+    layers probed (a target pass) once; a rewritten folder is read again."""
+    from specviz.core.drafters import eagle3
+    from specviz.core.drafters.registry import make_drafter
+
+    folder = tmp_path / "eagle3"
+    shutil.copytree(builtin_head("builtin:tiny"), folder)
+    probes = []
+    real = eagle3.fit
+    monkeypatch.setattr(eagle3, "fit", lambda *a, **kw: probes.append(1) or real(*a, **kw))
+    config = DrafterConfig("eagle3", head=str(folder))
+    first, second = make_drafter(config, tiny), make_drafter(config, tiny)
+    assert len(probes) == 1 and first.head is second.head and first is not second
+    assert first.cache is not second.cache  # each session its own head cache
+    settings = Settings(k=3, temperature=0, max_new_tokens=8)
+    texts = []
+    for _ in range(2):  # a session on the kept head emits what a fresh one does
+        engine = SpeculativeEngine(tiny, settings, trace=False, drafter=config)
+        engine.prefill(PROMPT, calibrate=False)
+        texts.append([t.id for r in engine.run() for t in r.tokens if t.emitted])
+    assert texts[0] == texts[1] and len(probes) == 1
+    body = json.loads((folder / "config.json").read_text())
+    body["eagle_aux_hidden_state_layer_ids"] = [0, 2, 3]
+    (folder / "config.json").write_text(json.dumps(body, indent=1))  # another size
+    moved = make_drafter(config, tiny)
+    assert len(probes) == 2 and moved.target_layers == (0, 2, 3)
+    assert any("ids shifted by +1" in n for n in moved.notes)
+
+
 BAD_CONFIGS = {
     "layers past the target": {"eagle_aux_hidden_state_layer_ids": [1, 3, 9]},
     "not a head": {"speculators_model_type": "medusa"},

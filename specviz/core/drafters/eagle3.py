@@ -15,9 +15,11 @@ mass elsewhere (d2t maps the ids), so the verification rules judge it like any d
 
 from __future__ import annotations
 
+import collections
 import math
 import statistics
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -277,12 +279,44 @@ def _hub_folder(repo: str) -> str:
         raise ValueError(f"head '{repo}' could not be downloaded: {e}") from None
 
 
+# Heads loaded, placed and probed in this process: a bench or the window starts a session
+# (and a drafter) per question, and each would read the files and run the probe again.
+_LOADED: collections.OrderedDict = collections.OrderedDict()  # key -> (target ref, built)
+_KEPT = 2
+
+
+def _files(folder: Path) -> tuple:
+    """What identifies a head folder's version: its weight and config files' sizes and times."""
+    found = [f for f in sorted(folder.glob("*")) if f.suffix in (".json", ".safetensors", ".bin")]
+    return tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in found[:64])
+
+
 def _build(params, pair) -> Eagle3Drafter:
+    target = pair.target
+    folder, name, builtin = resolve_head(params.get("head"), pair)
+    dtype, device = next(target.parameters()).dtype, next(target.parameters()).device
+    key = (id(target), str(folder.resolve()), _files(folder), str(dtype), str(device), builtin)
+    ref, built = _LOADED.pop(key, (None, None))
+    if built is None or ref() is not target:  # (another model at a freed id)
+        built = _load(folder, builtin, pair)
+    _LOADED[key] = (weakref.ref(target), built)
+    while len(_LOADED) > _KEPT:
+        _LOADED.popitem(last=False)
+    head, head_config, notes = built
+    info = ModelInfo(name=name, path=str(folder.resolve()), vocab_size=pair.vocab_size,
+                     params=sum(p.numel() for p in head.parameters()),
+                     dtype=str(dtype).removeprefix("torch."), device=str(device))  # fmt: skip
+    return Eagle3Drafter(head, head_config, target, name, info, pair.vocab_size,
+                         pair.eos_token_id, list(notes))  # fmt: skip
+
+
+def _load(folder: Path, builtin: bool, pair) -> tuple[Eagle3Head, HeadConfig, tuple[str, ...]]:
+    """The head from its folder, on the target's device and dtype, and what its load found
+    (the checks' warnings, the layer probe's)."""
     target = pair.target
     config = target.config.get_text_config() if hasattr(target.config, "get_text_config") \
         else target.config  # fmt: skip
     n_layers = config.num_hidden_layers
-    folder, name, builtin = resolve_head(params.get("head"), pair)
     try:
         # a head stored without lm_head takes the target's rows by d2t; the built-in heads
         # are stored so on purpose (to stay small), so only another head's load says so
@@ -303,12 +337,7 @@ def _build(params, pair) -> Eagle3Drafter:
     misfit = misfit_note(fit(head, embed, target, [ids], [start], steps=1))
     if misfit:
         notes.append(misfit)
-    info = ModelInfo(name=name, path=str(folder.resolve()), vocab_size=pair.vocab_size,
-                     params=sum(p.numel() for p in head.parameters()),
-                     dtype=str(next(head.parameters()).dtype).removeprefix("torch."),
-                     device=str(device))  # fmt: skip
-    return Eagle3Drafter(head, head_config, target, name, info, pair.vocab_size,
-                         pair.eos_token_id, notes)  # fmt: skip
+    return head, head_config, tuple(notes)
 
 
 def _same_target(verifier: str, info: ModelInfo) -> bool:
