@@ -4,6 +4,7 @@ fates and, for the selected position, the head's q beside the target's p; drawn 
 at 1280x720.
 
     QT_QPA_PLATFORM=offscreen python scripts/eagle3_screenshot.py [--rounds 10] [--select N]
+        [--head DIR --out F]   (another head: its load-time warnings show above the stream)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--select", type=int, default=None, help="round to select (1-based)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots" / "eagle3.png"))
+    parser.add_argument("--head", default=None, help="a head folder (default: the pair's own)")
     args = parser.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
@@ -35,7 +37,7 @@ def main() -> int:
     from specviz.gui.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
-    drafting = (DrafterConfig("eagle3"), PolicyConfig())
+    drafting = (DrafterConfig("eagle3", head=args.head), PolicyConfig())
     window = MainWindow(("builtin:smollm2", ""), drafting=drafting, autosave=False)
     window.resize(1280, 720)
     window.show()

@@ -189,3 +189,31 @@ def test_the_distribution_panel_reads_a_typical_position_out_loud(pair):
     assert "typical acceptance" in text and "LOSSY" in text
     resampled = next(r for r in rounds if r.n_accepted < r.n_drafted)
     assert "from p itself" in summary_html(position_bars(resampled, resampled.n_accepted))
+
+
+# the offscreen platform cannot resize a top-level window to a new minimum (xcb can)
+@pytest.mark.qt_log_ignore("propagateSizeHints")
+def test_a_long_drafter_warning_gets_at_most_four_lines_and_scrolls(qtbot):
+    """At 1280x720 the stream keeps its room: the banner's box is as tall as four lines of
+    its text, the rest is scrolled to (nothing cut off unseen), and the box hides with it."""
+    from specviz.gui.stream.panel import BannerArea, StreamPanel
+
+    panel = StreamPanel()
+    qtbot.addWidget(panel)
+    panel.resize(600, 500)
+    panel.show()
+    area = panel.lossy.area
+    assert isinstance(area, BannerArea) and area.isHidden()
+    notes = [f"warning {i}: " + "the head fits other layers better than its own " * 4
+             for i in range(3)]  # fmt: skip
+    panel.lossy.note(None, notes)
+    qtbot.waitUntil(lambda: area.isVisible())
+    line = panel.lossy.fontMetrics().lineSpacing()
+    assert 4 * line <= area.height() <= 4 * line + 24  # four lines, padding and border
+    assert panel.lossy.heightForWidth(area.viewport().width()) > area.height()  # the rest...
+    assert area.verticalScrollBar().maximum() > 0  # ...is scrolled to
+    assert panel.lossy.text().endswith(notes[-1])  # and kept whole
+    panel.lossy.note(None, ["one short warning"])
+    assert area.height() < 3 * line + 24  # a short one takes its own height
+    panel.clear()
+    assert area.isHidden() and panel.lossy.isHidden()

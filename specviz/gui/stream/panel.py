@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QPushButton,
+    QScrollArea,
     QSlider,
     QToolButton,
     QVBoxLayout,
@@ -62,9 +63,12 @@ class LossyBanner(QLabel):
     """A standing banner while the session has a round verified by a lossy rule (trace
     Settings.lossy): its output is not the target's distribution."""
 
+    area: BannerArea | None = None  # the room it is shown in, if any
+
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("lossy-banner")
+        self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self._notes: list[str] = []
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setWordWrap(True)
@@ -91,10 +95,46 @@ class LossyBanner(QLabel):
         if lines:
             self.setText("\n".join(lines))
             self.show()
+            if self.area is not None:
+                self.area.fit()
 
     def clear(self) -> None:
         self._notes = []
         self.hide()
+
+    def setVisible(self, visible: bool) -> None:  # noqa: N802 (Qt's name)
+        super().setVisible(visible)
+        if self.area is not None:
+            self.area.setVisible(visible)
+
+
+class BannerArea(QScrollArea):
+    """A banner's room: as tall as its wrapped text up to MAX_LINES lines, the rest scrolled,
+    so a long drafter warning is neither cut off unseen nor takes the stream's room at
+    1280x720. Shown while the banner is."""
+
+    MAX_LINES = 4
+
+    def __init__(self, banner: LossyBanner, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.banner = banner
+        self.setWidget(banner)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        banner.area = self
+        banner.setVisible(False)
+
+    def fit(self) -> None:
+        """Height for the banner's text at the present width, at most MAX_LINES lines."""
+        width = max(self.viewport().width(), 100)
+        most = self.banner.fontMetrics().lineSpacing() * self.MAX_LINES + 24  # padding, border
+        needed = self.banner.heightForWidth(width)  # -1 with no text to lay out
+        self.setFixedHeight(min(needed if needed > 0 else self.banner.sizeHint().height(), most))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self.fit()
 
 
 class GreedyNote(LossyBanner):
@@ -257,7 +297,7 @@ class StreamPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.legend)
-        layout.addWidget(self.lossy)
+        layout.addWidget(BannerArea(self.lossy))
         layout.addWidget(self.greedy)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.output, 1)
