@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import math
 import statistics
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -283,6 +284,7 @@ def _hub_folder(repo: str) -> str:
 # (and a drafter) per question, and each would read the files and run the probe again.
 _LOADED: collections.OrderedDict = collections.OrderedDict()  # key -> (target ref, built)
 _KEPT = 2
+_LOADING = threading.Lock()  # a window's session and its lab may start drafters at once
 
 
 def _files(folder: Path) -> tuple:
@@ -296,12 +298,13 @@ def _build(params, pair) -> Eagle3Drafter:
     folder, name, builtin = resolve_head(params.get("head"), pair)
     dtype, device = next(target.parameters()).dtype, next(target.parameters()).device
     key = (id(target), str(folder.resolve()), _files(folder), str(dtype), str(device), builtin)
-    ref, built = _LOADED.pop(key, (None, None))
-    if built is None or ref() is not target:  # (another model at a freed id)
-        built = _load(folder, builtin, pair)
-    _LOADED[key] = (weakref.ref(target), built)
-    while len(_LOADED) > _KEPT:
-        _LOADED.popitem(last=False)
+    with _LOADING:
+        ref, built = _LOADED.pop(key, (None, None))
+        if built is None or ref() is not target:  # (another model at a freed id)
+            built = _load(folder, builtin, pair)
+        _LOADED[key] = (weakref.ref(target), built)
+        while len(_LOADED) > _KEPT:
+            _LOADED.popitem(last=False)
     head, head_config, notes = built
     info = ModelInfo(name=name, path=str(folder.resolve()), vocab_size=pair.vocab_size,
                      params=sum(p.numel() for p in head.parameters()),
