@@ -5,6 +5,7 @@ at 1280x720.
 
     QT_QPA_PLATFORM=offscreen python scripts/eagle3_screenshot.py [--rounds 10] [--select N]
         [--head DIR --out F]   (another head: its load-time warnings show above the stream)
+        [--dtype float32|bfloat16|auto]
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def main() -> int:
     parser.add_argument("--select", type=int, default=None, help="round to select (1-based)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots" / "eagle3.png"))
     parser.add_argument("--head", default=None, help="a head folder (default: the pair's own)")
+    parser.add_argument("--dtype", default="float32", help="float32 (default: the README's "
+                        "picture), bfloat16, or auto (what --pair smollm2 picks)")  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
@@ -38,7 +41,8 @@ def main() -> int:
 
     app = QApplication.instance() or QApplication([])
     drafting = (DrafterConfig("eagle3", head=args.head), PolicyConfig())
-    window = MainWindow(("builtin:smollm2", ""), drafting=drafting, autosave=False)
+    window = MainWindow(("builtin:smollm2", ""), dtype=args.dtype, drafting=drafting,
+                        autosave=False)  # fmt: skip
     window.resize(1280, 720)
     window.show()
     wait(app, lambda: window.controller.models is not None, 600)
