@@ -5,8 +5,6 @@ differently from a pass of 1 and a near-tie can flip (a Round's greedy_diff)."""
 
 from __future__ import annotations
 
-import collections
-import weakref
 from dataclasses import dataclass
 
 import torch
@@ -14,6 +12,7 @@ from transformers import DynamicCache
 
 from specviz.core.decoding.forward import decode, forward
 from specviz.core.decoding.warp import SamplingConfig
+from specviz.core.models.kept import PerModel
 from specviz.core.models.pair import ModelPair
 
 
@@ -69,8 +68,7 @@ def check_greedy(pair: ModelPair, prompt_ids: list[int], emitted: list[int]) -> 
 
 HALF = ("bfloat16", "float16")  # dtypes whose passes of 1 and of K+1 tokens round apart
 TOP = 20  # the target alone's logits kept per position (the session's token is among them)
-_REFERENCES: collections.OrderedDict = collections.OrderedDict()  # key -> _Reference
-_KEPT = 4  # prompts whose reference is kept (its KV cache with it, to go on)
+_REFERENCES: PerModel[_Reference] = PerModel(4)  # prompts kept, each with its KV cache
 
 
 @dataclass
@@ -82,20 +80,13 @@ class _Reference:
     top: list[tuple[list[int], list[float]]]
     cache: DynamicCache
     ended: bool = False  # it emitted end-of-text
-    model: object = None  # a weak reference to the target it was decoded with
 
 
 def reference_for(pair: ModelPair, prompt_ids: list[int], eos: int | None) -> _Reference:
     """The cached reference of this target, dtype and prompt (computed once, extended as
     sessions need more of it)."""
-    key = (id(pair.target), str(pair.target.dtype), tuple(prompt_ids), eos)
-    ref = _REFERENCES.pop(key, None)
-    if ref is None or ref.model() is not pair.target:  # (another model at a freed id)
-        ref = _Reference([], [], DynamicCache(), model=weakref.ref(pair.target))
-    _REFERENCES[key] = ref
-    while len(_REFERENCES) > _KEPT:
-        _REFERENCES.popitem(last=False)
-    return ref
+    key = (str(pair.target.dtype), tuple(prompt_ids), eos)
+    return _REFERENCES.get(pair.target, key, lambda: _Reference([], [], DynamicCache()))
 
 
 @torch.inference_mode()

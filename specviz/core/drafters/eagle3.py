@@ -15,12 +15,9 @@ mass elsewhere (d2t maps the ids), so the verification rules judge it like any d
 
 from __future__ import annotations
 
-import collections
 import math
 import statistics
-import threading
 import time
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +32,7 @@ from specviz.core.drafters.eagle3_fit import fit, misfit_note, probe_sequence
 from specviz.core.drafters.eagle3_format import HeadError, build_head
 from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig
 from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, _expanded, grow_level
+from specviz.core.models.kept import PerModel
 from specviz.core.trace.records import ModelInfo
 from specviz.core.trace.tree_nodes import node_depths
 from specviz.core.tree.attention import additive, visibility
@@ -282,9 +280,7 @@ def _hub_folder(repo: str) -> str:
 
 # Heads loaded, placed and probed in this process: a bench or the window starts a session
 # (and a drafter) per question, and each would read the files and run the probe again.
-_LOADED: collections.OrderedDict = collections.OrderedDict()  # key -> (target ref, built)
-_KEPT = 2
-_LOADING = threading.Lock()  # a window's session and its lab may start drafters at once
+_LOADED: PerModel[tuple[Eagle3Head, HeadConfig, tuple[str, ...]]] = PerModel(2)
 
 
 def _files(folder: Path) -> tuple:
@@ -297,16 +293,10 @@ def _build(params, pair) -> Eagle3Drafter:
     target = pair.target
     folder, name, builtin = resolve_head(params.get("head"), pair)
     dtype, device = next(target.parameters()).dtype, next(target.parameters()).device
-    key = (id(target), str(folder.resolve()), _files(folder), str(dtype), str(device), builtin)
-    with _LOADING:
-        ref, built = _LOADED.pop(key, (None, None))
-        if built is None or ref() is not target:  # (another model at a freed id)
-            built = _load(folder, builtin, pair)
-        _LOADED[key] = (weakref.ref(target), built)
-        while len(_LOADED) > _KEPT:
-            _LOADED.popitem(last=False)
-    head, head_config, notes = built
-    info = ModelInfo(name=name, path=str(folder.resolve()), vocab_size=pair.vocab_size,
+    path = str(folder.resolve())
+    key = (path, _files(folder), str(dtype), str(device), builtin)
+    head, head_config, notes = _LOADED.get(target, key, lambda: _load(folder, builtin, pair))
+    info = ModelInfo(name=name, path=path, vocab_size=pair.vocab_size,
                      params=sum(p.numel() for p in head.parameters()),
                      dtype=str(dtype).removeprefix("torch."), device=str(device))  # fmt: skip
     return Eagle3Drafter(head, head_config, target, name, info, pair.vocab_size,
