@@ -139,13 +139,13 @@ def ttt_loss(head, batch, embed, target_rows, ttt: int, decay: float):
     return loss, agree
 
 
-def batch_stream(seqs, pack: int, seed: int, total: int):
-    """`total` batches, epoch after epoch, each epoch its own shuffle and so its own count of
-    batches (not the first epoch's: counting steps by it once looped for ever); a resumed
-    run skips the ones it took."""
+def batch_stream(seqs, pack: int, seed: int, total: int, start: int = 0):
+    """Batches `start` to `total`, epoch after epoch, each epoch its own shuffle and so its
+    own count of batches (not the first epoch's: counting steps by it once looped for ever);
+    a resumed run starts at the step it had reached, on the same order."""
     stream = (batch for epoch in itertools.count()
               for batch in batches(seqs, pack, random.Random(seed + epoch)))  # fmt: skip
-    return itertools.islice(stream, total)
+    return itertools.islice(stream, start, total)
 
 
 def evaluate(head, seqs, embed, target_rows, ttt: int, pack: int) -> list[float]:
@@ -231,9 +231,7 @@ def main(argv: list[str] | None = None) -> int:
 
     head.train()
     start_wall = time.perf_counter()
-    for i, batch in enumerate(batch_stream(train, args.pack, args.seed, total)):
-        if i < step:
-            continue
+    for batch in batch_stream(train, args.pack, args.seed, total, start=step):
         lr = args.lr * min(1.0, (step + 1) / 20) * (0.1 + 0.9 * 0.5 * (1 + math.cos(
             math.pi * step / total)))  # fmt: skip
         for g in opt.param_groups:

@@ -237,14 +237,17 @@ def misfit_note(fits: Sequence[Fit]) -> str | None:
     """A warning when another layer shift fits clearly (CLEAR) better than the configured."""
     own = next((f for f in fits if f.shift == 0 and f.layers is not None), None)
     top = best(fits)
-    if own is None or top.shift == 0 or z_score(top, own) < CLEAR:
+    if own is None or top.shift == 0:
+        return None
+    z = z_score(top, own)
+    if z < CLEAR:
         return None
     return (
         f"the head fits the target's layers {list(top.layers)} (ids shifted by "
         f"{top.shift:+d}) better than its own {list(own.layers)}: its first drafts match the "
         f"target's {top.acceptance[0]:.2f} of the time against {own.acceptance[0]:.2f} "
         f"(expected acceptance at T 1 {top.expected:.2f} against {own.expected:.2f}, paired z "
-        f"{z_score(top, own):.1f}); its eagle_aux_hidden_state_layer_ids may be off by one "
+        f"{z:.1f}); its eagle_aux_hidden_state_layer_ids may be off by one "
         "(specviz check-head tells more)"
     )
 
