@@ -29,6 +29,7 @@ class ViewMenu:
         )
         self.output_only.setCheckable(True)
         self.output_only.toggled.connect(window.show_output_only)
+        window.stream.output_only_requested.connect(self.output_only.setChecked)
         view.addAction(self.output_only)
         view.addSeparator()
         for text, keys, step in (

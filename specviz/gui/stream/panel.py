@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
+    QButtonGroup,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -241,11 +242,44 @@ class EndBanner(QFrame):
         self._unflash.start()
 
 
+class ModeSwitch(QWidget):
+    """Two buttons beside the stream, one of them down: Rounds (the coloured stream) or
+    Output (the emitted text alone, View > Output only)."""
+
+    output_only_requested = Signal(bool)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.rounds_button = QToolButton()
+        self.rounds_button.setText("Rounds")
+        self.rounds_button.setToolTip("Every round's drafts, coloured by their fate")
+        self.output_button = QToolButton()
+        self.output_button.setText("Output")
+        self.output_button.setToolTip("The text the session emitted, without the drafts (Ctrl+T)")
+        self.group = QButtonGroup(self)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(0)
+        for button in (self.rounds_button, self.output_button):
+            button.setCheckable(True)
+            self.group.addButton(button)
+            row.addWidget(button)
+        self.rounds_button.setChecked(True)
+        self.output_button.toggled.connect(self.output_only_requested)
+
+    def show_output_only(self, on: bool) -> None:
+        """Put the right button down without asking for the change again."""
+        self.output_button.blockSignals(True)
+        (self.output_button if on else self.rounds_button).setChecked(True)
+        self.output_button.blockSignals(False)
+
+
 class StreamPanel(QWidget):
     """Legend, TokenView and the round slider. round_chosen(index) when the user moves it."""
 
     round_chosen = Signal(int)
     follow_requested = Signal()  # "Follow the latest round" after an older one was chosen
+    output_only_requested = Signal(bool)  # the Rounds / Output switch (View > Output only)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -257,6 +291,8 @@ class StreamPanel(QWidget):
             "<br>".join(f"<b>{f.label}</b>: {f.meaning}" for f in palette.FATES.values())
         )
         self.view = TokenView()
+        self.mode = ModeSwitch()
+        self.mode.output_only_requested.connect(self.output_only_requested)
         # View > Output only: the emitted text alone (prompt and kept tokens, no drafts)
         self.output = QPlainTextEdit()
         self.output.setReadOnly(True)
@@ -296,7 +332,10 @@ class StreamPanel(QWidget):
         row.addWidget(self.follow_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.legend)
+        top = QHBoxLayout()
+        top.addWidget(self.legend, 1)
+        top.addWidget(self.mode, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(top)
         layout.addWidget(BannerArea(self.lossy))
         layout.addWidget(self.greedy)
         layout.addWidget(self.view, 1)
@@ -311,6 +350,7 @@ class StreamPanel(QWidget):
         self.view.setVisible(not on)
         self.output.setVisible(on)
         self.legend.setVisible(not on)
+        self.mode.show_output_only(on)
         if on:
             self.set_output_text(text)
 

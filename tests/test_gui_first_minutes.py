@@ -1,0 +1,40 @@
+"""The window's first ten minutes (issue 48): what a newcomer sees and reaches without the
+manual. The Rounds / Output switch beside the stream follows View > Output only."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.gui import dialogs
+from specviz.gui.main_window import MainWindow
+
+
+@pytest.fixture(autouse=True)
+def quiet(monkeypatch, tmp_path):
+    monkeypatch.setattr(dialogs, "AUTO_ANSWER", True)
+    monkeypatch.setattr(dialogs, "shown", [])
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def window(qtbot):
+    w = MainWindow(None, autosave=False)
+    qtbot.addWidget(w)
+    w.show()
+    yield w
+    w.close_now()
+
+
+def test_the_output_switch_beside_the_stream_follows_the_menu(window):
+    stream, action = window.stream, window.view_menu.output_only
+    switch = stream.mode
+    assert switch.isVisibleTo(window) and switch.rounds_button.isChecked()
+    switch.output_button.click()
+    assert action.isChecked() and stream.output.isVisibleTo(window)
+    assert not stream.view.isVisibleTo(window) and switch.isVisibleTo(window)
+    switch.rounds_button.click()
+    assert not action.isChecked() and stream.view.isVisibleTo(window)
+    action.setChecked(True)  # the menu (Ctrl+T) moves the switch
+    assert switch.output_button.isChecked() and not switch.rounds_button.isChecked()
+    action.setChecked(False)
+    assert switch.rounds_button.isChecked() and stream.view.isVisibleTo(window)
