@@ -38,3 +38,28 @@ def test_the_output_switch_beside_the_stream_follows_the_menu(window):
     assert switch.output_button.isChecked() and not switch.rounds_button.isChecked()
     action.setChecked(False)
     assert switch.rounds_button.isChecked() and stream.view.isVisibleTo(window)
+
+
+def test_a_chat_pair_starts_from_a_question_and_a_typed_prompt_stays(qtbot):
+    """builtin:smollm2 chats by default: its first prompt is a question, not the tiny pair's
+    Bible verse; a prompt typed (or given) is never replaced."""
+    from specviz.core.resources import chat_example_prompts, example_prompts
+    from specviz.gui.setup.controls import Controls
+
+    controls = Controls()
+    qtbot.addWidget(controls)
+    assert controls.prompt() == example_prompts()[0]  # the tiny pair: text to continue
+    controls.offer_chat("an instruct model")  # what a loaded smollm2 says
+    assert controls.chat() and controls.prompt() == chat_example_prompts()[0]
+    assert controls.examples.itemData(1) == chat_example_prompts()[0]
+    assert not controls.prompt().startswith("In the beginning")
+    controls.offer_chat(None)  # back to a raw pair: its own example
+    assert controls.prompt() == example_prompts()[0]
+    controls.prompt_edit.setPlainText("My own text")  # typed
+    controls.offer_chat("an instruct model")
+    assert controls.prompt() == "My own text"
+    given = Controls()
+    qtbot.addWidget(given)
+    given.set_prompt("Once upon")  # --prompt
+    given.set_chat(True, given=True)
+    assert given.prompt() == "Once upon"

@@ -39,6 +39,16 @@ def example_prompts() -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
+def chat_example_prompts() -> list[str]:
+    """The first turns of resources/prompts/chat.jsonl: questions for an instruct pair (a
+    chat target answers a question; the tiny pair's Bible verses are no question)."""
+    import json
+
+    path = resources_dir() / "prompts" / "chat.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    return [json.loads(line)["turns"][0] for line in lines if line.strip()]
+
+
 def check_regular_file(path: str | os.PathLike[str]) -> None:
     """OSError unless path is a regular file: a FIFO with no writer would block a reader
     forever, and a device such as /dev/zero never ends. Never opens the file."""

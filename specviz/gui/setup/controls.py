@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.models.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
-from specviz.core.resources import DEMO_SEED, example_prompts
+from specviz.core.resources import DEMO_SEED, chat_example_prompts, example_prompts
 from specviz.core.trace import verifiers
 from specviz.core.trace.records import Settings
 from specviz.gui.setup.drafting_box import DraftingBox, describe_drafter
@@ -76,9 +76,6 @@ class Controls(QWidget):
     def _prompt_box(self) -> QGroupBox:
         box = QGroupBox("Prompt")
         self.examples = QComboBox()
-        self.examples.addItem("Example prompts\u2026")
-        for text in example_prompts():
-            self.examples.addItem(text if len(text) < 60 else text[:57] + "\u2026", text)
         self.examples.activated.connect(self._use_example)
         self.examples.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
@@ -88,12 +85,14 @@ class Controls(QWidget):
         self.prompt_edit.setPlaceholderText("Type the text the models should continue")
         self.prompt_edit.setMinimumHeight(70)
         self.prompt_edit.setMaximumHeight(120)
-        prompts = example_prompts()
-        if prompts:
-            self.prompt_edit.setPlainText(prompts[0])
+        # the example the prompt shows until one is typed or chosen (None: one was); the
+        # empty box at the start counts as untouched
+        self._default_prompt: str | None = ""
         self.chat_check = QCheckBox("Chat: the prompt as a user turn")
         self.chat_check.setToolTip(CHAT_TIP)
         self._chat_given = False  # the command line's --chat / --no-chat: kept over loads
+        self._fit_examples()
+        self.chat_check.toggled.connect(self._fit_examples)
         box_layout = QVBoxLayout(box)
         box_layout.addWidget(self.examples)
         box_layout.addWidget(self.prompt_edit)
@@ -116,17 +115,35 @@ class Controls(QWidget):
         self.chat_check.setToolTip(tip)
         if not self._chat_given:
             self.chat_check.setChecked(instruct is not None)
+        self._fit_examples()
+
+    def _fit_examples(self, *_args) -> None:
+        """Example prompts for the way the target reads them: questions while Chat is on (an
+        instruct pair answers them), text to continue while it is off. The prompt follows
+        while it is the example shown first (nothing typed, chosen or given)."""
+        chat = self.chat_check.isChecked()
+        prompts = chat_example_prompts() if chat else example_prompts()
+        self.examples.clear()
+        self.examples.addItem("Example questions\u2026" if chat else "Example prompts\u2026")
+        for text in prompts:
+            self.examples.addItem(text if len(text) < 60 else text[:57] + "\u2026", text)
+        if prompts and self._default_prompt is not None and self.prompt() == self._default_prompt:
+            self._default_prompt = prompts[0]
+            self.prompt_edit.setPlainText(prompts[0])
 
     def _use_example(self, index: int) -> None:
         text = self.examples.itemData(index)
         if text:
-            self.prompt_edit.setPlainText(text)
+            self.set_prompt(text)
         self.examples.setCurrentIndex(0)
 
     def prompt(self) -> str:
         return self.prompt_edit.toPlainText()
 
     def set_prompt(self, text: str) -> None:
+        """A prompt chosen (an example, the command line's, a session's): kept when Chat or
+        the pair changes."""
+        self._default_prompt = None
         self.prompt_edit.setPlainText(text)
 
     # ------------------------------------------------------------------------------ models
