@@ -17,7 +17,6 @@ import json
 import sys
 
 from specviz.cli.drafting_options import add_drafter_params, drafter_params, pair_spec
-from specviz.cli.field.bench_text import csv_text, markdown
 from specviz.cli.options import UsageError, add_model_args, fail, finite_float, interruptible
 from specviz.cli.terminal import printable
 from specviz.core.engine.threads import set_threads
@@ -214,6 +213,7 @@ def result_json(result, spec) -> dict:
 
 
 def report(args, result, spec, csv_out) -> int:
+    from specviz.cli.field.bench_text import csv_text, markdown  # the table's modules: torch
     from specviz.core.tune.bench_table import bench_rows, question_lines
 
     rows = bench_rows(result)

@@ -1,20 +1,20 @@
-"""The drafter seam: what a drafter is (Drafter), what the registry knows of one
-(DrafterSpec, DrafterParam), and what it proposes (Proposal).
+"""The drafter seam: what a drafter is (Drafter) and what it proposes (Proposal); what the
+registry knows of one (DrafterSpec, DrafterParam) is in core.drafters.spec, without torch.
 
 A drafter proposes up to k tokens after the context, with q [k, V]: the distribution each
 token was drawn from (one-hot for a deterministic drafter). `verify()` judges them the same
 way whatever drafted them, so the output follows the target's p for every drafter.
 
 A drafter is one module here (draft_model.py, prompt_lookup.py, early_exit.py), which
-defines its Drafter and its SPEC, and one line in registry.py; the command line's flags,
-the window's Drafting box, the wire format and every "does it need a draft model" question
-derive from the spec.
+defines its Drafter and its build(params, pair), and one spec in registry.py; the command
+line's flags, the window's Drafting box, the wire format and every "does it need a draft
+model" question derive from the spec.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,77 +23,14 @@ from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward
 from specviz.core.decoding.warp import SamplingConfig, sample, warp
+
+# Defined in core.drafters.spec; imported here too, where a drafter's author looks for them.
+from specviz.core.drafters.spec import TEXT_MAX, DrafterParam, DrafterSpec  # noqa: F401
 from specviz.core.trace.records import ModelInfo
 
 # Called after each drafted token with the draft's probability of it: draft another?
 KeepDrafting = Callable[[float], bool]
 DRAFTER_CONTEXT = 128  # context tokens a drafter without a cache of its own is timed on
-
-
-TEXT_MAX = 4096  # characters of a text parameter (a folder or a hub id)
-
-
-@dataclass(frozen=True)
-class DrafterParam:
-    """One parameter a drafter takes: an integer in [low, high], a number where `decimals`
-    > 0, or (text=True) a folder or hub id of at most TEXT_MAX characters. Its name is the
-    key in the config, the trace header and the wire format; the flag (--ngram-max) and the
-    Drafting box's row derive from it."""
-
-    name: str  # "ngram_max"
-    label: str  # the Drafting box's row: "N-gram max"
-    help: str  # the flag's help and the row's tooltip
-    default: int | float | str | None
-    low: int = 0
-    high: int = 0
-    none_label: str | None = None  # a parameter that may be None says what None means
-    decimals: int = 0  # > 0: a real number (the flag's type, the box's step), shown so
-    text: bool = False  # a string (--head DIR), not a number
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def metavar(self) -> str:
-        return "DIR|HF_ID" if self.text else "X" if self.decimals else "N"
-
-    def check(self, value: Any) -> None:
-        """ValueError unless value is an int (a number, with decimals) in [low, high] (a
-        text parameter: a non-empty string without control characters), or None where None
-        is allowed."""
-        if value is None and self.none_label is not None:
-            return
-        if self.text:
-            if (type(value) is not str or not value.strip() or len(value) > TEXT_MAX
-                    or any(ord(c) < 32 for c in value)):  # fmt: skip
-                raise ValueError(
-                    f"the {self.label.lower()} must be a folder or a hub id (at most "
-                    f"{TEXT_MAX} characters, no control characters), got {value!r:.80}"
-                )
-            return
-        types = (int, float) if self.decimals else (int,)
-        if type(value) not in types or not self.low <= value <= self.high:
-            what = "a number" if self.decimals else "an integer"
-            raise ValueError(
-                f"the {self.label.lower()} must be {what} between {self.low} and "
-                f"{self.high}, got {value!r}"
-            )
-
-
-@dataclass(frozen=True)
-class DrafterSpec:
-    """A drafter as the rest of specviz sees it: one entry in core.drafters.registry."""
-
-    kind: str  # the --drafter name and the trace header's drafter.kind
-    label: str  # the Drafting box's choice
-    tip: str  # its tooltip
-    help: str  # the --drafter help fragment
-    needs_draft_model: bool  # False: only the target is loaded
-    params: tuple[DrafterParam, ...]
-    build: Callable[[Mapping[str, Any], Any], Drafter]  # (parameter values, ModelPair)
-    words: Callable[[Mapping[str, Any]], str]  # what drafts, in words (Models box, status)
-    drafts_trees: bool = False  # its Drafter has propose_tree / keep_tree (tree_width > 1)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward, max_positions, measure_ms_per_token, pick
 from specviz.core.decoding.kv_cache import crop_to
-from specviz.core.drafters.base import Drafter, DrafterSpec, Proposal, draft_loop, fresh_q
+from specviz.core.drafters.base import Drafter, Proposal, draft_loop, fresh_q
 from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, draft_tree, keep_tree_path
 from specviz.core.trace.records import ModelInfo
 
@@ -71,7 +71,7 @@ class ModelDrafter(Drafter):
         return ms
 
 
-def _build(params, pair) -> ModelDrafter:
+def build(params, pair) -> ModelDrafter:
     if pair.draft is None:
         raise ValueError(
             "the model drafter needs a draft model: give --draft, or choose "
@@ -82,16 +82,3 @@ def _build(params, pair) -> ModelDrafter:
             "the draft's tokenizer differs from the target's: draft with --drafter tli or string"
         )
     return ModelDrafter(pair.draft, pair.draft_info, pair.vocab_size, pair.eos_token_id)
-
-
-SPEC = DrafterSpec(
-    kind="model",
-    label="the draft model",
-    tip="A second, smaller model drafts (the classic pair)",
-    help="the draft model (default)",
-    needs_draft_model=True,
-    params=(),
-    build=_build,
-    words=lambda params: "the draft model",
-    drafts_trees=True,
-)

@@ -27,7 +27,7 @@ from transformers import DynamicCache
 from specviz.core.decoding.forward import max_positions
 from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.decoding.warp import sample, warp
-from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec, Proposal
+from specviz.core.drafters.base import Drafter, Proposal
 from specviz.core.drafters.eagle3_fit import fit, misfit_note, probe_sequence
 from specviz.core.drafters.eagle3_format import HeadError, build_head
 from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig
@@ -289,7 +289,7 @@ def _files(folder: Path) -> tuple:
     return tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in found[:64])
 
 
-def _build(params, pair) -> Eagle3Drafter:
+def build(params, pair) -> Eagle3Drafter:
     target = pair.target
     folder, name, builtin = resolve_head(params.get("head"), pair)
     dtype, device = next(target.parameters()).dtype, next(target.parameters()).device
@@ -336,27 +336,3 @@ def _load(folder: Path, builtin: bool, pair) -> tuple[Eagle3Head, HeadConfig, tu
 def _same_target(verifier: str, info: ModelInfo) -> bool:
     names = {info.name, info.path, Path(info.path).name, Path(info.name).name}
     return verifier in names or Path(verifier).name in names
-
-
-SPEC = DrafterSpec(
-    kind="eagle3",
-    label="an EAGLE-3 head",
-    tip="A one-layer head on the target's own hidden states drafts (EAGLE-3, speculators format)",
-    help="eagle3: an EAGLE-3 head on the target's hidden states (--head DIR|HF_ID; the "
-    "built-in pairs have their own)",
-    needs_draft_model=False,
-    params=(
-        DrafterParam(
-            name="head",
-            label="EAGLE-3 head",
-            help="eagle3: the head, a folder in the speculators format or a hub id (default: "
-            "the built-in pair's own head)",
-            default=None,
-            none_label="the pair's own",
-            text=True,
-        ),
-    ),
-    build=_build,
-    words=lambda params: f"the EAGLE-3 head {params.get('head') or '(the pair’s own)'}",
-    drafts_trees=True,
-)

@@ -23,8 +23,6 @@ from specviz.core.decoding.forward import max_positions, measure_ms_per_token
 from specviz.core.decoding.kv_cache import crop_layers
 from specviz.core.drafters.base import (
     Drafter,
-    DrafterParam,
-    DrafterSpec,
     Proposal,
     draft_loop,
     fresh_q,
@@ -135,35 +133,7 @@ class EarlyExitDrafter(Drafter):
             return measure_ms_per_token(draft, ids, n_tokens, self.vocab)
 
 
-def _build(params, pair) -> EarlyExitDrafter:
+def build(params, pair) -> EarlyExitDrafter:
     return EarlyExitDrafter(
         pair.target, pair.target_info, params["exit_layer"], pair.vocab_size, pair.eos_token_id
     )
-
-
-def _words(params) -> str:
-    layers = "half" if params["exit_layer"] is None else str(params["exit_layer"])
-    return f"the target's first {layers} layers (no draft model)"
-
-
-SPEC = DrafterSpec(
-    kind="early-exit",
-    label="early exit (the target's first layers)",
-    tip="The target's first L layers, its final norm and head draft "
-    "(transformers' assistant_early_exit). No draft model is loaded",
-    help="'early-exit': the target's own first layers (transformers' assistant_early_exit)",
-    needs_draft_model=False,
-    params=(
-        DrafterParam(
-            "exit_layer",
-            "Exit layer",
-            "early-exit: how many target layers draft (assistant_early_exit; default half)",
-            default=None,
-            low=1,
-            high=1000,
-            none_label="half",
-        ),
-    ),
-    build=_build,
-    words=_words,
-)

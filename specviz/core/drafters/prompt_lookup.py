@@ -13,8 +13,6 @@ import torch
 
 from specviz.core.drafters.base import (
     Drafter,
-    DrafterParam,
-    DrafterSpec,
     Proposal,
     ms_per_call,
     one_hot,
@@ -75,7 +73,7 @@ class LookupDrafter(Drafter):
         return ms_per_call(lambda: self.find(ids, 1), n_tokens)
 
 
-def _build(params, pair) -> LookupDrafter:
+def build(params, pair) -> LookupDrafter:
     ngram_max, target = params["ngram_max"], pair.target_info
     info = ModelInfo(
         name=f"prompt lookup (n-grams up to {ngram_max})",
@@ -86,27 +84,3 @@ def _build(params, pair) -> LookupDrafter:
         device=target.device,
     )
     return LookupDrafter(ngram_max, info, pair.vocab_size, pair.eos_token_id)
-
-
-SPEC = DrafterSpec(
-    kind="lookup",
-    label="prompt lookup (n-grams, no model)",
-    tip="Copy what followed the last n tokens where they appeared before in the prompt "
-    "or the text so far (transformers' prompt_lookup_num_tokens). No draft model is loaded; "
-    "q is one-hot, so a copied token is kept with probability p",
-    help="'lookup': n-grams copied from the prompt and text so far, no draft model "
-    "(transformers' prompt_lookup_num_tokens)",
-    needs_draft_model=False,
-    params=(
-        DrafterParam(
-            "ngram_max",
-            "N-gram max",
-            "lookup: longest n-gram matched (transformers' max_matching_ngram_size)",
-            default=2,
-            low=1,
-            high=64,
-        ),
-    ),
-    build=_build,
-    words=lambda params: f"prompt lookup, n-grams up to {params['ngram_max']} (no draft model)",
-)

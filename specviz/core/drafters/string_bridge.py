@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from specviz.core.drafters.base import DrafterSpec, Proposal, one_hot, one_hot_next
+from specviz.core.drafters.base import Proposal, one_hot, one_hot_next
 from specviz.core.drafters.recut import RecutDraft
 from specviz.core.models.vocab_bridge import VocabBridgeError, shared_ids
 
@@ -87,7 +87,7 @@ class StringDrafter(RecutDraft):
         return one_hot_next(tokens[0], self.vocab) if tokens else None
 
 
-def _build(params, pair) -> StringDrafter:
+def build(params, pair) -> StringDrafter:
     if pair.draft is None:
         raise ValueError("the string drafter needs a draft model: give --draft")
     draft_tok = pair.draft_tokenizer or pair.tokenizer
@@ -99,17 +99,3 @@ def _build(params, pair) -> StringDrafter:
     except VocabBridgeError as e:
         raise ValueError(str(e)) from None
     return drafter
-
-
-SPEC = DrafterSpec(
-    kind="string",
-    label="a draft with another tokenizer, by its text",
-    tip="A draft model whose tokenizer differs drafts greedily; its text, re-cut by the "
-    "target's tokenizer, is the proposal (one-hot q: lossless at any temperature)",
-    help="string: a draft model with another tokenizer, its greedy text re-tokenized for "
-    "the target (--vocab-bridge string)",
-    needs_draft_model=True,
-    params=(),
-    build=_build,
-    words=lambda params: "the draft model's greedy text, re-cut by the target's tokenizer",
-)

@@ -35,8 +35,6 @@ import torch
 from specviz.core import resources
 from specviz.core.drafters.base import (
     Drafter,
-    DrafterParam,
-    DrafterSpec,
     Proposal,
     ms_per_call,
     one_hot,
@@ -370,7 +368,7 @@ def fingerprint(pair) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _build(params, pair) -> SuffixDrafter:
+def build(params, pair) -> SuffixDrafter:
     target = pair.target_info
     cache = None
     if params["suffix_cache"] > 0:
@@ -379,63 +377,3 @@ def _build(params, pair) -> SuffixDrafter:
                      vocab_size=pair.vocab_size, params=0, dtype=target.dtype,
                      device=target.device)  # fmt: skip
     return SuffixDrafter(dict(params), info, pair.vocab_size, pair.eos_token_id, cache)
-
-
-def _words(params) -> str:
-    cache = params["suffix_cache"]
-    held = f"and up to {cache} earlier outputs" if cache else "only (no cache)"
-    return f"suffix decoding over this request {held} (no draft model)"
-
-
-SPEC = DrafterSpec(
-    kind="suffix",
-    label="suffix decoding (no model)",
-    tip="Match the longest suffix of the text in this request and in earlier requests' "
-    "outputs, and draft what most often followed it (vLLM's method 'suffix'). No draft "
-    "model is loaded; q is one-hot, so a drafted token is kept with probability p",
-    help="'suffix': suffix decoding over this request and a cache of earlier outputs, no "
-    "draft model (vLLM's method 'suffix', Arctic Inference)",
-    needs_draft_model=False,
-    params=(
-        DrafterParam(
-            "suffix_depth",
-            "Suffix depth",
-            "suffix: longest suffix matched (vLLM's suffix_decoding_max_tree_depth)",
-            default=24,
-            low=1,
-            high=64,
-        ),
-        DrafterParam(
-            "suffix_spec_factor",
-            "Suffix spec factor",
-            "suffix: tokens drafted per "
-            "matched token, at most (vLLM's suffix_decoding_max_spec_factor)",
-            default=1.0,
-            low=0,
-            high=16,
-            decimals=2,
-        ),
-        DrafterParam(
-            "suffix_min_prob",
-            "Suffix min prob",
-            "suffix: a drafted path's least probability (vLLM's suffix_decoding_min_token_prob)",
-            default=0.1,
-            low=0,
-            high=1,
-            decimals=2,
-        ),
-        DrafterParam(
-            "suffix_cache",
-            "Suffix cache",
-            "suffix: earlier requests' outputs kept, "
-            "in a file in the cache folder; 0: this request only (vLLM's "
-            "suffix_decoding_max_cached_requests)",
-            default=10000,
-            low=0,
-            high=100_000,
-        ),
-    ),  # fmt: skip
-    build=_build,
-    words=_words,
-    drafts_trees=True,
-)

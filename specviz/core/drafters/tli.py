@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from specviz.core.decoding.warp import sample, warp
-from specviz.core.drafters.base import DrafterSpec, Proposal
+from specviz.core.drafters.base import Proposal
 from specviz.core.drafters.recut import RecutDraft
 from specviz.core.models.vocab_bridge import VocabBridgeError, shared_ids
 
@@ -79,7 +79,7 @@ class TliDrafter(RecutDraft):
         return torch.softmax(restricted, -1).double(), warp(restricted, config).double()
 
 
-def _build(params, pair) -> TliDrafter:
+def build(params, pair) -> TliDrafter:
     if pair.draft is None:
         raise ValueError("the tli drafter needs a draft model: give --draft")
     draft_tok = pair.draft_tokenizer or pair.tokenizer
@@ -88,17 +88,3 @@ def _build(params, pair) -> TliDrafter:
                           pair.vocab_size, pair.eos_token_id)  # fmt: skip
     except VocabBridgeError as e:
         raise ValueError(str(e)) from None
-
-
-SPEC = DrafterSpec(
-    kind="tli",
-    label="a draft with another tokenizer",
-    tip="A draft model whose tokenizer differs drafts the tokens both vocabularies share "
-    "(TLI, lossless at any temperature)",
-    help="tli: a draft model with another tokenizer, restricted to the tokens both "
-    "vocabularies share (--vocab-bridge tli)",
-    needs_draft_model=True,
-    params=(),
-    build=_build,
-    words=lambda params: "the draft model, on the tokens both vocabularies share",
-)

@@ -10,8 +10,6 @@ verify() judges them as target tokens, so the output stays the target's (Timor e
 
 from __future__ import annotations
 
-import torch
-
 # --vocab-bridge: tli, the draft restricted to the tokens both vocabularies share
 # (core.drafters.tli); string, its greedy text re-tokenized (core.drafters.string_bridge)
 BRIDGES = ("tli", "string")
@@ -49,5 +47,7 @@ def shared_ids(target_tok, draft_tok, target_vocab: int, draft_vocab: int):
             "the draft's tokenizer has no token in common with the target's: "
             "no vocabulary bridge can draft for this target"
         )
+    import torch  # here, not at the top: the command line's parser reads BRIDGES
+
     d_ids, t_ids = zip(*pairs, strict=True)
     return torch.tensor(d_ids, dtype=torch.long), torch.tensor(t_ids, dtype=torch.long)
