@@ -32,6 +32,7 @@ from specviz.core.trace.records import Round, TraceError
 from specviz.core.trace.session import Session
 from specviz.gui import palette
 from specviz.gui.distribution.accept_gauge import AcceptGauge
+from specviz.gui.distribution.summary_area import MIN_PLOT, SummaryArea
 from specviz.gui.distribution.text import (
     drafted_tag,
     main_title,
@@ -41,7 +42,6 @@ from specviz.gui.distribution.text import (
 )
 from specviz.gui.plots.plot_kit import cache_axes, fit_tick_labels, fix_axis_width, nice_ceiling
 from specviz.gui.stream.figures import fmt
-from specviz.gui.stream.rich_line import RichLine
 from specviz.gui.tooltips import show_plain
 
 THICK = 0.38  # bar thickness (rows are 1 apart)
@@ -50,7 +50,6 @@ THICK = 0.38  # bar thickness (rows are 1 apart)
 MAIN_LABEL_ROOM = "never judged \u25b8 " + "0" * 10
 RESIDUAL_LABEL_ROOM = "resampled \u25b8 " + "0" * 6
 LOG_FLOOR = 1e-6  # the log scale's left edge: smaller probabilities start there
-SUMMARY_HEIGHT = 52  # the summary's least height (px); it grows to its longest text
 
 
 def _values(values: tuple[float | None, ...]) -> np.ndarray:
@@ -116,9 +115,9 @@ class DistributionView(QWidget):
         self._round: Round | None = None
         self._position = 0
         self._session: Session | None = None
-        # its height only grows (gui/stream/rich_line.py): most positions leave the plots' sizes
-        self.summary = RichLine("Click a token to see its position's distributions.",
-                                SUMMARY_HEIGHT)  # fmt: skip
+        # its height only grows (gui/stream/rich_line.py), up to a few lines, the rest scrolled
+        self.summary_area = SummaryArea("Click a token to see its position's distributions.")
+        self.summary = self.summary_area.summary
         self.n_spin = QSpinBox()
         self.n_spin.setRange(1, 1000)
         self.n_spin.setValue(12)
@@ -149,12 +148,14 @@ class DistributionView(QWidget):
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setWordWrap(True)
         top = QHBoxLayout()
-        top.addWidget(self.summary, 1)
+        top.addWidget(self.summary_area, 1)
         options = QVBoxLayout()
         options.addWidget(self.n_spin)
         options.addWidget(self.log_check)
         options.addStretch(1)
         top.addLayout(options)
+        for plot in (self.main, self.gauge, self.residual_plot):
+            plot.setMinimumHeight(MIN_PLOT)
         side = QVBoxLayout()
         side.addWidget(self.gauge, 1)
         side.addWidget(self.residual_plot, 1)
