@@ -63,3 +63,32 @@ def test_a_chat_pair_starts_from_a_question_and_a_typed_prompt_stays(qtbot):
     given.set_prompt("Once upon")  # --prompt
     given.set_chat(True, given=True)
     assert given.prompt() == "Once upon"
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_the_window_and_its_frame_fit_the_screen(qtbot, monkeypatch):
+    """A screen smaller than the preferred size shows the window maximized (the window
+    manager fits its frame: a title bar pushed the status bar below the screen's edge); a
+    large screen gets the preferred size, its frame inside the available area."""
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QApplication
+
+    from specviz.gui import app, screen_fit
+
+    monkeypatch.setattr(QApplication, "exec", lambda self: 0)
+    monkeypatch.setattr(app, "leave_a_core_for_the_window", lambda: 1)
+    before = set(QApplication.topLevelWidgets())
+    app.main(None, engine="thread", load=False)
+    (window,) = [w for w in QApplication.topLevelWidgets()
+                 if isinstance(w, MainWindow) and w not in before]  # fmt: skip
+    qtbot.addWidget(window)
+    room = window.screen().availableGeometry()
+    assert room.width() < 1920 and window.isMaximized()
+    window.close_now()
+    other = MainWindow(None, autosave=False)
+    qtbot.addWidget(other)
+    large = QRect(0, 0, 2560, 1440)
+    screen_fit.show_fitted(other, 1920, 1200, large)
+    assert not other.isMaximized() and other.size().toTuple() == (1920, 1200)
+    assert large.contains(QRect(other.pos(), other.size().grownBy(screen_fit.FRAME)))
+    other.close_now()

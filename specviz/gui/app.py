@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from specviz.gui import dialogs
+from specviz.gui import dialogs, screen_fit
 from specviz.gui.qtfixes import gcguard, refguard
 
 
@@ -111,14 +111,10 @@ def main(
         window.controls.set_prompt(prompt)
     if chat is not None:
         window.controls.set_chat(chat, given=True)
-    screen = app.primaryScreen()
-    if screen is not None:  # as large as the screen allows, up to 1920 x 1200
-        room = screen.availableGeometry()
-        window.resize(min(1920, room.width()), min(1200, room.height()))
-        window.move(room.topLeft())
     previous_hook = sys.excepthook
     sys.excepthook = _excepthook([window])
-    window.show()
+    # 1920 x 1200 with its frame inside the screen, or maximized on a smaller screen
+    screen_fit.show_fitted(window, 1920, 1200)
     if not load and specs is not None:
         window.status.showMessage(
             "The models are not loaded: a replay needs none (Load starts a live session)", 15000

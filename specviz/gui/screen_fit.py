@@ -3,6 +3,7 @@ screen's available area (a 1280x720 laptop, a task bar). GUI thread only."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import QMargins, QRect
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QWidget
 
@@ -23,3 +24,28 @@ def fit_to_screen(window: QWidget, width: int, height: int) -> None:
     frame = window.frameGeometry()
     if not room.contains(frame):
         window.move(room.topLeft())
+
+
+# A window manager's frame, estimated: it is known only once the window is shown, and then
+# a title bar of 30-40 px had already pushed the status bar below the screen's edge.
+FRAME = QMargins(8, 40, 8, 8)
+
+
+def show_fitted(window: QWidget, width: int, height: int, room: QRect | None = None) -> None:
+    """Show `window` at width x height, its frame inside the screen's available area
+    (`room`; default: its screen's): on a screen too small for the size and a frame, shown
+    maximized (the window manager fits the frame), else sized and moved inside it."""
+    if room is None:
+        screen = window.screen() or QGuiApplication.primaryScreen()
+        room = screen.availableGeometry() if screen is not None else None
+    if room is None:
+        window.resize(width, height)
+        window.show()
+        return
+    inner = room.marginsRemoved(FRAME)
+    if inner.width() < width or inner.height() < height:
+        window.showMaximized()
+        return
+    window.resize(width, height)
+    window.move(room.topLeft())  # a window's position is its frame's
+    window.show()
