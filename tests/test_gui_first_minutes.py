@@ -92,3 +92,22 @@ def test_the_window_and_its_frame_fit_the_screen(qtbot, monkeypatch):
     assert not other.isMaximized() and other.size().toTuple() == (1920, 1200)
     assert large.contains(QRect(other.pos(), other.size().grownBy(screen_fit.FRAME)))
     other.close_now()
+
+
+def test_the_tree_tabs_fit_key_is_free_and_its_button_fits(qtbot, window):
+    """The Tree tab's hint said "Ctrl+0: fit", but View > Normal text size owns Ctrl+0."""
+    from PySide6.QtGui import QAction, QKeySequence
+
+    from specviz.gui.tree.view import FIT_KEY
+
+    panel, view = window.tree.panel, window.tree.panel.view
+    taken = {k.toString() for a in window.findChildren(QAction) for k in a.shortcuts()}
+    fit = QKeySequence(FIT_KEY).toString()
+    assert "Ctrl+0" in taken and "Ctrl+0" not in panel.hint.text()
+    assert fit not in taken and f"{fit} or Fit: fit" in panel.hint.text()
+    view.set_zoom(2.0)
+    panel.fit_button.click()
+    assert view.zoom == 1.0
+    view.set_zoom(2.0)
+    qtbot.keyClick(view, FIT_KEY)
+    assert view.zoom == 1.0

@@ -6,14 +6,22 @@ when it shows. GUI thread only.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from specviz.gui.tree.model import RoundTree
 from specviz.gui.tree.text import explanation, round_line
 from specviz.gui.tree.view import TreeView
 
 HINT = (
-    "hover: numbers \u00b7 click: explain \u00b7 Ctrl+wheel: zoom \u00b7 Ctrl+0: fit \u00b7 "
+    "hover: numbers \u00b7 click: explain \u00b7 Ctrl+wheel: zoom \u00b7 F or Fit: fit \u00b7 "
     "drag: pan"
 )
 NO_TREE = "No tree round selected: Step a session with a tree width above 1."
@@ -31,10 +39,17 @@ class TreePanel(QWidget):
         self.explanation.setReadOnly(True)
         self.explanation.setObjectName("tree-explanation")
         self.explanation.setPlaceholderText(NO_TREE)
-        hint = QLabel(HINT)
+        self.hint = hint = QLabel(HINT)
         hint.setTextFormat(Qt.TextFormat.PlainText)
         hint.setStyleSheet("color: #666666;")
         hint.setWordWrap(True)  # never widens the plots' column
+        self.fit_button = QToolButton()
+        self.fit_button.setText("Fit")
+        self.fit_button.setToolTip("Scale the tree to the view again (F)")
+        self.fit_button.clicked.connect(self.view.fit)
+        top = QHBoxLayout()
+        top.addWidget(hint, 1)
+        top.addWidget(self.fit_button)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.view)
         self.splitter.addWidget(self.explanation)
@@ -45,7 +60,7 @@ class TreePanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.setSpacing(2)
-        layout.addWidget(hint)
+        layout.addLayout(top)
         layout.addWidget(self.splitter, 1)
         self._pending: tuple[RoundTree | None, int | None] | None = None
 

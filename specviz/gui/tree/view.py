@@ -49,6 +49,7 @@ MIN_LABEL_PX = 9.0
 MAX_FIT = 2.0
 PATH_WIDTH = 3.0  # the accepted path's edges (and the edge to the round's own token)
 EDGE_WIDTH = 1.0  # every other edge
+FIT_KEY = Qt.Key.Key_F  # back to the fit (no window action takes F)
 KEY = 0  # the item data slot holding a node's key
 CLICK_SLOP = 4  # a press and release this close (px) is a click, farther a drag
 
@@ -194,7 +195,7 @@ class TreeView(QGraphicsView):
 
     def refit(self) -> None:
         """Scale the tree to its view (labels no smaller than MIN_LABEL_PX, no larger than
-        MAX_FIT times their size), times the user's zoom (Ctrl+0: back to the fit)."""
+        MAX_FIT times their size), times the user's zoom (F: back to the fit)."""
         rect = self.sceneRect()
         room = self.viewport().size()
         if rect.width() > 0 and rect.height() > 0 and room.width() > 0:
@@ -224,12 +225,19 @@ class TreeView(QGraphicsView):
             return
         super().wheelEvent(event)
 
+    def fit(self) -> None:
+        """Back to the fit: the user's zoom undone (F, the Tree tab's Fit button)."""
+        self.set_zoom(1.0)
+
     def keyPressEvent(self, event) -> None:
+        # F fits: in the window, Ctrl+0 and Ctrl +/- are View's text size (they never get here)
+        if event.key() == FIT_KEY and not event.modifiers():
+            self.fit()
+            return
         if event.modifiers() & Qt.KeyboardModifier.ControlModifier and event.key() in (
-            Qt.Key.Key_0, Qt.Key.Key_Plus, Qt.Key.Key_Equal, Qt.Key.Key_Minus,
+            Qt.Key.Key_Plus, Qt.Key.Key_Equal, Qt.Key.Key_Minus,
         ):  # fmt: skip
-            factor = {Qt.Key.Key_0: 0.0, Qt.Key.Key_Minus: 1 / 1.15}.get(event.key(), 1.15)
-            self.set_zoom(self.zoom * factor if factor else 1.0)
+            self.set_zoom(self.zoom * (1 / 1.15 if event.key() == Qt.Key.Key_Minus else 1.15))
             return
         super().keyPressEvent(event)
 
