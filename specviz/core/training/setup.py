@@ -1,0 +1,194 @@
+"""Everything a training run needs before its first step: the ranks, the target, the data,
+the draft vocabulary, the head and its optimizer, fresh or from a checkpoint (a resumed
+run takes the checkpoint's settings for everything that fixes the data stream)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from specviz.core.training import checkpoint, examples, sources
+from specviz.core.training.config import (
+    RunState,
+    TrainConfig,
+    TrainError,
+    check_config,
+    default_layers,
+)
+from specviz.core.training.export import head_config, new_head
+from specviz.core.training.teacher import Teacher
+
+# What a resumed run may change; everything else (the data stream, the head) is the
+# checkpoint's.
+RESUMABLE = (
+    "target", "out", "data", "eval_data", "device", "dtype", "minutes", "tokens",
+    "save_every", "eval_every", "log_every", "patience", "pack_tokens", "format",
+)  # fmt: skip
+
+
+@dataclass
+class Run:
+    """A prepared run: what the loop (core.training.loop) reads and updates."""
+
+    config: TrainConfig
+    state: RunState
+    teacher: Teacher
+    head: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    params: list[torch.nn.Parameter]
+    train: list[examples.Example]
+    held: list[examples.Example]
+    weights: list[float]
+    draft_ids: torch.Tensor  # [Vd] sorted target ids, on the target's device
+    sources: list[sources.Source]
+    identity: dict
+    data_sha: str
+    out: Path
+    pad: int
+    architectures: tuple[str, ...]
+    rank: int = 0
+    world: int = 1
+    autocast: torch.dtype | None = None  # the head's passes run in this dtype (None: fp32)
+    best: dict | None = None  # the best head's state dict so far (keep-best)
+    notes: list[str] = field(default_factory=list)
+
+
+def distributed() -> tuple[int, int, int]:
+    """(rank, world size, local rank); under torchrun the process group is started: NCCL
+    on GPUs, gloo on CPU."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1, 0
+    import torch.distributed as dist
+
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), world, local
+
+
+def pick_device(name: str, local_rank: int) -> str:
+    """cpu, or a CUDA device (this rank's under torchrun); TrainError when none is there."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise TrainError(f"--device {name}: torch sees no CUDA GPU (torch "
+                             f"{torch.__version__}); use --device cpu")  # fmt: skip
+        return f"cuda:{local_rank}" if name == "cuda" else name
+    if name != "cpu":
+        raise TrainError(f"--device {name}: cpu, cuda, cuda:N or auto")
+    return name
+
+
+def load_teacher(config: TrainConfig, device: str, say: Callable[[str], None],
+                 saved: dict | None = None):  # fmt: skip
+    """(Teacher, tokenizer, the target's config) with the aux layers hooked; saved: a
+    checkpoint's identity, whose shapes the target must have (TrainError)."""
+    from specviz.core.models.pair import ModelLoadError, load_pair
+
+    dtype = config.dtype
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    try:
+        pair = load_pair(config.target, None, device=device, dtype=dtype, progress=say)
+    except ModelLoadError as e:
+        raise TrainError(str(e)) from None
+    text = pair.target.config.get_text_config()
+    if saved is not None:
+        shapes = {"target": config.target, "hidden": text.hidden_size,
+                  "n_layers": text.num_hidden_layers,
+                  "vocab": int(pair.target.get_output_embeddings().weight.shape[0])}  # fmt: skip
+        checkpoint.check_identity(saved, shapes)
+    layers = config.layers or default_layers(text.num_hidden_layers)
+    return Teacher(pair.target, tuple(layers)), pair.tokenizer, pair.target.config
+
+
+def read_data(config: TrainConfig, found, tokenizer, say) -> tuple[list, list, list[float]]:
+    """(train examples, held-out examples, weights) of the sources read."""
+    encoded = examples.encode_sources(tokenizer, found, config.max_length, say)
+    if config.eval_data:
+        held_sources = sources.read_sources(config.eval_data)
+        held = examples.encode_sources(tokenizer, held_sources, config.max_length, lambda m: None)
+        train = encoded
+    else:
+        train, held = examples.split_heldout(encoded)
+    return train, held[: examples.MAX_EVAL], [s.weight for s in found]
+
+
+def prepare(config: TrainConfig, resume: Path | None, draft_vocab_given: bool,
+            say: Callable[[str], None]) -> Run:  # fmt: skip
+    """A run ready for its first (or next) step; TrainError on bad input, before the
+    output folder holds anything new."""
+    blob = checkpoint.load(resume) if resume is not None else None
+    if blob is not None:
+        old = TrainConfig.from_json(blob["config"])
+        given = {k: getattr(config, k) for k in RESUMABLE}
+        if not config.data:
+            given["data"] = old.data
+        if config.layers and tuple(config.layers) != tuple(old.layers):
+            raise TrainError(f"--resume: the checkpoint reads layers {list(old.layers)}, not "
+                             f"{list(config.layers)}")  # fmt: skip
+        if draft_vocab_given and config.draft_vocab != old.draft_vocab:
+            raise TrainError(f"--resume: the checkpoint's draft vocabulary is "
+                             f"{old.draft_vocab} tokens, not {config.draft_vocab}")  # fmt: skip
+        config = dataclasses.replace(old, **given)
+    check_config(config)
+    found = sources.read_sources(config.data)  # the files' own faults first, nothing loaded
+    out = Path(config.out)
+    checkpoint.check_out(out)
+    rank, world, local = distributed()
+    if config.batch < world:
+        raise TrainError(f"--batch {config.batch} is smaller than the {world} ranks")
+    device = pick_device(config.device, local)
+    saved = blob["identity"] if blob is not None else None
+    teacher, tokenizer, target_config = load_teacher(config, device, say, saved)
+    config = dataclasses.replace(config, layers=teacher.layers)
+    train, held, weights = read_data(config, found, tokenizer, say)
+    data_sha = examples.fingerprint(train + held, weights)
+    ident = checkpoint.identity(teacher, config.target)
+    vocab = teacher.weight.shape[0]
+    if blob is not None:
+        checkpoint.check_resume(blob, ident, config, draft_vocab_given, data_sha)
+        draft_ids = list(blob["draft_ids"])
+    else:
+        eos = tokenizer.eos_token_id
+        always = tuple(i for i in (eos, tokenizer.pad_token_id, tokenizer.bos_token_id)
+                       if isinstance(i, int))  # fmt: skip
+        draft_ids = examples.draft_vocabulary(train, config.draft_vocab, vocab, always)
+    torch.manual_seed(config.seed)
+    hc = head_config(target_config, config.layers, len(draft_ids), config.ttt)
+    head = new_head(hc, teacher.weight, draft_ids).to(teacher.device)
+    params = [p for p in head.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    state = RunState(minutes=config.minutes, tokens=config.tokens)
+    best = None
+    if blob is not None:
+        head.load_state_dict(blob["head"])
+        optimizer.load_state_dict(blob["optimizer"])
+        state = RunState.from_json(blob["state"])
+        state.minutes, state.tokens, state.stopped = config.minutes, config.tokens, ""
+        best = blob.get("best")
+    if world > 1:  # one starting head on every rank
+        import torch.distributed as dist
+
+        for p in head.state_dict().values():
+            dist.broadcast(p, 0)
+    if not state.total_steps:
+        per_epoch = examples.steps_per_epoch(train, weights, config.batch)
+        state.total_steps = max(1, round(per_epoch * config.epochs))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (
+        tokenizer.eos_token_id or 0)  # fmt: skip
+    half = teacher.weight.dtype in (torch.bfloat16, torch.float16)
+    return Run(config=config, state=state, teacher=teacher, head=head, optimizer=optimizer,
+               params=params, train=train, held=held, weights=weights,
+               draft_ids=torch.tensor(draft_ids, device=teacher.device), sources=found,
+               identity=ident, data_sha=data_sha, out=out, pad=pad,
+               architectures=tuple(getattr(target_config, "architectures", None) or ()),
+               rank=rank, world=world, autocast=torch.bfloat16 if half else None,
+               best=best)  # fmt: skip

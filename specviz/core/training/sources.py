@@ -1,0 +1,207 @@
+"""Training text, read with bounds: plain text files, JSONL chats (`messages`, or ShareGPT's
+`conversations`), Spec-Bench-style question files with answers, each with an optional weight
+(`--data a.txt:2,b.jsonl:1`).
+
+A file is refused in one line (TrainError) when it is empty, not UTF-8 text (binary), holds
+a line longer than MAX_LINE bytes, or, for a chat file, no assistant turn at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from specviz.core.training.config import TrainError
+
+# Bytes in one line at most: a chat row of a few hundred KB is long; one line of hundreds
+# of MB is a corpus without newlines (or not text), refused before it is held in memory.
+# SPECVIZ_TRAIN_MAX_LINE lowers it (the tests do).
+MAX_LINE = 16 << 20
+CHAT_SUFFIXES = (".jsonl", ".json")
+ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+         "chatgpt": "assistant", "bing": "assistant", "bard": "assistant", "model": "assistant",
+         "system": "system"}  # fmt: skip
+# Licences of text these machines' registries install (resources/models/README.md).
+KNOWN_LICENCES = (
+    ("/usr/share/games/fortunes", "BSD (Debian fortunes, fortunes-min)"),
+    ("bible", "public domain (King James Bible, Debian bible-kjv)"),
+    ("/usr/share/doc/python3", "PSF licence (python3.11-doc)"),
+    ("/usr/share/dictd", "see /usr/share/doc/dict-*/copyright (GPL or WordNet licence)"),
+    ("resources/prompts", "specviz's own prompts (the project's licence)"),
+)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One training document: plain text (`text`) or a chat (`turns`, each (role, content),
+    role user, assistant or system; the loss falls on the assistant's)."""
+
+    text: str | None = None
+    turns: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Source:
+    """A data file, its weight in the mix and what was read from it."""
+
+    path: str
+    weight: float
+    kind: str  # "text" or "chat"
+    documents: tuple[Document, ...]
+    bytes: int
+    skipped: int = 0  # rows without an assistant turn (questions without answers)
+
+    @property
+    def licence(self) -> str:
+        return licence_of(self.path)
+
+
+def max_line() -> int:
+    raw = os.environ.get("SPECVIZ_TRAIN_MAX_LINE", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else MAX_LINE
+
+
+def licence_of(path: str) -> str:
+    resolved = str(Path(path).resolve())
+    for part, licence in KNOWN_LICENCES:
+        if part in resolved:
+            return licence
+    return "not known: check the text's licence before publishing the head"
+
+
+def parse_specs(specs: tuple[str, ...] | list[str]) -> list[tuple[str, float]]:
+    """[(path, weight)] of `--data` values, each "PATH[:WEIGHT]" or a comma-separated list."""
+    out = []
+    for spec in specs:
+        for part in (p.strip() for p in spec.split(",")):
+            if not part:
+                continue
+            path, weight = part, 1.0
+            if m := re.fullmatch(r"(.+):(\d+(?:\.\d+)?|\.\d+)", part):
+                path, weight = m.group(1), float(m.group(2))
+            if weight <= 0 or weight > 1000:
+                raise TrainError(f"--data {part}: a weight must be in (0, 1000]")
+            out.append((path, weight))
+    if not out:
+        raise TrainError("--data names no file")
+    return out
+
+
+def read_lines(path: Path) -> list[str]:
+    """The file's lines, decoded; TrainError when it is missing, binary or a line too long."""
+    limit, lines = max_line(), []
+    try:
+        with path.open("rb") as f:
+            number = 0
+            while line := f.readline(limit + 1):
+                number += 1
+                if len(line) > limit:
+                    raise TrainError(
+                        f"{path}: line {number} is longer than {limit:,} bytes "
+                        "(one line of a whole corpus? split it into lines)"
+                    )
+                if b"\0" in line:
+                    raise TrainError(f"{path}: line {number} holds a NUL byte: not a text file")
+                try:
+                    lines.append(line.decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise TrainError(f"{path}: line {number} is not UTF-8 text "
+                                     "(a binary file?)") from None  # fmt: skip
+    except IsADirectoryError:
+        raise TrainError(f"{path} is a folder: name the files in it") from None
+    except FileNotFoundError:
+        raise TrainError(f"{path}: no such file") from None
+    except OSError as e:
+        raise TrainError(f"cannot read {path}: {e.strerror or e}") from None
+    if not any(line.strip() for line in lines):
+        raise TrainError(f"{path} is empty: no text to train on")
+    return lines
+
+
+def text_documents(lines: list[str]) -> list[Document]:
+    """Paragraphs (blocks between blank lines) of a plain text file."""
+    docs, block = [], []
+    for line in [*lines, "\n"]:
+        if line.strip():
+            block.append(line)
+        elif block:
+            docs.append(Document(text="".join(block).strip("\n")))
+            block = []
+    return docs
+
+
+def _turns(row: dict) -> list[tuple[str, str]] | None:
+    """A JSON row's turns, or None when it is no chat."""
+    if isinstance(row.get("messages"), list):
+        items = [(m.get("role"), m.get("content")) for m in row["messages"] if isinstance(m, dict)]
+    elif isinstance(row.get("conversations"), list):
+        items = [(m.get("from") or m.get("role"), m.get("value") or m.get("content"))
+                 for m in row["conversations"] if isinstance(m, dict)]  # fmt: skip
+    elif isinstance(row.get("turns"), list):  # Spec-Bench: questions, answers if present
+        answers = row.get("answers") or row.get("reference") or []
+        choices = row.get("choices")
+        if not answers and isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            answers = choices[0].get("turns") or []
+        items = []
+        for i, question in enumerate(row["turns"]):
+            items.append(("user", question))
+            if i < len(answers):
+                items.append(("assistant", answers[i]))
+    else:
+        return None
+    turns = []
+    for role, content in items:
+        role = ROLES.get(str(role).lower())
+        if role and isinstance(content, str) and content.strip():
+            turns.append((role, content))
+    return turns
+
+
+def chat_documents(path: Path, lines: list[str]) -> tuple[list[Document], int]:
+    """(chats with an assistant turn, rows skipped) of a JSONL file; a row {"text": ...} is
+    plain text."""
+    docs, skipped = [], 0
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise TrainError(f"{path}: line {number} is not JSON ({e})") from None
+        if not isinstance(row, dict):
+            raise TrainError(f"{path}: line {number} is not a JSON object")
+        if isinstance(row.get("text"), str) and _turns(row) is None:
+            if row["text"].strip():
+                docs.append(Document(text=row["text"]))
+            continue
+        turns = _turns(row)
+        if turns is None:
+            raise TrainError(f"{path}: line {number} has no messages, conversations, turns "
+                             "or text field")  # fmt: skip
+        if any(role == "assistant" for role, _ in turns):
+            docs.append(Document(turns=tuple(turns)))
+        else:
+            skipped += 1
+    if not docs:
+        raise TrainError(f"{path}: no assistant turns in {skipped} chats (questions without "
+                         "answers: give their answers, or plain text)")  # fmt: skip
+    return docs, skipped
+
+
+def read_source(path: str, weight: float = 1.0) -> Source:
+    """One data file, read and checked (TrainError)."""
+    file = Path(path).expanduser()
+    lines = read_lines(file)
+    size = sum(len(line.encode("utf-8")) for line in lines)
+    if file.suffix.lower() in CHAT_SUFFIXES:
+        docs, skipped = chat_documents(file, lines)
+        kind = "chat" if any(d.turns for d in docs) else "text"
+        return Source(path, weight, kind, tuple(docs), size, skipped)
+    return Source(path, weight, "text", tuple(text_documents(lines)), size)
+
+
+def read_sources(specs: tuple[str, ...] | list[str]) -> list[Source]:
+    return [read_source(path, weight) for path, weight in parse_specs(specs)]
