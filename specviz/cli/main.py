@@ -19,7 +19,7 @@ from specviz import __version__
 MODULES = {
     "run": "run", "models": "models", "inspect": "inspect", "lab": "lab", "tune": "tune",
     "serve": "serve", "bench": "field.bench", "doctor": "field.doctor",
-    "check-head": "field.check_head",
+    "check-head": "field.check_head", "train-head": "field.train_head",
 }  # fmt: skip
 COMMANDS = tuple(MODULES)
 
