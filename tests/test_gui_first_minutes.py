@@ -111,3 +111,49 @@ def test_the_tree_tabs_fit_key_is_free_and_its_button_fits(qtbot, window):
     view.set_zoom(2.0)
     qtbot.keyClick(view, FIT_KEY)
     assert view.zoom == 1.0
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_the_status_bar_keeps_the_speedup_and_the_state_in_a_replay_at_1280(
+    qtbot, window, tmp_path
+):
+    """A message no longer hides the measured speedup; a replay says it has no engine; long
+    model names and the predictions are cut to the room, never the state."""
+    import dataclasses
+
+    from PySide6.QtWidgets import QApplication
+
+    from specviz.core.trace.files import save
+    from specviz.core.trace.session import Session
+    from specviz.gui.status_bar import REPLAY_ENGINE
+    from tests.fixtures import sample_header, sample_rounds
+
+    header = sample_header()
+    header = dataclasses.replace(
+        header,
+        target=dataclasses.replace(header.target, name="HuggingFaceTB/SmolLM2-1.7B-Instruct"),
+        draft=dataclasses.replace(header.draft, name="HuggingFaceTB/SmolLM2-135M-Instruct"),
+    )
+    path = tmp_path / "t.jsonl"
+    save(Session(header, sample_rounds()), path)
+    window.resize(1280, 720)
+    assert window.files.open_trace(path)
+    qtbot.waitUntil(lambda: not window.controller.drawing, timeout=10_000)
+    status = window.status
+    assert status.engine.text() == REPLAY_ENGINE
+    status.speedup.setText("speedup 1.23\u00d7 [1.01\u20131.45] faster")
+    status.cost.setText("predicted 1.25\u00d7 refined, 1.40\u00d7 Leviathan")
+    status.clearMessage()
+    QApplication.processEvents()
+
+    def inside(label) -> bool:
+        right = label.mapTo(status, label.rect().topRight()).x()
+        return label.isVisible() and label.x() >= 0 and right <= status.width()
+
+    assert inside(status.state) and inside(status.speedup) and inside(status.cost)
+    assert status.cost.width() >= status.fontMetrics().horizontalAdvance("predicted 1.25\u00d7")
+    status.showMessage("The replay is at its last round: Replay from the start (Reset)", 15000)
+    QApplication.processEvents()
+    assert inside(status.speedup) and inside(status.state)  # the speedup stays in view
+    window.new_session()  # leaving the replay: the window's own engine again
+    assert status.engine.text() == "engine: this process"

@@ -324,9 +324,7 @@ class MainWindow(QMainWindow):
         self.distribution.show_position(None)
         self.plots.clear()
         self.speed = SpeedTracker(header)
-        self.status.set_figures(None, 0)
-        self.status.set_speed(None)
-        self.status.set_dtype(header)
+        self.status.new_session(header, replay=self.controller.replay_source is not None)
         name = self.controller.replay_name if self.controller.replay_source else None
         self.setWindowTitle(f"specviz \u2014 {name} (replay)" if name else TITLE)
         if header is not None:

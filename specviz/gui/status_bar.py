@@ -4,8 +4,9 @@ every metric of core.metrics.registry (RunningStats.metrics). GUI thread only.""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import QLabel, QProgressBar, QSizePolicy, QStatusBar, QWidget
 
 from specviz.core.metrics.running import RoundStats
 
@@ -30,6 +31,9 @@ def engine_words(engine) -> str:
         return "engine: this process"
     address = getattr(engine, "address", None)
     return f"engine: serve at {address}" if address else "engine: child process"
+
+
+REPLAY_ENGINE = "engine: none (replay)"  # a replay's rounds are read from its trace
 
 
 # What a state means where its name alone does not say: the engine has no session (it failed,
@@ -84,6 +88,61 @@ class ElidedFigure(Figure):
         )
 
 
+class RoomFigure(QWidget):
+    """Plain text in the room the bar's other figures leave, at most `max_width` wide: cut
+    with "…" where the room is short (the whole text is then the tooltip's first line), so
+    the figures after it (the state) stay in view at 1280 pixels. Its width only grows, as a
+    Figure's: a new text repaints it without a relayout of the window."""
+
+    def __init__(self, text: str = "", max_width: int = 420):
+        super().__init__()
+        self.max_width = max_width
+        self.full_text = ""
+        self._tip = ""
+        self._hint = 0
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.setText(text)
+
+    def text(self) -> str:
+        """The text as shown (cut to the width; hidden: to the width it asks for)."""
+        width = self.width() if self.isVisible() else self._hint
+        return self.fontMetrics().elidedText(self.full_text, Qt.TextElideMode.ElideRight, width)
+
+    def setText(self, text: str) -> None:
+        self.full_text = text
+        wanted = min(self.fontMetrics().horizontalAdvance(text) + 4, self.max_width)
+        if wanted > self._hint:
+            self._hint = wanted
+            self.updateGeometry()
+        self._show_tip()
+        self.update()
+
+    def setToolTip(self, tip: str) -> None:
+        self._tip = tip
+        self._show_tip()
+
+    def _show_tip(self) -> None:
+        cut = self.text() != self.full_text
+        super().setToolTip("\n\n".join(t for t in (self.full_text if cut else "", self._tip) if t))
+
+    def sizeHint(self) -> QSize:
+        return QSize(self._hint, self.fontMetrics().height())
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(min(self._hint, self.fontMetrics().horizontalAdvance("0" * 6)),
+                     self.fontMetrics().height())  # fmt: skip
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._show_tip()
+
+    def paintEvent(self, event) -> None:
+        painter = QPainter(self)
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(self.rect(), Qt.AlignmentFlag.AlignVCenter, self.text())
+        painter.end()
+
+
 class StatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -93,29 +152,43 @@ class StatusBar(QStatusBar):
         self.busy_bar.setMaximumWidth(120)
         self.busy_bar.setMaximumHeight(14)
         self.busy_bar.hide()
-        self.pair = QLabel("no models")
+        self.pair = ElidedFigure("no models", max_width=240)  # a trace's names can be long
         self.device = QLabel("")
         self.engine = QLabel("")  # where the rounds are computed (--engine, --connect)
+        self._engine_words = ""
         self.speed = Figure("")
         self.rounds = Figure("")
         self.acceptance = Figure("")
-        # the cost model's speedup, both predictions, baseline, c: cut to fit, whole on hover
-        self.cost = ElidedFigure("", max_width=520)
+        self.speedup = ElidedFigure("", max_width=260)  # the measured speedup: always shown
+        # both predictions: in the room left (cut to fit, whole on hover), before the state
+        self.cost = RoomFigure("", max_width=320)
         self.state = QLabel("")
         for label in (self.busy_label, self.pair, self.device, self.engine, self.speed,
-                      self.rounds, self.acceptance, self.cost):  # fmt: skip
+                      self.rounds, self.acceptance, self.speedup):  # fmt: skip
             label.setTextFormat(Qt.TextFormat.PlainText)  # names from a trace: never markup
         # Permanent, so that a message (showMessage) never hides what is in progress.
         self.addPermanentWidget(self.busy_bar)
         self.addPermanentWidget(self.busy_label)
         for label in (self.pair, self.device, self.engine, self.speed, self.rounds,
-                      self.acceptance, self.cost):  # fmt: skip
+                      self.acceptance, self.speedup, self.cost):  # fmt: skip
             self.addPermanentWidget(label)
         self.addPermanentWidget(self.state)
-        # A message (showMessage) takes the cost figures' room while it shows: the bar's
-        # left part would otherwise be a few pixels wide at 1280x720 and cut it ("Rur").
-        self.messageChanged.connect(lambda text: self.cost.setVisible(not text))
+        # A message (showMessage) takes the room of the predictions and of what is loaded
+        # (the pair, device, engine) while it shows: the bar's left part would otherwise be a
+        # few pixels wide at 1280x720 and cut it ("Rur"). The live figures stay.
+        self.messageChanged.connect(self._message_shown)
         self.set_figures(None, 0)
+
+    def _message_shown(self, text: str) -> None:
+        for label in (self.cost, self.pair, self.device, self.engine):
+            label.setVisible(not text)
+
+    def new_session(self, header, replay: bool) -> None:
+        """A session (live or a replay's) starts: no figures yet; a replay has no engine."""
+        self.set_figures(None, 0)
+        self.set_speed(None)
+        self.set_dtype(header)
+        self.engine.setText(REPLAY_ENGINE if replay else self._engine_words)
 
     def set_busy(self, message: str) -> None:
         """What the worker is doing ("" when idle); runs on the GUI thread via a signal."""
@@ -143,11 +216,12 @@ class StatusBar(QStatusBar):
         )  # fmt: skip
 
     def set_engine(self, words: str) -> None:
+        self._engine_words = words
         self.engine.setText(words)
         self.engine.setToolTip(
             "Where the rounds are computed: a child process (the default, so that drawing "
             "does not slow the rounds it measures), this process (--engine thread), or a "
-            "`specviz serve` (--connect)"
+            "`specviz serve` (--connect); none in a replay (its rounds are read from the trace)"
         )
 
     def set_state(self, state: str) -> None:
@@ -183,5 +257,8 @@ class StatusBar(QStatusBar):
         from specviz.core.metrics.speed_tracker import window_text
 
         text, tip = window_text(point)
-        self.cost.setText(text)
+        speedup, _, predicted = text.partition(" \u00b7 ")  # "speedup ... · predicted ..."
+        self.speedup.setText(speedup)
+        self.speedup.setToolTip(tip)
+        self.cost.setText(predicted)
         self.cost.setToolTip(tip)
