@@ -157,3 +157,38 @@ def test_the_status_bar_keeps_the_speedup_and_the_state_in_a_replay_at_1280(
     assert inside(status.speedup) and inside(status.state)  # the speedup stays in view
     window.new_session()  # leaving the replay: the window's own engine again
     assert status.engine.text() == "engine: this process"
+
+
+@pytest.mark.parametrize(
+    ("drafter", "stop", "said", "not_said"),
+    [
+        ("eagle3", "limit", "length limit", "copy"),  # it said prompt lookup's "no match to copy"
+        ("eagle3", None, "length limit", "copy"),
+        ("model", "limit", "length limit", "match"),
+        ("lookup", "no_match", "nothing to copy", "length limit"),
+        ("lookup", None, "nothing to copy, or the length limit", "suffix"),
+        ("suffix", "no_match", "cached output", "copy"),
+    ],
+)
+def test_a_round_that_drafted_nothing_says_why_in_its_drafters_words(
+    qtbot, drafter, stop, said, not_said
+):
+    """The distribution panel reads a bonus-only round's reason from its stop and the
+    session's drafter (DrafterSpec.no_match), through the session's header."""
+    import dataclasses
+
+    from specviz.core.trace.session import Session
+    from specviz.gui.distribution.view import DistributionView
+    from tests.fixtures import _event, sample_header, sample_rounds
+
+    bonus = _event(1, "bonus", (0.1, 0.5, 0.2, 0.1, 0.05, 0.05), None)
+    rnd = dataclasses.replace(
+        sample_rounds()[0], n_drafted=0, n_accepted=0, tokens=(bonus,), stop=stop
+    )
+    header = dataclasses.replace(sample_header(), drafter={"kind": drafter})
+    view = DistributionView()
+    qtbot.addWidget(view)
+    view.show_position(rnd, 0, Session(header, [rnd]))
+    text = view.summary.text()
+    assert "nothing was drafted this round" in text
+    assert said in text and not_said not in text

@@ -67,6 +67,7 @@ SPECS: dict[str, DrafterSpec] = {
             words=lambda params: (
                 f"prompt lookup, n-grams up to {params['ngram_max']} (no draft model)"
             ),
+            no_match="the last tokens matched no earlier n-gram: there was nothing to copy",
         ),
         DrafterSpec(
             kind="early-exit",
@@ -141,6 +142,8 @@ SPECS: dict[str, DrafterSpec] = {
             build=built_by("specviz.core.drafters.suffix"),
             words=_suffix_words,
             drafts_trees=True,
+            no_match="no earlier text (this request or a cached output) continued the last "
+            "tokens with a likely enough token: there was nothing to draft",
         ),
         DrafterSpec(
             kind="eagle3",

@@ -79,6 +79,9 @@ class DrafterSpec:
     build: Callable[[Mapping[str, Any], Any], Drafter]
     words: Callable[[Mapping[str, Any]], str]  # what drafts, in words (Models box, status)
     drafts_trees: bool = False  # its Drafter has propose_tree / keep_tree (tree_width > 1)
+    # Why a round of this drafter drafted nothing short of a length limit (its stop reason
+    # "no_match"), in words; None: it drafts at every round the limits leave room for
+    no_match: str | None = None
 
 
 def built_by(module: str) -> Callable[[Mapping[str, Any], Any], Drafter]:

@@ -63,6 +63,7 @@ class PositionBars:
     typical_threshold: float | None = None
     typical: bool = False  # the round was verified by the typical rule
     round_drafted: int | None = None  # the round's n_drafted (0: nothing was drafted)
+    round_stop: str | None = None  # why the round's drafting stopped (Round.stop)
 
     @property
     def n_bars(self) -> int:
@@ -279,6 +280,7 @@ def position_bars(
         typical_threshold=_typical_at(rnd, position),
         typical=rnd.typical is not None,
         round_drafted=rnd.n_drafted,
+        round_stop=rnd.stop,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 
+from specviz.core.drafters import registry
 from specviz.core.metrics.position_bars import PositionBars
 from specviz.gui import palette
 from specviz.gui.stream.figures import fmt, fmt_pair
@@ -65,8 +66,26 @@ def drafted_tag(bars: PositionBars) -> str:
     }[event.status]
 
 
-def summary_html(bars: PositionBars | None) -> str:
-    """One paragraph that reads the position's verdict out loud, numbers from core."""
+LENGTH_LIMIT = "the length limit left room for the target's own token alone"
+
+
+def nothing_drafted(stop: str | None, drafter: str | None) -> str:
+    """Why a round drafted nothing, in its drafter's words (DrafterSpec.no_match): a round's
+    stop reason says which (a trace before schema 1.1 has none; its drafter was a model)."""
+    try:
+        no_match = registry.spec(drafter or "model").no_match
+    except ValueError:  # a trace's drafter this version does not know
+        no_match = None
+    if stop == "no_match":
+        return no_match or "the drafter found nothing to draft"
+    if stop == "limit" or no_match is None:
+        return LENGTH_LIMIT
+    return f"{no_match}, or {LENGTH_LIMIT}"
+
+
+def summary_html(bars: PositionBars | None, drafter: str | None = None) -> str:
+    """One paragraph that reads the position's verdict out loud, numbers from core.
+    drafter: the session's drafter kind (the header's), for why nothing was drafted."""
     if bars is None:
         return "Click a token in the stream to see the distributions at its position."
     drafted, emitted = bars.drafted_event, bars.emitted_event
@@ -139,7 +158,8 @@ def summary_html(bars: PositionBars | None) -> str:
     if emitted is not None and emitted.status == "bonus":
         colour = palette.fate("bonus").foreground
         why = (
-            "nothing was drafted this round (no match to copy, or a length limit)"
+            "nothing was drafted this round: "
+            + html.escape(nothing_drafted(bars.round_stop, drafter), quote=False)
             if bars.round_drafted == 0
             else "all drafts were accepted"
         )

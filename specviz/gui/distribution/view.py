@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, Qt, Signal
-from PySide6.QtGui import QCursor, QFontMetrics, QPainter
-from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QCursor, QFontMetrics
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -40,7 +39,13 @@ from specviz.gui.distribution.text import (
     summary_html,
     token_label,
 )
-from specviz.gui.plots.plot_kit import cache_axes, fit_tick_labels, fix_axis_width, nice_ceiling
+from specviz.gui.plots.plot_kit import (
+    cache_axes,
+    export_widget,
+    fit_tick_labels,
+    fix_axis_width,
+    nice_ceiling,
+)
 from specviz.gui.stream.figures import fmt
 from specviz.gui.tooltips import show_plain
 
@@ -115,6 +120,7 @@ class DistributionView(QWidget):
         self._round: Round | None = None
         self._position = 0
         self._session: Session | None = None
+        self.drafter: str | None = None  # the session's drafter kind (its header's)
         # its height only grows (gui/stream/rich_line.py), up to a few lines, the rest scrolled
         self.summary_area = SummaryArea("Click a token to see its position's distributions.")
         self.summary = self.summary_area.summary
@@ -218,6 +224,7 @@ class DistributionView(QWidget):
         """Show a position of a round (None: nothing selected). session: the session the
         round belongs to, which holds the top-N lists of a trace read from a file."""
         self._round, self._position, self._session = rnd, position, session
+        self.drafter = (session.header.drafter or {}).get("kind") if session else None
         if rnd is None:
             self.show_bars(None)
             return
@@ -227,7 +234,7 @@ class DistributionView(QWidget):
             bars = position_bars(rnd, position, *limits)
             # The summary's height sets the plots': when a longer summary grows it, lay
             # the panel out now, so that the rows fit the plots' new heights.
-            self.summary.setText(summary_html(bars))
+            self.summary.setText(summary_html(bars, self.drafter))
             self.layout().activate()  # nothing to do unless the summary grew
             if self.row_limits() != limits:
                 bars = position_bars(rnd, position, *self.row_limits())
@@ -270,7 +277,7 @@ class DistributionView(QWidget):
         self._draw_main(bars)
         self._draw_residual(bars)
         self.gauge.draw(bars)
-        self.summary.setText(summary_html(bars))
+        self.summary.setText(summary_html(bars, self.drafter))
 
     # ------------------------------------------------------------------------------ hover
 
@@ -427,24 +434,4 @@ class DistributionView(QWidget):
 
     def export(self, name: str, path: str | Path) -> None:
         """Write the panel (summary, legend, bars, gauge, residual) to PNG or SVG."""
-        path = Path(path)
-        suffix = path.suffix.lower()
-        if suffix == ".png":
-            image = self.grab().toImage()
-            if not image.save(str(path)):
-                raise OSError(f"could not write {path}")
-            return
-        if suffix != ".svg":
-            raise ValueError(f"unknown format '{path.suffix}': use .png or .svg")
-        generator = QSvgGenerator()
-        generator.setFileName(str(path))
-        generator.setSize(self.size())
-        generator.setViewBox(self.rect())
-        generator.setTitle("specviz: the distributions at one position")
-        painter = QPainter(generator)
-        try:
-            self.render(painter, QPoint())
-        finally:
-            painter.end()
-        if not path.exists():
-            raise OSError(f"could not write {path}")
+        export_widget(self, path, "specviz: the distributions at one position")

@@ -1,19 +1,22 @@
 """Small pyqtgraph helpers shared by the window's plots and the distribution panel: growing
 series, fixed-width and cached axes, tick labels cut to fit, axis ranges that move in steps,
-and pyqtgraph's SVG export made to read Qt 6's paths. GUI thread only."""
+pyqtgraph's SVG export made to read Qt 6's paths, a whole panel to PNG or SVG. GUI thread
+only."""
 
 from __future__ import annotations
 
 import math
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph import exporters
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QApplication, QGraphicsItem
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QFontMetrics, QPainter
+from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import QApplication, QGraphicsItem, QWidget
 
 
 @contextmanager
@@ -159,3 +162,28 @@ class StickyRange:
         changed = (new_low, new_high) != (self.low, self.high)
         self.low, self.high = new_low, new_high
         return changed
+
+
+def export_widget(widget: QWidget, path: str | Path, title: str) -> None:
+    """Write a widget as drawn (a panel of plots and text) to PNG or SVG; OSError if the
+    file was not written, ValueError for another suffix."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".png":
+        if not widget.grab().toImage().save(str(path)):
+            raise OSError(f"could not write {path}")
+        return
+    if suffix != ".svg":
+        raise ValueError(f"unknown format '{path.suffix}': use .png or .svg")
+    generator = QSvgGenerator()
+    generator.setFileName(str(path))
+    generator.setSize(widget.size())
+    generator.setViewBox(widget.rect())
+    generator.setTitle(title)
+    painter = QPainter(generator)
+    try:
+        widget.render(painter, QPoint())
+    finally:
+        painter.end()
+    if not path.exists():
+        raise OSError(f"could not write {path}")
