@@ -192,3 +192,44 @@ def test_a_round_that_drafted_nothing_says_why_in_its_drafters_words(
     text = view.summary.text()
     assert "nothing was drafted this round" in text
     assert said in text and not_said not in text
+
+
+FATE_MODULES = ("palette.py", "stream", "distribution", "tree", "plots", "lab/arithmetic_table.py",
+                "lab/sequence_panel.py", "lab/bar_plots.py", "lab/montecarlo_panel.py")  # fmt: skip
+
+
+def test_one_word_per_fate_in_what_the_window_shows():
+    """A token's fate is accepted, rejected, discarded, resampled or bonus everywhere: the
+    legend's tooltip said "refused", the bars' tag "kept". Every string a fate-showing module
+    builds (docstrings aside) is read."""
+    import ast
+    import re
+    from pathlib import Path
+
+    from specviz.gui import palette
+    from specviz.gui.distribution.text import drafted_tag
+
+    root = Path(palette.__file__).parent
+    other = re.compile(r"\b(kept|refused)\b")
+    found = []
+    for name in FATE_MODULES:
+        paths = [root / name] if name.endswith(".py") else sorted((root / name).rglob("*.py"))
+        for path in paths:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docs = {
+                id(node.body[0].value)
+                for node in ast.walk(tree)
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+                and node.body and isinstance(node.body[0], ast.Expr)
+            }  # fmt: skip
+            found += [
+                f"{path.name}:{node.lineno}: {node.value!r}"
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in docs and other.search(node.value)
+            ]  # fmt: skip
+    assert found == []
+    assert all(other.search(f.meaning) is None for f in palette.FATES.values())
+    from tests.test_gui_accept_test import bars
+
+    assert drafted_tag(bars("accepted")).startswith("accepted")

@@ -346,7 +346,7 @@ def test_the_sequence_tab_runs_every_rule_on_the_papers_example(window, qtbot):
     assert table.rowCount() == 2 and table.item(1, names.index("h_i")).text() == (
         f"{example.h[1]:.4f}"
     )
-    kept_by = [table.item(i, names.index("kept by")).text().split(", ") for i in range(2)]
+    kept_by = [table.item(i, names.index("accepted by")).text().split(", ") for i in range(2)]
     assert sum("block" in rules for rules in kept_by) == example.kept["block"]
 
 

@@ -22,10 +22,10 @@ class Fate:
 
 FATES: dict[str, Fate] = {
     "accepted": Fate(
-        "accepted", "#1b7a2e", "#dcf2e0", False, "drafted by q and kept: u < min(1, p/q)"
+        "accepted", "#1b7a2e", "#dcf2e0", False, "drafted by q and accepted: u < min(1, p/q)"
     ),
     "rejected": Fate(
-        "rejected", "#c62828", "#fde0e0", True, "drafted by q and refused: u >= min(1, p/q)"
+        "rejected", "#c62828", "#fde0e0", True, "drafted by q and rejected: u >= min(1, p/q)"
     ),
     "discarded": Fate(
         "discarded", "#8a8a8a", "#efefef", True, "drafted after the first rejection: never judged"
@@ -38,7 +38,7 @@ FATES: dict[str, Fate] = {
         "drawn from norm(max(0, p - q)) in place of the rejected token",
     ),
     "bonus": Fate(
-        "bonus", "#1f5fbf", "#dde8fb", False, "all K drafts kept: one more token from p, free"
+        "bonus", "#1f5fbf", "#dde8fb", False, "all K drafts accepted: one more token from p, free"
     ),
 }
 
@@ -84,7 +84,7 @@ def _swatch(colour: str, text: str, outline: bool = False) -> str:
 
 def fate_legend_html(beyond: bool = False) -> str:
     """The stream's legend: every fate in its own colours, as the stream draws it; beyond:
-    also the dotted mark of a draft kept beyond the token-wise stop (block, typical rules)."""
+    also the dotted mark of a draft accepted beyond the token-wise stop (block, typical rules)."""
     parts = []
     for f in FATES.values():
         style = f"color:{f.foreground}; background:{f.background};"

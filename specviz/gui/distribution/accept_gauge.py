@@ -71,7 +71,7 @@ class AcceptGauge(pg.PlotWidget):
             "Left: the test the round's rule ran here. Token-wise: the draw u against "
             "min(1, p/q), accepted below the line. Block: u_i against h_i, the chance of "
             "keeping the block up to here (the block keeps up to the last u_i < h_i). "
-            "Typical (lossy): p against its threshold, kept above the line.\n"
+            "Typical (lossy): p against its threshold, accepted above the line.\n"
             "Right: \u03b1 = \u03a3 min(p, q), the chance a draft here is accepted, "
             "and 1 \u2212 \u03b1."
         )

@@ -60,7 +60,7 @@ def drafted_tag(bars: PositionBars) -> str:
     if event is None:
         return ""
     return {
-        "accepted": "kept \u25b8",
+        "accepted": "accepted \u25b8",
         "rejected": "rejected \u25b8",
         "discarded": "never judged \u25b8",
     }[event.status]
@@ -120,7 +120,7 @@ def summary_html(bars: PositionBars | None, drafter: str | None = None) -> str:
             verdict = "accepted" if bars.accepted else "rejected"
             parts.append(
                 f"the target gives it p = {fmt(drafted.p)}; judged by typical acceptance "
-                f"(Medusa, LOSSY): kept while p &gt; min(ε, δ e<sup>−H(p)</sup>) "
+                f"(Medusa, LOSSY): accepted while p &gt; min(ε, δ e<sup>−H(p)</sup>) "
                 f"= {fmt(t)}, whatever q is: p {relation} {fmt(t)}, "
                 f"<b style='color:{colour}'>{verdict}</b>"
             )
@@ -130,7 +130,7 @@ def summary_html(bars: PositionBars | None, drafter: str | None = None) -> str:
             verdict = "accepted" if bars.accepted else "rejected"
             u_text, a_text = fmt_pair(bars.u, bars.accept_prob)
             parts.append(
-                f"the target gives it p = {fmt(drafted.p)}{_tried(drafted)}, so it is kept "
+                f"the target gives it p = {fmt(drafted.p)}{_tried(drafted)}, so it is accepted "
                 f"with probability {_kept_with(drafted)} = {a_text}; the draw u = {u_text} "
                 f"{relation} {a_text}: <b style='color:{colour}'>{verdict}</b>"
             )

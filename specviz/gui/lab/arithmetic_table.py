@@ -22,7 +22,7 @@ COLUMNS = (
     ("token", None, "the token"),
     ("p", palette.P, "target probability"),
     ("q", palette.Q, "draft probability"),
-    ("min(p,q)\naccept path", palette.MIN_PQ, "q·min(1, p/q) = min(p, q): drafted and kept"),
+    ("min(p,q)\naccept path", palette.MIN_PQ, "q·min(1, p/q) = min(p, q): drafted and accepted"),
     ("max(0,p−q)", palette.EXCESS, "what the acceptance path leaves uncovered"),
     ("residual", palette.EXCESS, "norm(max(0, p − q)): where a rejection resamples from"),
     ("(1−α)·resid.\nreject path", palette.EXCESS, "P(reject) × residual: rejected, then drawn"),

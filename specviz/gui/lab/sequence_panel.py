@@ -106,7 +106,7 @@ class SequencePanel(QGroupBox):
         controls.addWidget(self.run_button)
         controls.addWidget(self.telling_button)
         controls.addStretch(1)
-        self.table = _table(["rule", "drafts kept / round [95%]", "p-value", "TV", "verdict"])
+        self.table = _table(["rule", "drafts accepted / round [95%]", "p-value", "TV", "verdict"])
         self.table.verticalHeader().hide()
         self.table.setRowCount(len(SEQUENCE_RULES))
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -226,7 +226,7 @@ class SequencePanel(QGroupBox):
             ("Z_i", ["—" if v is None else f"{v:.4f}" for v in e.z]),
             ("h_i", [f"{v:.4f}" for v in e.h]),
             ("u_i", [f"{v:.4f}" for v in e.u]),
-            ("kept by", [", ".join(r for r in SEQUENCE_RULES if i < e.kept[r]) or "—"
+            ("accepted by", [", ".join(r for r in SEQUENCE_RULES if i < e.kept[r]) or "—"
                          for i in range(k)]),
         ]  # fmt: skip
         self.example.setColumnCount(len(columns))
@@ -238,7 +238,7 @@ class SequencePanel(QGroupBox):
                 self.example.setItem(row, column, QTableWidgetItem(text))
         self.example.resizeColumnsToContents()
         stops = ", ".join(f"{rule} {e.kept[rule]}" for rule in SEQUENCE_RULES)
-        self.example_caption.setText(f"The first round (drafts kept: {stops}).")
+        self.example_caption.setText(f"The first round (drafts accepted: {stops}).")
         self.example_caption.setToolTip(
             "p_i: the block's running weight; Z_i = Σ max(0, p_i P − Q); h_i: its chance of "
             "keeping the block up to i. Block keeps X_1..X_i at the last i whose u_i < h_i; "

@@ -55,11 +55,11 @@ WHY = (
     "Rejected: a rejection happens (1 − α) and the residual picks x "
     "(max(0, p(x) − q(x)) / (1 − α)), together max(0, p(x) − q(x)). "
     "min(a, b) + max(0, a − b) = a, so the two paths add up to p(x) for every x: the draft "
-    "changes only how often drafts are kept, never what comes out."
+    "changes only how often drafts are accepted, never what comes out."
 )
 WRONG_RULES = (
     "<b>The wrong rules.</b> Rejecting whenever p(x) &lt; q(x) throws away mass that the "
-    "acceptance path should have kept; resampling from p after a rejection counts the "
+    "acceptance path should have accepted; resampling from p after a rejection counts the "
     "overlap min(p, q) twice. Both emit a distribution that is not p."
 )
 GUIDE_FIXED = GUIDE.replace(

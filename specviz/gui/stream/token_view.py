@@ -66,19 +66,21 @@ def token_tooltip(rnd: Round, index: int) -> str:
         )
         if index in kept_beyond_token_stop(rnd):
             lines.append(
-                f"kept beyond the token-wise stop (dotted): with the same draws the "
+                f"accepted beyond the token-wise stop (dotted): with the same draws the "
                 f"token-wise rule would have stopped at position {token_wise_stop(rnd) + 1}"
             )
     if rnd.copied_from is not None and event.status in ("accepted", "rejected", "discarded"):
         start, end = rnd.copied_from
         lines.append(
             f"copied by prompt lookup from context [{start}, {end}) (blue when selected): "
-            "q is one-hot, so it is kept with probability p"
+            "q is one-hot, so it is accepted with probability p"
         )
     if rnd.matched is not None and event.status in ("accepted", "rejected", "discarded"):
         probs = rnd.matched["probs"] if rnd.tree is None else []  # a tree's are by node
         p_path = f"; this path's probability {fmt(probs[index])}" if index < len(probs) else ""
-        lines.append(f"{_html(matched_text(rnd))}{p_path}: q is one-hot, kept with p")
+        lines.append(
+            f"{_html(matched_text(rnd))}{p_path}: q is one-hot, accepted with probability p"
+        )
     if event.status == "discarded":
         lines.append("drafted after the first rejection: never judged")
     if event.status == "resampled":
