@@ -233,3 +233,38 @@ def test_one_word_per_fate_in_what_the_window_shows():
     from tests.test_gui_accept_test import bars
 
     assert drafted_tag(bars("accepted")).startswith("accepted")
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_the_tune_panel_names_the_fastest_k_and_keeps_its_legend_off_the_data(qtbot, monkeypatch):
+    from types import SimpleNamespace
+
+    from PySide6.QtWidgets import QApplication
+
+    from specviz.core.metrics.speedup import Speedup
+    from specviz.core.tune.sweep import SweepResult
+    from specviz.core.tune.table import KRow, SweepTable
+    from specviz.gui.tune import panel as tune_panel
+
+    def row(k, value):
+        speedup = Speedup(value, value - 0.1, value + 0.1, "ok", 5.0, 9, 3, 16.0)
+        return KRow(k, 2, 10, 0.7, 2.0, speedup, value, value + 0.2)
+
+    rows = (row(2, 1.10), row(3, 1.31), row(4, 1.22))
+    curve = tuple((k, 1.0 + k / 10) for k in range(1, 17))
+    table = SweepTable(rows, None, 3, curve, 4, ("model", "constant", "token", 3))
+    monkeypatch.setattr(tune_panel, "tables_by_category", lambda runs: {"overall": table})
+    monkeypatch.setattr(tune_panel, "prompt_rows", lambda runs, costs: [])
+    panel = tune_panel.TunePanel()
+    qtbot.addWidget(panel)
+    panel.resize(900, 760)
+    panel.show()
+    panel._sweep_id = 5  # a sweep of six runs ends
+    panel._on_finished(5, SweepResult(runs=[SimpleNamespace(category="bible")], total=6))
+    text = panel.status.text()
+    assert f"fastest measured: K 3 ({rows[1].speedup.short()})" in text
+    QApplication.processEvents()
+    plot = panel.plot
+    data = plot.getPlotItem().getViewBox().sceneBoundingRect()
+    legend = plot.legend.sceneBoundingRect()
+    assert legend.height() > 0 and not legend.intersects(data)

@@ -29,7 +29,10 @@ class AdvisorPlot(pg.PlotWidget):
         self.setLabel("bottom", "K (drafted tokens per round)")
         self.setLabel("left", "speedup (x)")
         self.showGrid(x=True, y=True, alpha=0.2)
-        self.addLegend(offset=(10, 10))
+        # the legend under the axis, in two columns: inside the plot it covered the points
+        item = self.getPlotItem()
+        self.legend = item.legend = pg.LegendItem(offset=None, colCount=2)
+        item.layout.addItem(self.legend, 4, 1)
         self.setXRange(0.5, 16.5, padding=0)
         self.refined = self.plot(
             [], [], pen=pg.mkPen(REFINED, width=2), name="predicted (refined, cost model)"
@@ -80,3 +83,15 @@ class AdvisorPlot(pg.PlotWidget):
         """A sweep's measured speedups (possible ones only) and its pooled refined curve."""
         self.sweep.setData(*self._xy(points))
         self.sweep_curve.setData(*self._xy(curve))
+
+
+def fastest_words(table) -> str:
+    """' · fastest measured: K 4 (1.31x [1.22-1.41])' for a sweep's overall table
+    (core.tune.table.SweepTable): its best measured K, with the drafter, policy and rule
+    when several were swept; '' before any K has a figure."""
+    if table is None or table.best is None:
+        return ""
+    *combo, k = table.best
+    row = next(r for r in table.rows if list(r.combo) == combo and r.k == k)
+    what = ", ".join(combo) + ", " if len({r.combo for r in table.rows}) > 1 else ""
+    return f" \u00b7 fastest measured: {what}K {k} ({row.speedup.short()})"

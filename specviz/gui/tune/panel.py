@@ -48,7 +48,7 @@ from specviz.core.trace.records import Round, Settings
 from specviz.core.tune.promptsets import PromptSetError, load_prompt_set
 from specviz.core.tune.sweep import SweepConfig, SweepResult
 from specviz.core.tune.table import SweepTable, prompt_rows, tables_by_category
-from specviz.gui.tune.advisor_plot import AdvisorPlot
+from specviz.gui.tune.advisor_plot import AdvisorPlot, fastest_words
 from specviz.gui.tune.runs_table import RunTable
 from specviz.gui.tune.sweep_job import SweepJob
 
@@ -377,7 +377,8 @@ class TunePanel(QWidget):
         self._set_running(False)
         self._update_tables()
         done = f"{len(result.runs)} of {result.total} runs"
-        self.status.setText(f"cancelled: {done}" if result.cancelled else f"done: {done}")
+        ended = f"cancelled: {done}" if result.cancelled else f"done: {done}"
+        self.status.setText(ended + fastest_words(self.tables.get("overall")))
 
     def _on_failed(self, sweep_id: int, message: str) -> None:
         if sweep_id != self._sweep_id:
