@@ -268,3 +268,28 @@ def test_the_tune_panel_names_the_fastest_k_and_keeps_its_legend_off_the_data(qt
     data = plot.getPlotItem().getViewBox().sceneBoundingRect()
     legend = plot.legend.sceneBoundingRect()
     assert legend.height() > 0 and not legend.intersects(data)
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_the_bench_and_metrics_dialogs_say_what_they_want_and_start_at_the_examples(
+    window, monkeypatch
+):
+    """Tools > Bench results and Engine metrics: a title and a filter that name the file,
+    opened in the shipped examples' folder, whose files open."""
+    from pathlib import Path
+
+    from specviz.core.resources import resources_dir
+
+    asked = []
+    monkeypatch.setattr(dialogs, "open_path", lambda *args: asked.append(args[1:]) or None)
+    window.bench.open_dialog()
+    window.engine_metrics.open_dialog()
+    (b_title, b_start, b_filter), (m_title, m_start, m_filter) = asked
+    assert "specviz bench --json" in b_title and "*.json" in b_filter
+    assert "/metrics" in m_title and "log" in m_title and "*.log" in m_filter
+    examples = resources_dir() / "examples"
+    assert Path(b_start) == examples / "bench" and Path(m_start) == examples / "engine-metrics"
+    for name in sorted(Path(b_start).glob("*.json")):
+        assert window.bench.open(str(name)) is not None
+    for name in sorted(Path(m_start).iterdir()):
+        assert window.engine_metrics.open(str(name)) is not None, name

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWi
 
 from specviz.core.metrics.doctor import Diagnosis, diagnose, session_record
 from specviz.core.metrics.engine_metrics import read_record
+from specviz.gui.bench import start_folder
 from specviz.gui.screen_fit import fit_to_screen
 
 # (label, Diagnosis attribute, format, what each engine calls it)
@@ -226,8 +227,11 @@ class EngineMetrics:
     def open_dialog(self) -> None:
         from specviz.gui import dialogs
 
-        path = dialogs.open_path(self.parent, "Open engine metrics", self.folder,
-                                 "Metrics or logs (*.txt *.log *.prom);;All files (*)")  # fmt: skip
+        path = dialogs.open_path(
+            self.parent, "Open engine metrics: a vLLM /metrics page saved as text, or a vLLM, "
+            "SGLang or llama.cpp server log", start_folder(self.folder, "engine-metrics"),
+            "/metrics pages and server logs (*.txt *.log *.prom *.metrics);;All files (*)",
+        )  # fmt: skip
         if path:
             self.open(path)
 

@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from specviz.core.tune.bench_table import OVERALL, BenchRow, rows_from_json
+from specviz.gui.bench import start_folder
 
 # One colour per configuration, in order (colour-blind-safe, Okabe and Ito).
 COLOURS = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442")
@@ -134,8 +135,11 @@ class BenchResults:
     def open_dialog(self) -> None:
         from specviz.gui import dialogs
 
-        path = dialogs.open_path(self.parent, "Open bench results", self.folder,
-                                 "specviz bench --json (*.json);;All files (*)")  # fmt: skip
+        path = dialogs.open_path(
+            self.parent, "Open bench results: the file `specviz bench --json > FILE` wrote",
+            start_folder(self.folder, "bench"),
+            "Bench results, specviz bench --json (*.json);;All files (*)",
+        )  # fmt: skip
         if path:
             self.open(path)
 
