@@ -214,7 +214,8 @@ def test_json_is_strict_for_an_invalid_header(tmp_path, capsys, edit, field):
 
 def test_a_long_dense_line_is_refused_before_it_is_parsed(tmp_path, capsys):
     """Issue 37: a 5 MB line of empty lists cost 26x its size to parse (each a Python list);
-    such a line is refused, named, before parsing, and its reading costs about its size."""
+    such a line is refused, its size named, before parsing, and its reading costs about its
+    size (issue 48: core.trace.line_cost)."""
     import tracemalloc
 
     from specviz.core.trace import files
@@ -224,15 +225,11 @@ def test_a_long_dense_line_is_refused_before_it_is_parsed(tmp_path, capsys):
     size = path.stat().st_size
     tracemalloc.start()
     try:
-        with pytest.raises(files.TraceError, match="denser than any trace line") as caught:
+        with pytest.raises(files.TraceError, match="5.1 MB that would take more than 8") as caught:
             next(files.stream(path))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert caught.value.line == 1 and peak < 3 * size
     assert main(["inspect", str(path)]) == 2
-    assert "lists and objects in" in capsys.readouterr().err
-    # a trace's own long lines pass: top-N lists of [id, p, q] (the densest it writes)
-    top = b'{"top": [' + b",".join([b"[12,0.5,0.25]"] * 20_000) + b"]}"
-    assert len(top) > files.DENSE_FROM
-    files._check_density(top, 2)
+    assert "a line of 5.1 MB that would take more than" in capsys.readouterr().err

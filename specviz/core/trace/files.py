@@ -10,7 +10,8 @@ format; specviz.core.trace.check_session checks that a loaded trace's numbers ag
 The top-N lists of a round's tokens are four fifths of a trace: the reader cuts them out of
 each line unparsed and the loaded session keeps the line (specviz.core.trace.round_lines), and
 Session.details() parses them when a view or a check needs them. Their structure is checked
-then, the rest of the line at load.
+then, the rest of the line at load. Reading a line costs at most a few times its size in
+memory: a line that would cost more is refused, its size named (round_lines.LineBudget).
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ from specviz.core.trace.parse import (
     type_error,
 )
 from specviz.core.trace.records import SCHEMA, SCHEMA_MINOR, Round, TraceError
-from specviz.core.trace.round_lines import RoundLines, without_top_lists
+from specviz.core.trace.round_lines import (
+    LineBudget,
+    RoundLines,
+    parse_cost,
+    read_round,
+    without_top_lists,
+)
 from specviz.core.trace.serialize import dumps, header_to_json, round_to_json
 from specviz.core.trace.session import Session
 from specviz.core.trace.tempfiles import remove_stale_temps, temp_prefix
@@ -57,12 +64,6 @@ __all__ = [
 # A round line at K=32 and top-N 1000 is about 2 MB (a 64-node tree's about 4 MB); a
 # longer line is not a trace's.
 MAX_LINE_BYTES = 16 * 2**20
-# Parsed, a line costs about 56 bytes per JSON list or object it holds: a trace's lines hold
-# one per 9 bytes or more ([id, p, q] lists, token objects), so a line with more is refused
-# before it is parsed (a 5 MB line of "[]," would cost 20x its size). Lines under
-# DENSE_FROM bytes are parsed whatever they hold.
-MIN_BYTES_PER_CONTAINER = 8
-DENSE_FROM = 64 * 2**10
 
 
 # ---------------------------------------------------------------------------------- writing
@@ -172,17 +173,9 @@ class _Reader:
         if isinstance(raw, bytes):
             if b"\0" in raw:
                 return self._bad_line(TraceError("binary data (NUL bytes), not text", number))
-            if self.session is not None:
-                # A round line: parsed without its top-N lists (Session.details() has them).
-                # orjson refuses what json accepts (NaN) or words differently: any line it
-                # refuses is read again below, which names the problem.
-                light, cut = without_top_lists(raw) if self.keep else (raw, False)
-                try:
-                    obj = orjson.loads(light)
-                except orjson.JSONDecodeError:
-                    pass
-                else:
-                    return self._record(obj, number, raw if cut else None)
+            if self.session is not None and self._read_round(number, raw):
+                return
+            LineBudget(len(raw), number).spend(parse_cost(raw))  # to be parsed whole
         hint = "; a trace holds one JSON object per line" if self.session is None else ""
         try:
             text = line_text(raw, number).strip()
@@ -193,8 +186,27 @@ class _Reader:
             return self._bad_line(error)
         self._record(obj, number, None)
 
-    def _record(self, obj: Any, number: int, raw: bytes | None) -> None:
-        """A line's JSON value; raw: the line, if its top-N lists were cut out unparsed."""
+    def _read_round(self, number: int, raw: bytes) -> bool:
+        """Read a round line in parts, its top-N lists cut out (kept: left in the line for
+        Session.details(); else parsed a list at a time); False: to be read whole. orjson
+        refuses what json accepts (NaN) or words differently: such a line is read whole."""
+        if not self.keep:
+            rnd = read_round(raw, number, self.session.session_id, self.settings_cache)
+            if rnd is not None:
+                self._record({"type": "round"}, number, None, rnd)
+            return rnd is not None
+        light, cut = without_top_lists(raw)
+        LineBudget(len(raw), number).spend(parse_cost(light))
+        try:
+            obj = orjson.loads(light)
+        except orjson.JSONDecodeError:
+            return False
+        self._record(obj, number, raw if cut else None)
+        return True
+
+    def _record(self, obj: Any, number: int, raw: bytes | None, rnd: Round | None = None) -> None:
+        """A line's JSON value; raw: the line, if its top-N lists were cut out unparsed;
+        rnd: the round, if the line was read in parts (obj is then {"type": "round"})."""
         if type(obj) is not dict:
             raise TraceError(f"expected a JSON object, got {type(obj).__name__}", number)
         if self.session is None:
@@ -215,7 +227,7 @@ class _Reader:
                     "type",
                 )
             session = self.session
-            rnd = parse_round(obj, session.session_id, number, self.settings_cache)
+            rnd = rnd or parse_round(obj, session.session_id, number, self.settings_cache)
             if rnd.index != self.count:
                 raise TraceError(f"expected round {self.count}, got {rnd.index}", number, "index")
             self.count += 1
@@ -287,26 +299,12 @@ def _feed_file(
             number += 1
             if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 raise TraceError(f"longer than {MAX_LINE_BYTES >> 20} MiB: not a trace", number)
-            if len(raw) > DENSE_FROM:
-                _check_density(raw, number)
             reader.feed(number, raw)
             yield
             done += len(raw)
             if progress is not None and done >= next_report:
                 progress(done / total)
                 next_report = done + step
-
-
-def _check_density(raw: bytes, number: int) -> None:
-    """Refuse a long line whose lists and objects would cost many times its size to parse."""
-    containers = raw.count(b"[") + raw.count(b"{")  # an upper bound: strings may hold some
-    if containers * MIN_BYTES_PER_CONTAINER > len(raw):
-        raise TraceError(
-            f"{containers:,} lists and objects in {len(raw):,} bytes: denser than any trace "
-            f"line (at least {MIN_BYTES_PER_CONTAINER} bytes each), not read (parsing it "
-            "would cost many times its size)",
-            number,
-        )
 
 
 def stream(

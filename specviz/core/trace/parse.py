@@ -13,6 +13,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from specviz.core.trace.records import (
@@ -46,6 +47,7 @@ _ROUND_OBJECTS = {"block": parse_block, "typical": parse_typical, "tree": parse_
 
 _STATUSES = frozenset(STATUSES)
 _NUMBER_TYPES = {float, int, type(None)}
+_FLOAT_OR_NONE = {float, type(None)}
 _SETTINGS_KINDS = {name: type(default) for name, default in vars(Settings()).items()}
 _KINDS = {
     bool: "true or false",
@@ -346,9 +348,6 @@ def _numbers(value: Any, line: int, name: str) -> tuple[float, ...]:
     return tuple(value)
 
 
-_FLOAT_OR_NONE = {float, type(None)}
-
-
 def _event_fault(obj: dict[str, Any], line: int, prefix: str) -> tuple:
     """parse_event's fields one by one: integers where numbers go become floats, anything
     else of the wrong type is a TraceError naming the field."""
@@ -371,6 +370,7 @@ def parse_round(
     session_id: str,
     line: int,
     settings_cache: dict | None = None,
+    fill: Callable[[Any, str], Any] | None = None,  # round_lines.split_top_lists's
 ) -> Round:
     tokens = _get(obj, "tokens", list, line)
     settings = obj.get("settings")
@@ -379,7 +379,8 @@ def parse_round(
             raise type_error(settings, dict, line, "settings")
         settings = _cached_settings(settings, line, settings_cache)
     extras = _round_extras(obj, line)
-    events = tuple(parse_event(t, line, f"tokens[{i}]") for i, t in enumerate(tokens))
+    fill = fill or (lambda token, where: token)  # the tokens as read
+    events = tuple(parse_event(fill(t, w := f"tokens[{i}]"), line, w) for i, t in enumerate(tokens))
     return Round(
         session_id=session_id,
         index=_get(obj, "index", int, line),
