@@ -293,3 +293,22 @@ def test_the_bench_and_metrics_dialogs_say_what_they_want_and_start_at_the_examp
         assert window.bench.open(str(name)) is not None
     for name in sorted(Path(m_start).iterdir()):
         assert window.engine_metrics.open(str(name)) is not None, name
+
+
+def test_help_about_gives_the_version_and_where_the_docs_are(window, monkeypatch):
+    import specviz
+    from specviz.gui import view_menu
+
+    about = next(a for a in window.menuBar().actions() if a.text() == "&Help").menu()
+    names = [a.text() for a in about.actions()]
+    assert "About specviz" in names and "Documentation (README)" in names
+    window.view_menu.about.trigger()
+    kind, title, text = dialogs.shown[-1]
+    assert title == "About specviz" and f"specviz {specviz.__version__}" in text
+    assert str(view_menu.CHECKOUT / "README.md") in text
+    assert str(view_menu.CHECKOUT / "docs") in text
+    opened = []
+    monkeypatch.setattr(view_menu.QDesktopServices, "openUrl",
+                        lambda url: opened.append(url.toLocalFile()) or True)  # fmt: skip
+    window.view_menu.docs.trigger()
+    assert opened == [str(view_menu.CHECKOUT / "README.md")]

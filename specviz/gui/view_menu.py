@@ -1,12 +1,18 @@
 """The View and Help menus: the output alone (no struck-through drafts), text size, a dark
-palette, and the keyboard shortcuts (F1). GUI thread only."""
+palette; the keyboard shortcuts (F1), the documentation and About. GUI thread only."""
 
 from __future__ import annotations
 
-from PySide6.QtGui import QAction, QColor, QFont, QKeySequence, QPalette
+from pathlib import Path
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QAction, QColor, QDesktopServices, QFont, QKeySequence, QPalette
 from PySide6.QtWidgets import QApplication, QMainWindow, QStyleFactory
 
+import specviz
 from specviz.gui import dialogs
+
+CHECKOUT = Path(specviz.__file__).resolve().parents[1]  # README.md and docs/ live here
 
 TEXT_STEPS = (0.8, 0.9, 1.0, 1.15, 1.3, 1.5, 1.75, 2.0)  # the font scales, Ctrl +/- moves
 
@@ -49,6 +55,12 @@ class ViewMenu:
         self.shortcuts = self._action("Keyboard shortcuts", "F1", "Every key the window takes")
         self.shortcuts.triggered.connect(self.show_shortcuts)
         help_menu.addAction(self.shortcuts)
+        self.docs = self._action("Documentation (README)", None, "Open README.md; docs/ has more")
+        self.docs.triggered.connect(self.open_docs)
+        help_menu.addAction(self.docs)
+        self.about = self._action("About specviz", None, "The version and where the docs are")
+        self.about.triggered.connect(self.show_about)
+        help_menu.addAction(self.about)
 
     def _action(self, text: str, keys, tip: str) -> QAction:
         action = QAction(text, self.window)
@@ -100,6 +112,34 @@ class ViewMenu:
         )
         text = "\n".join(self.shortcut_lines()) + "\n\n" + notes
         dialogs.info(self.window, "Keyboard shortcuts", text)
+
+    def show_about(self) -> None:
+        dialogs.info(self.window, "About specviz", about_text())
+
+    def open_docs(self) -> None:
+        if not open_docs():
+            self.show_about()  # no viewer (or no checkout): where the files are
+
+
+def about_text(root: Path = CHECKOUT) -> str:
+    """Help > About: the version and where the documentation is (plain text)."""
+    readme, docs = root / "README.md", root / "docs"
+    where = (
+        f"README: {readme}\nThe docs: {docs} (usage.md first; design.md, trace-format.md, "
+        "verification.md and the rest)"
+        if readme.is_file() and docs.is_dir()
+        else "The README and the docs/ folder come with specviz's source (not installed)."
+    )
+    return (
+        f"specviz {specviz.__version__}: speculative decoding, round by round.\n\n{where}\n\n"
+        "Help > Keyboard shortcuts (F1) lists every key; a token's tooltip gives its numbers."
+    )
+
+
+def open_docs(root: Path = CHECKOUT) -> bool:
+    """Open README.md with the desktop's viewer; False where there is none."""
+    readme = root / "README.md"
+    return readme.is_file() and QDesktopServices.openUrl(QUrl.fromLocalFile(str(readme)))
 
 
 def dark_palette() -> QPalette:
