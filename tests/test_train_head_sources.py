@@ -1,0 +1,90 @@
+"""train-head's data: chats in a chat template with the loss on the assistant's tokens only,
+ShareGPT and Spec-Bench rows read as chats, plain text said once for a target without a
+template, weights that repeat a file in each epoch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz.core.models.builtin import get_pair
+from specviz.core.training import examples, sources
+from specviz.core.training.config import TrainError
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    target, _ = get_pair("tiny").resolve()
+    return AutoTokenizer.from_pretrained(target)
+
+
+def _rows(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_messages_sharegpt_and_specbench_rows_are_chats(tmp_path):
+    path = _rows(tmp_path / "mix.jsonl", [
+        {"messages": [{"role": "user", "content": "Hi"},
+                      {"role": "assistant", "content": "Hello"}]},
+        {"conversations": [{"from": "human", "value": "Q?"}, {"from": "gpt", "value": "A."}]},
+        {"question_id": 1, "turns": ["One?", "Two?"], "choices": [{"turns": ["1", "2"]}]},
+        {"question_id": 2, "turns": ["No answer?"]},
+        {"text": "Plain words in a JSON row."},
+    ])  # fmt: skip
+    source = sources.read_source(str(path))
+    chats = [d.turns for d in source.documents if d.turns]
+    assert chats[0] == (("user", "Hi"), ("assistant", "Hello"))
+    assert chats[1] == (("user", "Q?"), ("assistant", "A."))
+    assert chats[2] == (("user", "One?"), ("assistant", "1"), ("user", "Two?"), ("assistant", "2"))
+    assert source.skipped == 1 and source.kind == "chat"
+    assert [d.text for d in source.documents if d.text] == ["Plain words in a JSON row."]
+
+
+def test_the_loss_falls_on_the_assistants_tokens_in_the_template(tokenizer):
+    tokenizer.chat_template = CHATML
+    try:
+        doc = sources.Document(turns=(("user", "Why is the sky blue?"),
+                                      ("assistant", "Because of scattering."),
+                                      ("user", "And at sunset?"),
+                                      ("assistant", "Red light passes.")))  # fmt: skip
+        ex = examples.encode_chat(tokenizer, doc, True, 512, 0)
+    finally:
+        tokenizer.chat_template = None
+    trained = [t for t, m in zip(ex.ids, ex.mask, strict=True) if m]
+    text = tokenizer.decode(trained)
+    assert "scattering" in text and "Red light" in text
+    assert "sky" not in text and "sunset" not in text and "im_start" not in text
+
+
+def test_a_target_without_a_template_reads_chats_as_text_said_once(tokenizer, tmp_path):
+    path = _rows(tmp_path / "c.jsonl", [
+        {"messages": [{"role": "user", "content": f"Question {i}?"},
+                      {"role": "assistant", "content": f"The answer is {i} apples."}]}
+        for i in range(3)
+    ])  # fmt: skip
+    said = []
+    found = examples.encode_sources(tokenizer, [sources.read_source(str(path))], 64, said.append)
+    assert len(said) == 1 and "no chat template" in said[0]
+    trained = tokenizer.decode([t for t, m in zip(found[0].ids, found[0].mask, strict=True) if m])
+    assert "apples" in trained and "Question" not in trained
+
+
+def test_weights_repeat_a_file_in_each_epoch():
+    assert sources.parse_specs(["a.txt:2,b.jsonl:0.5", "c.txt"]) == [
+        ("a.txt", 2.0), ("b.jsonl", 0.5), ("c.txt", 1.0)]  # fmt: skip
+    with pytest.raises(TrainError):
+        sources.parse_specs(["a.txt:0"])
+    pool = [examples.Example((1, 2, 3), (True,) * 3, i // 10) for i in range(20)]
+    order = examples.epoch_order(pool, [2.0, 0.5], seed=1)
+    assert sum(e.source == 0 for e in order) == 20 and sum(e.source == 1 for e in order) == 5
+    stream = examples.batch_stream(pool, [2.0, 0.5], 4, 0, 7)
+    again = examples.batch_stream(pool, [2.0, 0.5], 4, 0, 0)
+    assert next(stream) == [b for _, b in zip(range(8), again, strict=False)][-1]
