@@ -10,9 +10,9 @@ float32 stays unless bfloat16 speeds the session by a clear margin: its pass of 
 (a round's verification) at least GAIN faster and its pass of one token (the target alone,
 a session's last tokens) no more than SLOWER_1 slower (the timings' noise). float32 is
 what the target alone computes bit for bit; half precision rounds a pass of K+1 tokens
-differently from a pass of 1 (core.decoding.greedy_check), so exactness is traded only for a speed worth it: on a CPU
-where bf16 gains 12% at K+1 and nothing at one token (builtin:tiny on a 2-core EPYC without
-AMX), float32 stays.
+differently from a pass of 1 (core.decoding.greedy_check), so exactness is traded only for
+a speed worth it: on a CPU where bf16 gains 12% at K+1 and nothing at one token
+(builtin:tiny on a 2-core EPYC without AMX), float32 stays.
 """
 
 from __future__ import annotations
