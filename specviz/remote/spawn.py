@@ -13,7 +13,9 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from specviz.core.engine.threads import default_threads
@@ -29,26 +31,43 @@ def engine_threads() -> int:
     return default_threads()
 
 
+# The child's last stderr lines kept to quote when it ends before it is ready.
+STDERR_KEPT = 12
+
+
 class ChildServer:
-    """A `specviz serve` child process: its address and token once it listens."""
+    """A `specviz serve` child process: its address and token once it listens.
+
+    draft "" (or None): the target alone, for a drafter that needs no draft model; then
+    extra_args must name such a drafter (`--drafter lookup`, ...), or the child refuses to
+    start without a draft. The child's stderr is passed on to this process's and its last
+    lines are kept (`messages`) to quote if it ends before it is ready: a window user may
+    have no terminal."""
 
     def __init__(
         self,
         target: str,
-        draft: str,
+        draft: str | None,
         extra_args: Sequence[str] = (),
         timeout: float = 600.0,
         cancel: Callable[[], bool] | None = None,
     ):
         self.token = new_token()
-        command = [sys.executable, "-m", "specviz", "serve", "--target", target, "--draft", draft]
+        command = [sys.executable, "-m", "specviz", "serve", "--target", target]
+        if draft:
+            command += ["--draft", draft]
+        self.messages: deque[str] = deque(maxlen=STDERR_KEPT)
         self.proc = subprocess.Popen(
             [*command, "--port", "0", "--stop-with-stdin", *extra_args],
             stdin=subprocess.PIPE,  # never written: if this process dies, the child sees EOF
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
+            errors="replace",
             env={**os.environ, "SPECVIZ_TOKEN": self.token},
         )
+        self._relay = threading.Thread(target=self._pass_stderr, daemon=True, name="serve-stderr")
+        self._relay.start()
         try:
             self.address = self._wait_ready(timeout, cancel)
         except BaseException:
@@ -69,11 +88,29 @@ class ChildServer:
                         return line[len(READY) :].strip()
                     if not line:
                         code = self.proc.wait()
+                        self._relay.join(2.0)  # its last words, read to the end
                         raise ConnectionLost(
-                            f"the engine process ended (exit code {code}) before it was ready; "
-                            "its messages are above"
+                            f"the engine process ended (exit code {code}) before it was ready"
+                            + self._quoted()
                         )
         raise ConnectionLost(f"the engine process was not ready within {timeout:g} s")
+
+    def _pass_stderr(self) -> None:
+        """On a thread: each line of the child's stderr to ours, the last ones kept."""
+        for line in self.proc.stderr:
+            self.messages.append(line.rstrip("\n"))
+            try:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+            except (OSError, ValueError):  # our stderr closed: keep reading, or the child blocks
+                pass
+
+    def _quoted(self) -> str:
+        """': ' and the child's error lines (else its last lines), or '' if it said nothing."""
+        lines = [m for m in self.messages if m.strip()]
+        errors = [m for m in lines if "error" in m.lower()]
+        said = (errors or lines)[-4:]
+        return (": " + " / ".join(said)) if said else " (it printed nothing)"
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM (the server ends its loop within a moment), then SIGKILL."""
@@ -84,5 +121,6 @@ class ChildServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self._relay.join(2.0)
         self.proc.stdout.close()
         self.proc.stdin.close()

@@ -154,6 +154,9 @@ class SessionController(ReplayMixin, QObject):
         self._request = "load"
         self.pair_changed.emit(target if draft in ("", target) else f"{target} + {draft}", device)
         self._set_state(State.LOADING)
+        # queued before the load: a child engine is started for this drafter (one that
+        # needs no draft model is started on the target alone)
+        self.engine.request_drafting.emit(*self.drafting)
         self.engine.request_load.emit(target, draft, device, dtype)
 
     def _on_loaded(self, info: Loaded) -> None:

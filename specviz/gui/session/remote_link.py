@@ -38,6 +38,22 @@ def child_args(options) -> list[str]:
     return args + (["--trust-remote-code"] if options.trust_remote_code else [])
 
 
+def drafting_args(drafting: tuple | None) -> list[str]:
+    """`specviz serve` arguments for (DrafterConfig, PolicyConfig): the child's default
+    drafting, which also decides whether it loads a draft model (a session's `start` sends
+    its own drafting over the wire)."""
+    if drafting is None:
+        return []
+    drafter, policy = drafting
+    args = ["--drafter", drafter.kind]
+    for param in drafter.spec.params:
+        value = dict(drafter.params).get(param.name)
+        if value is not None:
+            args += [param.flag, str(value)]
+    args += ["--policy", policy.kind]
+    return args + (["--threshold", repr(policy.threshold)] if policy.kind == "threshold" else [])
+
+
 class RemoteLink:
     """address/token: a server to connect to; with address None, open() starts a child
     `specviz serve` on the pair it is asked for."""
@@ -71,6 +87,7 @@ class RemoteLink:
                 worker.busy.emit(f"starting an engine process for {target} + {draft}")
                 extra = ("--device", device, "--dtype", dtype, *child_args(worker.load_options))
                 extra += ("--threads", str(self.child_threads or engine_threads()))
+                extra += tuple(drafting_args(worker.drafting))
                 self.child = ChildServer(target, draft, extra, cancel=cancel)
                 address, token = self.child.address, self.child.token
             worker.busy.emit(f"connecting to {address}")
