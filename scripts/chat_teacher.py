@@ -20,9 +20,14 @@ import torch
 
 
 def load_chats(folder: Path) -> list[dict]:
-    paths = sorted(Path(folder).glob("shard-*.pt"))
+    if list(Path(folder).glob("shard-*.safetensors")):  # token ids only (head_data.py now)
+        from specviz.core.training.sources import read_id_shards
+
+        _, docs = read_id_shards(Path(folder))
+        return [{"ids": torch.tensor(d.ids), "start": d.start} for d in docs]
+    paths = sorted(Path(folder).glob("shard-*.pt"))  # the older shards, with the states
     if not paths:
-        raise SystemExit(f"{folder} has no shard-*.pt (write them with scripts/head_data.py)")
+        raise SystemExit(f"{folder} has no shards (write them with scripts/head_data.py)")
     # the aux states (three layers, three quarters of a shard) are the head's, not the draft's
     keep = ("ids", "start", "last", "greedy")
     return [{k: seq[k] for k in keep if k in seq} for path in paths for seq in torch.load(path)]
@@ -58,6 +63,11 @@ def teacher(chats: list[dict], lm_head: torch.Tensor, top_k: int, pad_id: int) -
 def load(folder: Path, target, top_k: int, held: int) -> tuple[dict, dict, dict]:
     """(train, held-out, facts about the data) from head_data.py's shards in `folder`."""
     chats = load_chats(folder)
+    with torch.inference_mode():  # token-id shards: the final states from a prefill
+        for chat in chats:
+            if "last" not in chat:
+                out = target.base_model(input_ids=chat["ids"].long()[None])
+                chat["last"] = out.last_hidden_state[0].float()
     if len(chats) <= held:
         raise SystemExit(f"{folder} has {len(chats)} chats: not more than the {held} held out")
     pad = target.config.eos_token_id

@@ -88,3 +88,21 @@ def test_weights_repeat_a_file_in_each_epoch():
     stream = examples.batch_stream(pool, [2.0, 0.5], 4, 0, 7)
     again = examples.batch_stream(pool, [2.0, 0.5], 4, 0, 0)
     assert next(stream) == [b for _, b in zip(range(8), again, strict=False)][-1]
+
+
+def test_token_id_shards_are_read_with_their_answer_starts_and_tokenizer(tokenizer, tmp_path):
+    folder = tmp_path / "chats"
+    folder.mkdir()
+    seqs = [(list(range(10, 30)), 5), (list(range(40, 52)), 8)]
+    sources.write_id_shard(folder / "shard-0000.safetensors", seqs)
+    meta = {"format": sources.SHARDS, "target": "builtin:tiny",
+            "tokenizer_sha": sources.tokenizer_sha(tokenizer)}  # fmt: skip
+    (folder / "meta.json").write_text(json.dumps(meta))
+    source = sources.read_source(str(folder))
+    assert source.kind == "ids" and source.bytes < 4 * 32 + 400  # int32 ids, small header
+    found = examples.encode_sources(tokenizer, [source], 64, print)
+    assert [list(e.ids) for e in found] == [s for s, _ in seqs]
+    assert [e.mask.index(True) for e in found] == [5, 8]
+    (folder / "meta.json").write_text(json.dumps({**meta, "tokenizer_sha": "0" * 16}))
+    with pytest.raises(TrainError, match="another tokenizer"):
+        examples.encode_sources(tokenizer, [sources.read_source(str(folder))], 64, print)

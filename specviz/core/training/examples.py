@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from specviz.core.training.config import TrainError
-from specviz.core.training.sources import Document, Source
+from specviz.core.training.sources import Document, Source, tokenizer_sha
 
 MAX_EVAL = 64  # held-out sequences at most (a measurement runs the target over them)
 
@@ -109,8 +109,16 @@ def encode_sources(tokenizer, sources: list[Source], max_length: int, say) -> li
             "Assistant: ...' text, the loss on the assistant's turns")  # fmt: skip
     examples: list[Example] = []
     for index, source in enumerate(sources):
+        if source.meta is not None and source.meta.get("tokenizer_sha") != tokenizer_sha(tokenizer):
+            raise TrainError(f"{source.path}: its token ids were written with another "
+                             f"tokenizer ({source.meta.get('target')})")  # fmt: skip
         texts = [d for d in source.documents if d.text is not None]
         found = encode_text(tokenizer, texts, max_length, index) if texts else []
+        for doc in source.documents:
+            ids = doc.ids[:max_length]
+            if len(ids) >= 3 and doc.start < len(ids):
+                mask = tuple(j >= doc.start for j in range(len(ids)))
+                found.append(Example(ids, mask, index))
         for doc in source.documents:
             if doc.turns and (ex := encode_chat(tokenizer, doc, templated, max_length, index)):
                 found.append(ex)

@@ -1,5 +1,6 @@
 """Training text, read with bounds: plain text files, JSONL chats (`messages`, or ShareGPT's
-`conversations`), Spec-Bench-style question files with answers, each with an optional weight
+`conversations`), Spec-Bench-style question files with answers, folders of token-id shards
+(the chats a target wrote itself: scripts/head_data.py), each with an optional weight
 (`--data a.txt:2,b.jsonl:1`).
 
 A file is refused in one line (TrainError) when it is empty, not UTF-8 text (binary), holds
@@ -8,6 +9,7 @@ a line longer than MAX_LINE bytes, or, for a chat file, no assistant turn at all
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -36,11 +38,14 @@ KNOWN_LICENCES = (
 
 @dataclass(frozen=True)
 class Document:
-    """One training document: plain text (`text`) or a chat (`turns`, each (role, content),
-    role user, assistant or system; the loss falls on the assistant's)."""
+    """One training document: plain text (`text`), a chat (`turns`, each (role, content),
+    role user, assistant or system; the loss falls on the assistant's) or token ids already
+    (`ids`, the loss from `start` on)."""
 
     text: str | None = None
     turns: tuple[tuple[str, str], ...] = ()
+    ids: tuple[int, ...] = ()
+    start: int = 0
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class Source:
     documents: tuple[Document, ...]
     bytes: int
     skipped: int = 0  # rows without an assistant turn (questions without answers)
+    meta: dict | None = None  # a shard folder's meta.json
 
     @property
     def licence(self) -> str:
@@ -191,9 +197,64 @@ def chat_documents(path: Path, lines: list[str]) -> tuple[list[Document], int]:
     return docs, skipped
 
 
+SHARDS = "specviz.token-shards/1"
+
+
+def tokenizer_sha(tokenizer) -> str:
+    """A fingerprint of a tokenizer's vocabulary: token-id shards name the one they use."""
+    items = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
+    return hashlib.sha256(json.dumps(items).encode()).hexdigest()[:16]
+
+
+def write_id_shard(path: Path, seqs: list[tuple[list[int], int]]) -> None:
+    """Sequences (ids, where the loss starts) as one safetensors file of int32 ids and their
+    offsets (4 bytes a token: 10M tokens in 40 MB), written atomically."""
+    import torch
+    from safetensors.torch import save_file
+
+    flat = [t for ids, _ in seqs for t in ids]
+    offsets = [0]
+    for ids, _ in seqs:
+        offsets.append(offsets[-1] + len(ids))
+    tensors = {"ids": torch.tensor(flat, dtype=torch.int32),
+               "offsets": torch.tensor(offsets, dtype=torch.int64),
+               "starts": torch.tensor([s for _, s in seqs], dtype=torch.int32)}  # fmt: skip
+    tmp = path.with_name(f".{path.name}.tmp")
+    save_file(tensors, str(tmp), metadata={"format": SHARDS})
+    os.replace(tmp, path)
+
+
+def read_id_shards(folder: Path) -> tuple[dict, list[Document]]:
+    """(meta, documents) of a folder of token-id shards (meta.json, shard-*.safetensors)."""
+    from safetensors.torch import load_file
+
+    try:
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise TrainError(f"{folder}: no readable meta.json of token-id shards ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != SHARDS:
+        raise TrainError(f"{folder}: meta.json is not {SHARDS}")
+    docs = []
+    for path in sorted(folder.glob("shard-*.safetensors")):
+        try:
+            t = load_file(str(path))
+            ids, offsets, starts = t["ids"].tolist(), t["offsets"].tolist(), t["starts"].tolist()
+        except Exception as e:  # noqa: BLE001 - any fault of the file is the user's to fix
+            raise TrainError(f"{path}: not a token-id shard ({type(e).__name__})") from None
+        for i, start in enumerate(starts):
+            docs.append(Document(ids=tuple(ids[offsets[i] : offsets[i + 1]]), start=start))
+    if not docs:
+        raise TrainError(f"{folder}: no shard-*.safetensors with sequences in it")
+    return meta, docs
+
+
 def read_source(path: str, weight: float = 1.0) -> Source:
-    """One data file, read and checked (TrainError)."""
+    """One data file (or shard folder), read and checked (TrainError)."""
     file = Path(path).expanduser()
+    if file.is_dir() and (file / "meta.json").exists():
+        meta, docs = read_id_shards(file)
+        size = sum(p.stat().st_size for p in file.glob("shard-*.safetensors"))
+        return Source(path, weight, "ids", tuple(docs), size, meta=meta)
     lines = read_lines(file)
     size = sum(len(line.encode("utf-8")) for line in lines)
     if file.suffix.lower() in CHAT_SUFFIXES:
