@@ -1,5 +1,5 @@
 """`specviz` opens the window; `specviz run | models | inspect | lab | tune | serve | bench |
-doctor` work headless.
+doctor | cache` work headless.
 
 Every command reports bad input as one line on stderr and exit code 2, before any model
 is loaded where it can.
@@ -19,7 +19,7 @@ from specviz import __version__
 MODULES = {
     "run": "run", "models": "models", "inspect": "inspect", "lab": "lab", "tune": "tune",
     "serve": "serve", "bench": "field.bench", "doctor": "field.doctor",
-    "check-head": "field.check_head", "train-head": "field.train_head",
+    "check-head": "field.check_head", "train-head": "field.train_head", "cache": "field.cache",
 }  # fmt: skip
 COMMANDS = tuple(MODULES)
 
