@@ -83,7 +83,7 @@ def add_parser(sub) -> None:
         default=4,
         help="measurements without a better #MAT before stopping (0: never)",
     )
-    p.add_argument("--pack-tokens", type=int, default=4096, help="tokens per head pass")
+    p.add_argument("--pack-tokens", type=int, default=1024, help="tokens per head pass")
     p.add_argument("--log-every", type=int, default=10, help="steps between progress lines")
     p.add_argument("--no-check", action="store_true", help="skip check-head at the end")
     p.add_argument("--threads", type=int, default=None, help="torch threads per rank")

@@ -77,28 +77,24 @@ def counts(pack: Pack, steps: int) -> torch.Tensor:
 
 
 def pack_loss(head, teacher: Teacher, pack: Pack, draft_ids: torch.Tensor, steps: int,
-              decay: float, total: torch.Tensor) -> tuple[torch.Tensor, list[int]]:  # fmt: skip
-    """(loss, [rows where the head's argmax is the target's, per step]) of one pack: the
-    decay-weighted KL summed over its scored rows, each step's divided by `total` [steps],
-    the global batch's count of scored rows at that step."""
+              decay: float, total: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """The loss of one pack: the decay-weighted KL summed over its scored rows, each step's
+    divided by `total` [steps], the global batch's count of scored rows at that step."""
     with torch.no_grad():  # [N, Vd] the target's log-probabilities over the draft vocabulary
         scored = pack.trained.nonzero()[:, 0]
         target_logp = torch.zeros(pack.ids.shape[0], len(draft_ids), device=teacher.device)
         target_logp[scored] = torch.log_softmax(teacher.logits(pack.last[scored], draft_ids), -1)
     loss = torch.zeros((), device=teacher.device)
-    hits = []
     passes = ttt_passes(head, teacher.embed, pack.ids, pack.aux, pack.pos, pack.doc, steps)
     for s, out in enumerate(passes):
         rows = pack.valid(s).nonzero()[:, 0]
         if not len(rows) or not total[s]:
-            hits.append(0)
             continue
         logp = torch.log_softmax(head.logits(out[rows]).float(), -1)  # [n, Vd]
         tp = target_logp[rows + s]
         kl = (tp.exp() * (tp - logp)).sum()
         loss = loss + (decay**s) * kl / float(total[s])
-        hits.append(int((logp.argmax(-1) == tp.argmax(-1)).sum()))
-    return loss, hits
+    return loss
 
 
 @torch.no_grad()

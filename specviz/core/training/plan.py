@@ -31,7 +31,7 @@ def probe(run: Run) -> tuple[float, int]:
     packs = [build_pack(run.teacher, g, run.pad) for g in split_packs(mine, c.pack_tokens)]
     total = sum((counts(p, c.ttt) for p in packs), torch.zeros(c.ttt, dtype=torch.float64))
     for pack in packs:
-        loss, _ = pack_loss(run.head, run.teacher, pack, run.draft_ids, c.ttt, c.decay, total)
+        loss = pack_loss(run.head, run.teacher, pack, run.draft_ids, c.ttt, c.decay, total)
         if loss.requires_grad:
             loss.backward()
     run.optimizer.zero_grad(set_to_none=True)
