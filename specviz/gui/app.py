@@ -126,6 +126,9 @@ def main(
             "This installation has no built-in model pair. Choose a target and a draft "
             "(hub id or folder) in the Models box and press Load, or open a trace (Ctrl+O).",
         )
+    from specviz.gui import smoke
+
+    smoke.install(window, os.environ.get("SPECVIZ_SMOKE_ROUNDS"))  # before the trace opens
     if trace:
         window.files.open_trace(trace)
     else:
