@@ -84,6 +84,10 @@ def test_the_window_and_its_frame_fit_the_screen(qtbot, monkeypatch):
     qtbot.addWidget(window)
     room = window.screen().availableGeometry()
     assert room.width() < 1920 and window.isMaximized()
+    # without a window manager (which maximizes it) the window still fits, frame and all
+    normal, inner = window.normalGeometry(), room.marginsRemoved(screen_fit.FRAME)
+    assert normal.height() <= inner.height()
+    assert normal.width() <= max(inner.width(), window.minimumWidth())  # 960 on 800 px
     window.close_now()
     other = MainWindow(None, autosave=False)
     qtbot.addWidget(other)

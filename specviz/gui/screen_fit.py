@@ -44,6 +44,10 @@ def show_fitted(window: QWidget, width: int, height: int, room: QRect | None = N
         return
     inner = room.marginsRemoved(FRAME)
     if inner.width() < width or inner.height() < height:
+        # the size that fits with a frame, for a display without a window manager (which
+        # would leave a maximized window at its old size)
+        window.resize(min(width, inner.width()), min(height, inner.height()))
+        window.move(room.topLeft())
         window.showMaximized()
         return
     window.resize(width, height)
