@@ -18,18 +18,21 @@ SUMMARY_HEIGHT = 52  # the summary's least height (px); it grows to its longest 
 
 
 class SummaryArea(QScrollArea):
-    """Holds a RichLine (`summary`); its height follows the line's up to MAX_LINES lines."""
+    """Holds a RichLine (`summary`) as wide as its view; the area is as tall as the tallest
+    text so far (the line's height only grows), at most MAX_LINES lines."""
 
     MAX_LINES = 5
 
     def __init__(self, text: str = "", parent: QWidget | None = None):
         super().__init__(parent)
-        self.summary = summary = RichLine(text, SUMMARY_HEIGHT)
+        self.summary = summary = RichLine("", SUMMARY_HEIGHT)
+        summary.cap = 0  # it sizes itself in the view (gui/stream/rich_line.py)
+        summary.setText(text)
         self.setWidget(summary)
-        self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         summary.installEventFilter(self)
+        self.viewport().installEventFilter(self)
         self.fit()
 
     def most(self) -> int:
@@ -37,12 +40,15 @@ class SummaryArea(QScrollArea):
 
     def fit(self) -> None:
         """As tall as the text (RichLine's height only grows), at most MAX_LINES lines."""
-        height = min(self.summary.height() if self.summary.isVisible() else
-                     self.summary.sizeHint().height(), self.most())  # fmt: skip
+        height = min(self.summary.height(), self.most())
+        self.summary.cap = height  # a long text scrolls; a shorter one after it does not
         if height != self.height() or self.minimumHeight() != height:
             self.setFixedHeight(height)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
-        if watched is self.summary and event.type() == QEvent.Type.Resize:
-            self.fit()
+        if event.type() == QEvent.Type.Resize:
+            if watched is self.summary:
+                self.fit()
+            elif watched is self.viewport() and self.viewport().width() != self.summary.width():
+                self.summary.resize(self.viewport().width(), self.summary.height())
         return False

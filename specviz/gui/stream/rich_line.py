@@ -26,6 +26,10 @@ class RichLine(QWidget):
         self._least = least_height
         self._text = ""
         self._height = least_height  # the height laid out for: the tallest text so far
+        # In a scroll area (not widget-resizable), its view's height: the line sizes itself
+        # (no layout request goes up the window), and a grown height above the view's is
+        # given back, down to the text's or the view's, so that no empty room is scrolled to.
+        self.cap: int | None = None
         self._doc = QTextDocument(self)
         self._doc.setDocumentMargin(0)
         self._doc.setDefaultFont(self.font())
@@ -52,14 +56,21 @@ class RichLine(QWidget):
     def _fit(self) -> None:
         needed = max(self.needed_height(), self._least)
         if needed > self._height:  # grow (a layout pass); a shorter text keeps the height
-            self._height = needed
-            self.setFixedHeight(needed)
+            self._set_height(needed)
+        elif self.cap is not None and self._height > max(needed, self.cap):
+            self._set_height(max(needed, self.cap))
+
+    def _set_height(self, height: int) -> None:
+        self._height = height
+        if self.cap is None:
+            self.setFixedHeight(height)
+        else:
+            self.resize(self.width(), height)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         if event.size().width() != event.oldSize().width():  # fit the height to the width
-            self._height = max(self.needed_height(), self._least)
-            self.setFixedHeight(self._height)
+            self._set_height(max(self.needed_height(), self._least))
 
     def sizeHint(self) -> QSize:
         return QSize(math.ceil(self._doc.idealWidth()), self._height)
