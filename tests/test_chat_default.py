@@ -189,3 +189,19 @@ def test_bench_chats_by_default_for_an_instruct_target(
     assert "user turns of the target's chat template, by default" in capsys.readouterr().out
     assert main([*base, "--target", str(pair_dirs[0])]) == 0  # no template: the raw text
     assert "chat template" not in capsys.readouterr().out
+
+
+def test_run_without_a_prompt_asks_a_chat_pair_a_question(smollm2_tokenizer):
+    """`specviz run --pair smollm2` without --prompt: a chat question in the template, not
+    the tiny pair's Bible verse (issue 48); --no-chat or a text pair: the continuation."""
+    from argparse import Namespace
+
+    from specviz.cli.run import _example_prompt
+    from specviz.core.resources import chat_example_prompts, example_prompts
+
+    chat_pair = fake_pair(smollm2_tokenizer, "builtin:smollm2", "/c/smollm2-135m-instruct/target")
+    question = _example_prompt(Namespace(chat=None), chat_pair)
+    assert question == chat_example_prompts()[0] and question != example_prompts()[0]
+    assert _example_prompt(Namespace(chat=False), chat_pair) == example_prompts()[0]
+    raw = fake_pair(smollm2_tokenizer, "builtin:smollm2", "/models/plain/target")
+    assert _example_prompt(Namespace(chat=None), raw) == example_prompts()[0]

@@ -56,7 +56,20 @@ def add_parser(sub) -> None:
     add_connect_args(parser)
 
 
-def _prompt(args: argparse.Namespace) -> str:
+def _example_prompt(args: argparse.Namespace, pair) -> str:
+    """No --prompt: a chat question for a session in the chat template (an instruct target,
+    unless --no-chat), else the text-continuation example (a Bible verse for builtin:tiny)."""
+    from specviz.core.models.chat import pair_instruct_reason
+    from specviz.core.resources import chat_example_prompts, example_prompts
+
+    chat = (
+        args.chat if getattr(args, "chat", None) is not None else bool(pair_instruct_reason(pair))
+    )
+    prompts = (chat_example_prompts() if chat else []) or example_prompts()
+    return prompts[0]
+
+
+def _prompt(args: argparse.Namespace) -> str | None:
     if args.prompt is not None and args.prompt_file:
         raise UsageError("give either --prompt or --prompt-file, not both")
     if args.prompt_file:
@@ -72,9 +85,7 @@ def _prompt(args: argparse.Namespace) -> str:
     else:
         text = args.prompt
     if text is None:
-        from specviz.core.resources import example_prompts
-
-        text = example_prompts()[0]
+        return None  # the example prompt for the pair: _example_prompt, once it is loaded
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:  # bytes that were not UTF-8, carried by surrogateescape
@@ -168,6 +179,10 @@ def run(args: argparse.Namespace) -> int:
         if args.trace:
             check_target(args.trace, force=args.force)
         if args.connect:
+            if prompt is None:  # the server's pair is not known here
+                from specviz.core.resources import example_prompts
+
+                prompt = example_prompts()[0]
             return run_connected(
                 args, settings, prompt, (drafter, policy), Formats(format_round, format_summary)
             )
@@ -199,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
         progress("the target has no generation_config.json: the sampling options stand")
     from specviz.core.local.engine import LocalEngine
 
+    prompt = prompt if prompt is not None else _example_prompt(args, pair)
     engine = LocalEngine(pair) if tp is None else LockstepEngine(pair, Lockstep(tp))
     return drive(
         engine,
