@@ -39,19 +39,44 @@ def test_every_core_module_imports_with_qt_blocked():
     assert "specviz.core.engine.speculative" in "\n".join(names)
 
 
-MAX_LINES = 450  # a module, at most
-MAX_MODULES = 16  # modules in one folder, its __init__ included, at most
+# What the size checks are for: a module a reader takes in at one sitting, a folder whose
+# names a reader can scan. Not a budget to place code by: where a module or folder reads better
+# whole, it goes on its allow list with the reason, and the list stays short.
+MAX_LINES = 600  # lines in a module, at most
+MAX_MODULES = 20  # modules in one folder, its __init__.py not counted, at most
+LONG_MODULES: dict[str, str] = {
+    # "specviz/path/module.py": "why it reads better whole",
+}
+CROWDED_FOLDERS: dict[str, str] = {
+    # "specviz/path": "why its modules belong in one folder",
+}
 
 
-def test_modules_are_small_and_folders_few():
-    too_long = [
-        f"{p.relative_to(ROOT)}: {n} lines"
+def _modules(folder: Path) -> list[Path]:
+    return [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+
+
+def test_modules_are_short_and_folders_scannable():
+    """A module over MAX_LINES or a folder over MAX_MODULES fails unless it is on its allow
+    list; an entry that no longer needs its place fails too, so the lists stay true."""
+    lines = {
+        p.relative_to(ROOT).as_posix(): len(p.read_text(encoding="utf-8").splitlines())
         for p in (ROOT / "specviz").rglob("*.py")
-        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    modules = {
+        d.relative_to(ROOT).as_posix(): len(_modules(d))
+        for d in [ROOT / "specviz", *(ROOT / "specviz").rglob("*/")]
+        if d.is_dir() and d.name != "__pycache__"
+    }
+    too_long = [
+        f"{p}: {n} lines" for p, n in lines.items() if n > MAX_LINES and p not in LONG_MODULES
     ]
     crowded = [
-        f"{d.relative_to(ROOT)}: {n} modules"
-        for d in [ROOT / "specviz", *(ROOT / "specviz").rglob("*/")]
-        if d.is_dir() and (n := len(list(d.glob("*.py")))) > MAX_MODULES
+        f"{d}: {n} modules"
+        for d, n in modules.items()
+        if n > MAX_MODULES and d not in CROWDED_FOLDERS
     ]
+    stale = [p for p in LONG_MODULES if lines.get(p, 0) <= MAX_LINES]
+    stale += [d for d in CROWDED_FOLDERS if modules.get(d, 0) <= MAX_MODULES]
     assert not too_long and not crowded, too_long + crowded
+    assert not stale, f"on an allow list but within the limits (take them off): {stale}"
