@@ -35,15 +35,9 @@ from specviz.core.trace.rule_numbers import (
     parse_block,
     parse_draft_pieces,
     parse_greedy_diff,
-    parse_matched,
     parse_typical,
 )
 from specviz.core.trace.tree_numbers import parse_tree, read_tried
-
-# A round's optional objects and their readers (each checks every field of its object).
-_ROUND_OBJECTS = {"block": parse_block, "typical": parse_typical, "tree": parse_tree,
-                  "greedy_diff": parse_greedy_diff, "matched": parse_matched,
-                  "draft_pieces": parse_draft_pieces}  # fmt: skip
 
 _STATUSES = frozenset(STATUSES)
 _NUMBER_TYPES = {float, int, type(None)}
@@ -243,6 +237,36 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
             extras["copied_from"] = tuple(span)
     return extras
 
+
+MATCH_SOURCES = ("request", "cache")
+MATCH_CUTS = ("k", "spec_factor", "min_prob", "eos", "end", "policy")
+
+
+def parse_matched(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
+    """A suffix-decoding round's `matched` (records.Round.matched), every field checked."""
+    if value is None:
+        return None
+    known = {"source", "length", "count", "probs", "cut"}
+    if not set(value) <= known or not {"source", "length", "count", "probs"} <= set(value):
+        raise TraceError(f"expected the fields {', '.join(sorted(known))}", line, "matched")
+    if value["source"] not in MATCH_SOURCES:
+        raise TraceError(f"source must be one of {', '.join(MATCH_SOURCES)}", line, "matched")
+    for name in ("length", "count"):
+        if type(value[name]) is not int or value[name] < 1:
+            raise TraceError(f"{name} must be a positive integer", line, "matched")
+    probs = value["probs"]
+    if (type(probs) is not list or len(probs) > MAX_TREE_BUDGET
+            or not all(type(x) in (int, float) and 0 <= x <= 1 for x in probs)):  # fmt: skip
+        raise TraceError("probs must be numbers in [0, 1]", line, "matched")
+    if "cut" in value and value["cut"] not in MATCH_CUTS:
+        raise TraceError(f"cut must be one of {', '.join(MATCH_CUTS)}", line, "matched")
+    return dict(value)
+
+
+# A round's optional objects and their readers (each checks every field of its object).
+_ROUND_OBJECTS = {"block": parse_block, "typical": parse_typical, "tree": parse_tree,
+                  "greedy_diff": parse_greedy_diff, "matched": parse_matched,
+                  "draft_pieces": parse_draft_pieces}  # fmt: skip
 
 MAX_PASS = MAX_TREE_BUDGET + 1  # tokens in one target pass: a tree's nodes and the last token
 MAX_PROBE_STEPS = 64  # timed T_t(1) steps in one probe record, at most

@@ -1,9 +1,9 @@
 """A round's rule numbers: what a block round (schema 1.3) and a typical round (schema 1.4)
 record beside their tokens, read from a line (structure) and checked against the tokens
 (meaning). The rules themselves are core.decoding.block and core.decoding.typical. And, schema
-1.6, a greedy half-precision round's difference from the target alone and what a
-suffix-decoding round matched (core.drafters.suffix), read from a line; schema 1.8, a bridged
-round's draft pieces (core.drafters.recut), read, checked and grouped where the cuts differ.
+1.6, a greedy half-precision round's difference from the target alone, read from a line and put
+in words; schema 1.8, a bridged round's draft pieces (core.drafters.recut), read, checked and
+grouped where the cuts differ.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from specviz.core.trace import verifiers
-from specviz.core.trace.records import MAX_K, MAX_TREE_BUDGET, Round, TraceError
+from specviz.core.trace.records import MAX_K, Round, TraceError
 
 Found = Iterator[tuple[str, str]]  # (field, message)
 _JUDGED = ("accepted", "rejected")
@@ -169,31 +169,6 @@ def greedy_diff_text(diff: dict[str, Any], dtype: str | None = None) -> str:
         f"{diff['position'] + 1}: {tie}: {margin:.3g} between {diff['text_theirs']!r} (the "
         f"target alone) and {diff['text_ours']!r} (this session); {why}"
     )
-
-
-MATCH_SOURCES = ("request", "cache")
-MATCH_CUTS = ("k", "spec_factor", "min_prob", "eos", "end", "policy")
-
-
-def parse_matched(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
-    """A suffix-decoding round's `matched` (records.Round.matched), every field checked."""
-    if value is None:
-        return None
-    known = {"source", "length", "count", "probs", "cut"}
-    if not set(value) <= known or not {"source", "length", "count", "probs"} <= set(value):
-        raise TraceError(f"expected the fields {', '.join(sorted(known))}", line, "matched")
-    if value["source"] not in MATCH_SOURCES:
-        raise TraceError(f"source must be one of {', '.join(MATCH_SOURCES)}", line, "matched")
-    for name in ("length", "count"):
-        if type(value[name]) is not int or value[name] < 1:
-            raise TraceError(f"{name} must be a positive integer", line, "matched")
-    probs = value["probs"]
-    if (type(probs) is not list or len(probs) > MAX_TREE_BUDGET
-            or not all(type(x) in (int, float) and 0 <= x <= 1 for x in probs)):  # fmt: skip
-        raise TraceError("probs must be numbers in [0, 1]", line, "matched")
-    if "cut" in value and value["cut"] not in MATCH_CUTS:
-        raise TraceError(f"cut must be one of {', '.join(MATCH_CUTS)}", line, "matched")
-    return dict(value)
 
 
 MAX_PIECE_TEXT = 1000  # characters of one draft piece's text (one token's), at most
