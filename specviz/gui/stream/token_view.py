@@ -78,7 +78,9 @@ def token_tooltip(rnd: Round, index: int) -> str:
     if rnd.matched is not None and event.status in ("accepted", "rejected", "discarded"):
         probs = rnd.matched["probs"] if rnd.tree is None else []  # a tree's are by node
         p_path = f"; this path's probability {fmt(probs[index])}" if index < len(probs) else ""
-        lines.append(f"{_html(matched_text(rnd))}{p_path}: q is one-hot, accepted with p")
+        lines.append(
+            f"{_html(matched_text(rnd))}{p_path}: q is one-hot, accepted with probability p"
+        )
     if event.status == "discarded":
         lines.append("drafted after the first rejection: never judged")
     if event.status == "resampled":
