@@ -78,7 +78,10 @@ def test_the_probe_runs_once_per_machine_and_is_cached(pair, tmp_path):
     assert ("1", "2", "5") in widths  # the new width is added to what was measured
 
 
-def test_a_probe_on_a_busy_machine_is_used_but_not_kept(pair, tmp_path):
+def test_a_probe_on_a_busy_machine_keeps_float32_and_is_not_kept(pair, tmp_path):
+    """A busy machine's timings decide nothing (a smollm2 bench beside other work timed 540
+    against 785 ms, 10x the quiet figures, and took bfloat16 on a CPU where it is 1.8x
+    slower): float32, exact, until a quiet probe says otherwise."""
     cache, calls = tmp_path / "dtype-probe.json", []
     steady = timer_from(FLAT_BF16, calls)
 
@@ -86,7 +89,7 @@ def test_a_probe_on_a_busy_machine_is_used_but_not_kept(pair, tmp_path):
         return steady(model, n) * (10 if len(calls) // 4 % 2 else 1)
 
     choice = choose_dtype(pair.target, {"name": "t"}, 4, cache, busy)
-    assert choice["dtype"] == "bfloat16" and not choice["steady"]  # the fastest passes decide
+    assert choice["dtype"] == "float32" and not choice["steady"]
     assert choice["probe_ms"]["bfloat16"]["5"] == 62.0 and "machine was busy" in choice["why"]
     assert not cache.exists()  # not kept: timed again next time
 

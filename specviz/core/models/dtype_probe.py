@@ -223,8 +223,12 @@ def choose_dtype(
         entries[key] = {"model": model_id, "device": device, **machine(), "probe_ms": merged}
         write_cache(path, entries)
     dtype, why = decide(probe_ms, k)
-    if not steady:
-        why += " (the machine was busy while timing: not kept, timed again next time)"
+    if not steady:  # other work on the cores: even the fastest passes may be 10x off
+        dtype = "float32"
+        why = (
+            "float32 kept (exact): the machine was busy while timing (passes of one width "
+            f"{STEADY:g}x apart), so the timings decide nothing; timed again next time ({why})"
+        )
     shown = {d: {str(n): round(ms, 3) for n, ms in row.items()} for d, row in probe_ms.items()}
     return {"dtype": dtype, "why": why, "k": k, "cached": cached, "steady": steady,
             "probe_ms": shown}  # fmt: skip
