@@ -362,13 +362,29 @@ def _export(args, result, drafters, policies, draft) -> dict | None:
 
 
 def print_result(args, result, target: str, draft: str, sink: list | None = None) -> None:
-    from specviz.core.tune.table import prompt_rows, shape_advice, tables_by_category
+    """The sweep's tables, costs, advice and greedy check on stdout; with `--json`, one
+    object, printed or appended to `sink`."""
+    from specviz.core.tune.table import tables_by_category
 
-    if not result.runs:
-        tables = {}
-    else:
-        tables = tables_by_category(result.runs)
-    mismatches = [
+    tables = tables_by_category(result.runs) if result.runs else {}
+    mismatches = _greedy_mismatches(result.runs)
+    if args.json:
+        obj = _result_json(args, result, tables, mismatches, target, draft)
+        print(json.dumps(obj)) if sink is None else sink.append(obj)
+        return
+    if result.cancelled:
+        print(f"cancelled: {len(result.runs)} of {result.total} runs finished")
+    if "overall" not in tables:
+        print("no run finished: nothing to report")
+        return
+    _print_tables(args, result, tables)
+    if args.check_greedy:
+        _print_greedy_check(mismatches)
+
+
+def _greedy_mismatches(runs) -> list[dict]:
+    """Each run whose text left the target's own greedy decoding: where, and the run."""
+    return [
         {
             "prompt": r.prompt_index,
             "drafter": r.drafter,
@@ -377,38 +393,44 @@ def print_result(args, result, target: str, draft: str, sink: list | None = None
             "k": r.k,
             **vars(r.greedy_diff),
         }
-        for r in result.runs
+        for r in runs
         if r.greedy_diff is not None
     ]
+
+
+def _result_json(args, result, tables: dict, mismatches: list[dict], target, draft) -> dict:
+    """`tune --json`'s object."""
+    from specviz.core.tune.table import prompt_rows, shape_advice
+
+    obj = {
+        "pair": {"target": target, "draft": draft},
+        "drafter": args.drafter,
+        "policy": args.policy,
+        "prompts": args.prompts or "shipped",
+        "runs": [],
+        "best_k": None,
+        "cancelled": result.cancelled,
+        "completed": len(result.runs),
+        "planned": result.total,
+    }
     overall = tables.get("overall")
-    if args.json:
-        obj = {
-            "pair": {"target": target, "draft": draft},
-            "drafter": args.drafter,
-            "policy": args.policy,
-            "prompts": args.prompts or "shipped",
-            "runs": [],
-            "best_k": None,
-            "cancelled": result.cancelled,
-            "completed": len(result.runs),
-            "planned": result.total,
-        }
-        if overall is not None:
-            obj.update(_table_json(overall), costs=_costs_json(overall.costs))
-            obj["shape_advice"] = shape_advice(overall)
-            obj["categories"] = {n: _table_json(t) for n, t in tables.items() if n != "overall"}
-            obj["prompt_runs"] = [r.to_json() for r in prompt_rows(result.runs, overall.costs)]
-        if args.check_greedy:
-            obj["greedy_mismatches"] = mismatches
-        if getattr(args, "exported", None):
-            obj["export"] = args.exported
-        print(json.dumps(obj)) if sink is None else sink.append(obj)
-        return
-    if result.cancelled:
-        print(f"cancelled: {len(result.runs)} of {result.total} runs finished")
-    if overall is None:
-        print("no run finished: nothing to report")
-        return
+    if overall is not None:
+        obj.update(_table_json(overall), costs=_costs_json(overall.costs))
+        obj["shape_advice"] = shape_advice(overall)
+        obj["categories"] = {n: _table_json(t) for n, t in tables.items() if n != "overall"}
+        obj["prompt_runs"] = [r.to_json() for r in prompt_rows(result.runs, overall.costs)]
+    if args.check_greedy:
+        obj["greedy_mismatches"] = mismatches
+    if getattr(args, "exported", None):
+        obj["export"] = args.exported
+    return obj
+
+
+def _print_tables(args, result, tables: dict) -> None:
+    """The per-category and overall tables, the costs, the advice and the export, as text."""
+    from specviz.core.tune.table import shape_advice
+
+    overall = tables["overall"]
     for name, table in tables.items():
         if name != "overall":
             print(format_table(name, table))
@@ -429,15 +451,19 @@ def print_result(args, result, target: str, draft: str, sink: list | None = None
         print(f"\nfor {exported['engine']}: {plain(exported['command'] or 'n/a')}")
         for note in exported["notes"]:
             print(f"  note: {plain(note)}")
-    if args.check_greedy:
-        if not mismatches:
-            print("greedy check: every run equals the target's own greedy decoding")
-        for m in mismatches:
-            print(
-                f"greedy check: prompt {m['prompt'] + 1} "
-                f"{m['drafter']}/{m['policy']}/{m['verifier']} "
-                f"K={m['k']} differs at token "
-                f"{m['position']}: ours {json.dumps(m['text_ours'])} (logit "
-                f"{m['logit_ours']:.4f}), target {json.dumps(m['text_theirs'])} "
-                f"(logit {m['logit_theirs']:.4f})"
-            )
+
+
+def _print_greedy_check(mismatches: list[dict]) -> None:
+    """`--check-greedy`: every run equal to the target's greedy decoding, or where each
+    differs."""
+    if not mismatches:
+        print("greedy check: every run equals the target's own greedy decoding")
+    for m in mismatches:
+        print(
+            f"greedy check: prompt {m['prompt'] + 1} "
+            f"{m['drafter']}/{m['policy']}/{m['verifier']} "
+            f"K={m['k']} differs at token "
+            f"{m['position']}: ours {json.dumps(m['text_ours'])} (logit "
+            f"{m['logit_ours']:.4f}), target {json.dumps(m['text_theirs'])} "
+            f"(logit {m['logit_theirs']:.4f})"
+        )
