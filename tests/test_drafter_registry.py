@@ -119,3 +119,26 @@ def _policy():
     from specviz.core.decoding.k_policy import PolicyConfig
 
     return PolicyConfig()
+
+
+def test_a_spec_says_whether_its_drafter_drafts_trees():
+    """DrafterSpec.drafts_trees is the one declaration (issue 51): every drafter module's
+    Drafter has propose_tree and keep_tree exactly when its spec says it drafts trees."""
+    import importlib
+
+    checked = []
+    for spec in registry.SPECS.values():
+        module = importlib.import_module(spec.build.__qualname__.split("'")[1])  # built_by(m)
+        classes = [c for c in vars(module).values() if isinstance(c, type)]
+        drafters = [c for c in classes if issubclass(c, Drafter) and c.kind == spec.kind]
+        assert len(drafters) == 1, (spec.kind, drafters)
+        can = all(callable(getattr(drafters[0], m, None)) for m in ("propose_tree", "keep_tree"))
+        assert can == spec.drafts_trees, spec.kind
+        checked.append(spec.kind)
+    assert {"model", "lookup", "eagle3"} <= set(checked)
+
+
+def test_the_engine_refuses_a_tree_to_a_chain_drafter(pair):
+    settings = Settings(k=3, tree_width=2)
+    with pytest.raises(ValueError, match="the lookup drafter drafts chains only"):
+        SpeculativeEngine(pair, settings, drafter=DrafterConfig("lookup"))

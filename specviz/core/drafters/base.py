@@ -64,7 +64,6 @@ class Drafter:
     kind = "?"
     info: ModelInfo  # the trace header's "draft": what drafted
     max_positions: int | None = None  # the longest context the drafter can read
-    drafts_trees = False  # True: propose_tree / keep_tree, for tree_width > 1 (model drafter)
     # The target layers whose hidden states (their inputs) the drafter reads (EAGLE-3's aux
     # layers); the target's passes return them only when asked: () costs nothing.
     target_layers: tuple[int, ...] = ()

@@ -18,7 +18,6 @@ class ModelDrafter(Drafter):
     """A second model with its own cache, which covers a prefix of ids[:-1]."""
 
     kind = "model"
-    drafts_trees = True  # propose_tree / keep_tree (the engine's tree rounds)
 
     def __init__(self, model: torch.nn.Module, info: ModelInfo, vocab: int, eos: int | None):
         self.model, self.info, self.vocab, self.eos = model, info, vocab, eos

@@ -42,7 +42,6 @@ TIMING_CONTEXT = 128  # pairs a timing run feeds before its steps
 
 class Eagle3Drafter(Drafter):
     kind = "eagle3"
-    drafts_trees = True
 
     def __init__(self, head: Eagle3Head, config: HeadConfig, target, source: str,
                  info: ModelInfo, vocab: int, eos: int | None, notes: list[str]):  # fmt: skip

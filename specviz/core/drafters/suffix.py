@@ -266,7 +266,6 @@ class SuffixDrafter(Drafter):
     """Suffix decoding over this request and the cache of earlier outputs (module doc)."""
 
     kind = "suffix"
-    drafts_trees = True
 
     def __init__(self, params: dict[str, Any], info: ModelInfo, vocab: int, eos: int | None,
                  cache: SuffixCache | None):  # fmt: skip

@@ -24,11 +24,11 @@ from specviz.core.decoding.forward import forward_states, max_positions, measure
 from specviz.core.decoding.greedy_check import GreedyWatch, watches
 from specviz.core.decoding.k_policy import Policy, PolicyConfig
 from specviz.core.decoding.warp import SamplingConfig
-from specviz.core.drafters.registry import DrafterConfig, make_drafter
+from specviz.core.drafters.registry import DrafterConfig, check_tree_kind, make_drafter
 from specviz.core.engine.clock import PhaseClock, on_cuda
 from specviz.core.engine.cost_probes import Prober
 from specviz.core.engine.round_step import CHAIN, run_round
-from specviz.core.engine.tree_rounds import TREE, check_tree_drafter
+from specviz.core.engine.tree_rounds import TREE
 from specviz.core.models.pair import ModelPair
 from specviz.core.trace.records import Round, SessionHeader, Settings
 
@@ -65,7 +65,7 @@ class SpeculativeEngine:
         self.calibration_tokens = calibration_tokens
         self.drafter = make_drafter(drafter or DrafterConfig(), pair)
         if settings.tree:
-            check_tree_drafter(self.drafter)
+            check_tree_kind(self.drafter.kind)  # its spec says whether it drafts trees
         self.policy = Policy(policy or PolicyConfig(), settings.k)
         self.header: SessionHeader | None = None
         self.finish_reason: str | None = None
@@ -159,7 +159,7 @@ class SpeculativeEngine:
         session (the generator is already running)."""
         settings.validate()
         if settings.tree:
-            check_tree_drafter(self.drafter)
+            check_tree_kind(self.drafter.kind)  # its spec says whether it drafts trees
         if settings.k != self.settings.k:
             self.policy.reset(settings.k)
         if settings.temperature != 0 and self.greedy_watch is not None:

@@ -12,18 +12,10 @@ from typing import Any
 
 from specviz.core.decoding.verifier import verifier_for
 from specviz.core.decoding.warp import SamplingConfig
-from specviz.core.drafters.registry import check_tree_kind
 from specviz.core.drafters.tree_draft import TreeProposal, TreeShape
 from specviz.core.engine.round_step import Verified
 from specviz.core.trace.records import TokenEvent
 from specviz.core.tree.events import tree_events
-
-
-def check_tree_drafter(drafter) -> None:
-    """ValueError unless the drafter drafts trees (the model drafter)."""
-    if not getattr(drafter, "drafts_trees", False):
-        check_tree_kind(drafter.kind)  # its message; a kind that claims trees fails below
-        raise ValueError(f"the {drafter.kind} drafter drafts chains only")
 
 
 class TreeStep:
