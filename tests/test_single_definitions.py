@@ -75,9 +75,33 @@ def test_the_engine_builds_a_round_in_run_round_only():
                     else getattr(node.func, "id", None)
                 )
                 where = f"{path.name}:{func.name}"
-                if name == "Round":
+                if name in ("Round", "make_round"):
                     built.append(where)
                 first = node.args[0] if node.args else None
                 if name == "replace" and isinstance(first, ast.Name) and first.id == "rnd":
                     amended.append(where)
     assert built == ["round_step.py:run_round"] and amended == []
+
+
+def _calls(name: str) -> list[str]:
+    """Where specviz calls `name`: module:function, once per call."""
+    found = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == name:
+                    found.append(f"{path.relative_to(ROOT).as_posix()}:{func.name}")
+    return found
+
+
+def test_a_round_is_built_in_one_place():
+    """Issue 51: records.make_round is the one Round(...) in specviz, and the engine's round
+    (chains and trees) and the trace reader are what call it."""
+    assert _calls("Round") == ["specviz/core/trace/records.py:make_round"]
+    assert sorted(_calls("make_round")) == [
+        "specviz/core/engine/round_step.py:run_round",
+        "specviz/core/trace/parse.py:parse_round",
+    ]

@@ -2,9 +2,10 @@
 
 A chain is a token tree of width 1: every proposal carries parent links (a chain's
 Proposal.parents, each node the child of the one before) and a verdict is the accepted path
-through it plus the round's own token. `run_round` is the round's one skeleton and the one
-place a Round is built; a shape says how its proposal is drafted, judged in the target's one
-pass, committed to the caches and recorded: ChainStep here (the settings' chain verifier,
+through it plus the round's own token. `run_round` is the round's one skeleton and the
+engine's one place a Round is made (records.make_round, which the trace reader shares); a
+shape says how its proposal is drafted, judged in the target's one pass, committed to the
+caches and recorded: ChainStep here (the settings' chain verifier,
 core.decoding.verifier), TreeStep in core.engine.tree_rounds (the multi-draft rule).
 
 Cache invariant between rounds (core.engine.speculative): `ids` holds prompt + emitted
@@ -24,7 +25,7 @@ from specviz.core.decoding.token_events import round_events
 from specviz.core.decoding.verifier import verifier_for
 from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.drafters.base import Proposal
-from specviz.core.trace.records import Round, TokenEvent
+from specviz.core.trace.records import Round, TokenEvent, make_round
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def run_round(engine, shape, config: SamplingConfig) -> Round:
     watch = engine.greedy_watch  # a greedy half-precision session's, after the times
     greedy = settings.temperature == 0 and watch is not None
     greedy_diff = watch.check(emitted, generated, len(proposal.tokens) + 1) if greedy else None
-    rnd = Round(
+    rnd = make_round(
         session_id=engine.header.session_id,
         index=engine.round_index,
         context_len=context_len,
@@ -85,13 +86,15 @@ def run_round(engine, shape, config: SamplingConfig) -> Round:
         tokens=tokens,
         settings=settings,
         finish_reason=finish,
-        k=policy_k,
-        stop=stop,
-        events_ms=events_ms,
-        matched=proposal.matched,
-        probes=probes,
-        greedy_diff=greedy_diff,
-        **fields,
+        extras={
+            "k": policy_k,
+            "stop": stop,
+            "events_ms": events_ms,
+            "matched": proposal.matched,
+            "probes": probes,
+            "greedy_diff": greedy_diff,
+            **fields,
+        },
     )
     engine.round_index += 1
     return rnd

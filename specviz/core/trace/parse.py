@@ -30,6 +30,7 @@ from specviz.core.trace.records import (
     Settings,
     TokenEvent,
     TraceError,
+    make_round,
 )
 from specviz.core.trace.rule_numbers import (
     parse_block,
@@ -405,7 +406,7 @@ def parse_round(
     extras = _round_extras(obj, line)
     fill = fill or (lambda token, where: token)  # the tokens as read
     events = tuple(parse_event(fill(t, w := f"tokens[{i}]"), line, w) for i, t in enumerate(tokens))
-    return Round(
+    return make_round(
         session_id=session_id,
         index=_get(obj, "index", int, line),
         context_len=_get(obj, "context_len", int, line),
@@ -416,7 +417,7 @@ def parse_round(
         tokens=read_tried(events, extras.get("tree")),  # an older tree's, as 1.9 writes them
         settings=settings,
         finish_reason=_get(obj, "finish_reason", str, line, optional=True),
-        **extras,
+        extras=extras,
     )
 
 

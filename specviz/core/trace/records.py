@@ -10,6 +10,7 @@ GUI. The session that holds them is specviz.core.trace.session; files are specvi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -441,6 +442,47 @@ HEADER_OPTIONAL = _optional(SessionHeader)  # drafter, policy, eos_token_id, cha
 HEADER_KEYS = frozenset(("type", "schema", *HEADER_FIELDS))  # any other key is kept in extra
 ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(Round) if f.name != "session_id")
 ROUND_OPTIONAL = _optional(Round)
+# What a round may record beyond the fields every round has (schema 1.1's k and stop on): a
+# drafter's, a rule's or a probe's numbers, each None where the round records none.
+ROUND_EXTRAS = frozenset(ROUND_OPTIONAL) - {"settings", "finish_reason"}
+
+
+def make_round(
+    *,
+    session_id: str,
+    index: int,
+    context_len: int,
+    draft_ms: float,
+    verify_ms: float,
+    n_drafted: int,
+    n_accepted: int,
+    tokens: tuple[TokenEvent, ...],
+    settings: Settings | None,
+    finish_reason: str | None,
+    extras: Mapping[str, Any],
+) -> Round:
+    """The one place a Round is built: by the engine's round (core.engine.round_step,
+    chains and trees alike) and by the trace reader (core.trace.parse). The fields every
+    round has, then `extras` by name (ROUND_EXTRAS; one left out is None); TypeError on a
+    name that is not one, so what a round can record is declared on Round alone."""
+    unknown = extras.keys() - ROUND_EXTRAS
+    if unknown:
+        raise TypeError(f"not a round's extra: {', '.join(sorted(unknown))}")
+    return Round(
+        session_id=session_id,
+        index=index,
+        context_len=context_len,
+        draft_ms=draft_ms,
+        verify_ms=verify_ms,
+        n_drafted=n_drafted,
+        n_accepted=n_accepted,
+        tokens=tokens,
+        settings=settings,
+        finish_reason=finish_reason,
+        **extras,
+    )
+
+
 # A token's numbers (p, q, accept_prob, u, alpha, residual, p_rest, q_rest, unjudged_p,
 # unjudged_p_rest, p_tried, q_tried) and its lists (top, top_text, residual_top,
 # residual_text, unjudged_top_p).
