@@ -124,3 +124,5 @@ class ChildServer:
         self._relay.join(2.0)
         self.proc.stdout.close()
         self.proc.stdin.close()
+        if not self._relay.is_alive():  # read to its end (a grandchild may hold it open)
+            self.proc.stderr.close()
