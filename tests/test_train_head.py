@@ -125,3 +125,37 @@ def test_a_checkpoint_of_another_target_or_draft_vocabulary_is_refused(
     _fails(capsys, ["--data", str(text), "--out", str(out), "--resume", ckpt,
                     "--draft-vocab", "100"], "draft vocabulary")  # fmt: skip
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
+def test_llama_and_qwen_targets_train_and_their_heads_load(tmp_path, capsys, kind):
+    """Random 4-layer targets of each family, builtin:tiny's tokenizer: a few steps write a
+    head that the eagle3 loader takes, on the field's default layers."""
+    import shutil
+
+    import transformers
+
+    from specviz.core.drafters.eagle3_format import build_head
+    from specviz.core.models.builtin import get_pair
+
+    tiny, _ = get_pair("tiny").resolve()
+    config_class = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config,
+                    "qwen3": transformers.Qwen3Config}[kind]  # fmt: skip
+    config = config_class(
+        vocab_size=8192, hidden_size=64, intermediate_size=128, num_hidden_layers=8,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        tie_word_embeddings=False,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    target = tmp_path / kind
+    model.save_pretrained(target)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tiny / name, target / name)
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "head"
+    code = main(["train-head", "--target", str(target), "--data", str(text), "--out", str(out),
+                 "--epochs", "0.2", "--no-check", "--draft-vocab", "2048", *FAST])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    head, head_config, _ = build_head(out, 8, 64, 8192)
+    assert head_config.aux_layers == (2, 4, 5) and head_config.draft_vocab == 2048

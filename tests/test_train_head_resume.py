@@ -46,7 +46,11 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_and_takes_the_same_steps(
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "killed"
     proc = _start(text, out)
-    _run_until(proc, 5)  # checkpoints at 3; step 5 taken
+    said = _run_until(proc, 5)  # checkpoints at 3; step 5 taken
+    first_step = next(i for i, line in enumerate(said) if line.startswith("step "))
+    estimate = next(i for i, line in enumerate(said) if line.startswith("estimate: "))
+    assert estimate < first_step and " min; disk: checkpoint " in said[estimate]
+    assert "tokens/s" in said[first_step] and "left" in said[first_step]
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stderr.close()

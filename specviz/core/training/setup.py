@@ -80,7 +80,9 @@ def pick_device(name: str, local_rank: int) -> str:
         if not torch.cuda.is_available():
             raise TrainError(f"--device {name}: torch sees no CUDA GPU (torch "
                              f"{torch.__version__}); use --device cpu")  # fmt: skip
-        return f"cuda:{local_rank}" if name == "cuda" else name
+        name = f"cuda:{local_rank}" if name == "cuda" else name
+        torch.cuda.set_device(name)  # NCCL's collectives run on the current device
+        return name
     if name != "cpu":
         raise TrainError(f"--device {name}: cpu, cuda, cuda:N or auto")
     return name
