@@ -173,6 +173,9 @@ def train(run: Run, say: Callable[[str], None]) -> str:
                     f"{s.best_mat:.2f} at step {s.best_step})")  # fmt: skip
                 if c.patience and s.stale >= c.patience:
                     reason = "early stop"
+                if run.rank == 0:  # the curve so far, readable while the run goes on
+                    run.out.mkdir(parents=True, exist_ok=True)
+                    checkpoint.write_json(run.out / "training.json", report(run))
             if s.step % c.save_every == 0:
                 save_checkpoint(run, elapsed)
         elapsed = time.perf_counter() - start
