@@ -559,7 +559,7 @@ def test_tune_sweeps_through_the_windows_engine_in_this_process(qtbot, window, t
     panel.tokens.setValue(6)
     assert panel.start_sweep(), panel.status.text()
     qtbot.waitUntil(lambda: not panel.sweeping, timeout=TIMEOUT)
-    assert panel.status.text() == "done: 2 of 2 runs"
+    assert panel.status.text().startswith("done: 2 of 2 runs")  # then the fastest K measured
     assert sorted(r.k for r in panel.result.runs) == [1, 2]
     step(qtbot, window)
     assert rounds(window) == 2
