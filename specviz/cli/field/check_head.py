@@ -86,8 +86,9 @@ def measure(args: argparse.Namespace, target: str) -> dict:
         text = render(pair.tokenizer, prompt) if chat else prompt
         ids = pair.tokenizer(text, add_special_tokens=not chat)["input_ids"][-2048:]
         with torch.inference_mode():
+            tensor = torch.tensor([ids], device=device)
             out = pair.target.generate(
-                torch.tensor([ids], device=device), max_new_tokens=args.tokens,
+                tensor, attention_mask=torch.ones_like(tensor), max_new_tokens=args.tokens,
                 do_sample=False, pad_token_id=pair.eos_token_id,
             )  # fmt: skip
         sequences.append(out[0].tolist())

@@ -111,6 +111,16 @@ def load_teacher(config: TrainConfig, device: str, say: Callable[[str], None],
     return Teacher(pair.target, tuple(layers)), pair.tokenizer, pair.target.config
 
 
+def max_positions(target_config) -> int | None:
+    """The longest sequence the target's position table takes (None: not said)."""
+    text = target_config.get_text_config()
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(text, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
 def read_data(config: TrainConfig, found, tokenizer, say) -> tuple[list, list, list[float]]:
     """(train examples, held-out examples, weights) of the sources read."""
     encoded = examples.encode_sources(tokenizer, found, config.max_length, say)
@@ -151,6 +161,10 @@ def prepare(config: TrainConfig, resume: Path | None, draft_vocab_given: bool,
     saved = blob["identity"] if blob is not None else None
     teacher, tokenizer, target_config = load_teacher(config, device, say, saved)
     config = dataclasses.replace(config, layers=teacher.layers)
+    positions = max_positions(target_config)
+    if positions is not None and config.max_length > positions:  # past it: an index error
+        say(f"--max-length {config.max_length} is cut to the target's {positions} positions")
+        config = dataclasses.replace(config, max_length=positions)
     train, held, weights = read_data(config, found, tokenizer, say)
     data_sha = examples.fingerprint(train + held, weights)
     ident = checkpoint.identity(teacher, config.target)
