@@ -105,6 +105,8 @@ def make_files(folder: Path) -> None:
 
     save(Session(sample_header(), sample_rounds()), folder / "trace.jsonl")
     (folder / "quote.txt").write_text(QUOTE + "\n" + QUOTE + "\n", encoding="utf-8")
+    docs = sorted((ROOT / "docs").glob("*.md"))  # English text to train a head on
+    (folder / "corpus.txt").write_text("\n".join(d.read_text("utf-8") for d in docs), "utf-8")
     questions = (ROOT / "resources" / "prompts" / "chat.jsonl").read_text().splitlines()
     (folder / "question.jsonl").write_text("\n".join(questions[:2]) + "\n", encoding="utf-8")
 
