@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
@@ -93,6 +93,31 @@ def bench_panel(app, window):
     return view
 
 
+def metrics_panel(app, window):
+    """Tools > Engine metrics on the shipped vLLM /metrics example whose acceptance collapses."""
+    path = ROOT / "resources" / "examples" / "engine-metrics" / "vllm_metrics_collapse.txt"
+    view = window.engine_metrics.open(str(path))
+    view.resize(*SIZE)
+    return view
+
+
+def shifted_head() -> str:
+    """A copy of builtin:smollm2's head with every aux layer id moved up by one (in /tmp):
+    the load-time probe's misfit warning shows above the stream."""
+    import shutil
+
+    src = ROOT / "resources" / "models" / "smollm2" / "eagle3"
+    dst = Path("/tmp/specviz-shot-shifted-head")
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    config = json.loads((dst / "config.json").read_text())
+    config["eagle_aux_hidden_state_layer_ids"] = [
+        i + 1 for i in config["eagle_aux_hidden_state_layer_ids"]
+    ]
+    (dst / "config.json").write_text(json.dumps(config, indent=1))
+    return str(dst)
+
+
 SHOTS = {
     "main": Shot(("--k", "4", "--temperature", "1", "--seed", "1"), rounds=5, select=(3, 3),
                  what="the tiny pair, every fate, a position's accept test"),
@@ -115,6 +140,11 @@ SHOTS = {
                          what="the losslessness lab: the seeds' example, 200,000 draws"),
     "tune-1280x720": Shot(("--k", "4", "--temperature", "1"), rounds=40, run=True,
                           panel=tune_panel, what="Tune K's advisor after a session"),
+    "doctor-view": Shot(("--k", "4", "--temperature", "0"), rounds=20, panel=metrics_panel,
+                        what="Engine metrics: a vLLM /metrics page beside the session"),
+    "eagle3-misfit": Shot(("--pair", "smollm2", "--drafter", "eagle3", "--head", "{head}", "--k",
+                           "4", "--temperature", "0", "--prompt", CHAT), rounds=6,
+                          what="a head on the wrong layers: the load-time warning"),
     "bench": Shot((), rounds=1, panel=bench_panel,
                   what="Bench results: a `specviz bench --json` file by category"),
 }  # fmt: skip
@@ -242,6 +272,8 @@ def take(name: str) -> int:
     from specviz.gui.app import _application
 
     shot = SHOTS[name]
+    if "{head}" in shot.args:
+        shot = replace(shot, args=tuple(shifted_head() if a == "{head}" else a for a in shot.args))
     app = _application()
     facts: dict = {}
 
@@ -250,7 +282,10 @@ def take(name: str) -> int:
 
         try:
             facts.update(drive(app, name, shot))
-        finally:
+        finally:  # the panels first (a window of their own keeps the app running), then it
+            for w in app.topLevelWidgets():
+                if not isinstance(w, MainWindow) and w.isVisible():
+                    w.close()
             for w in app.topLevelWidgets():
                 if isinstance(w, MainWindow):
                     w.close_now()
