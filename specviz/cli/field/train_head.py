@@ -170,9 +170,11 @@ def _train(args: argparse.Namespace) -> int:
     write_json(out / "training.json", result)
     write_atomic(out / "README.md", model_card(result).encode())
     last = result["curve"][-1] if result["curve"] else {}
-    say(f"{reason}: head written to {out} (kept step {result['best']['step']}, held-out #MAT "
-        f"K 4 {result['best']['mat_k4']:.2f}; last acceptance {last.get('acceptance')}); "
-        f"{result['tokens_per_second'] or 0:,.0f} tokens/s")  # fmt: skip
+    # the result on stdout (what a script reads), the progress above it on stderr
+    print(printable(f"{reason}: head written to {out} (kept step {result['best']['step']}, "
+                    f"held-out #MAT K 4 {result['best']['mat_k4']:.2f}; last acceptance "
+                    f"{last.get('acceptance')}); {result['tokens_per_second'] or 0:,.0f} "
+                    "tokens/s"), flush=True)  # fmt: skip
     return 0
 
 
