@@ -11,8 +11,9 @@ import torch
 
 from specviz.cli.drafting_options import add_drafter_options, drafting_from, pair_specs
 from specviz.core.drafters import registry
-from specviz.core.drafters.base import Drafter, DrafterParam, DrafterSpec, Proposal
+from specviz.core.drafters.base import Drafter, Proposal
 from specviz.core.drafters.registry import DrafterConfig, make_drafter
+from specviz.core.drafters.spec import DrafterParam, DrafterSpec
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.records import EMITTED, ModelInfo, Settings
 from specviz.remote.protocol import drafting_from_json, drafting_to_json

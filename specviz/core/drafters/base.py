@@ -23,9 +23,6 @@ from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward
 from specviz.core.decoding.warp import SamplingConfig, sample, warp
-
-# Defined in core.drafters.spec; imported here too, where a drafter's author looks for them.
-from specviz.core.drafters.spec import TEXT_MAX, DrafterParam, DrafterSpec  # noqa: F401
 from specviz.core.trace.records import ModelInfo
 
 # Called after each drafted token with the draft's probability of it: draft another?

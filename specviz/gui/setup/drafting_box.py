@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.decoding.k_policy import POLICIES, PolicyConfig
-from specviz.core.drafters.base import TEXT_MAX
 from specviz.core.drafters.registry import SPECS, DrafterConfig, all_params, spec
+from specviz.core.drafters.spec import TEXT_MAX
 from specviz.core.trace.records import MAX_TREE_BUDGET, MAX_TREE_WIDTH, Settings
 
 POLICY_LABELS = {
