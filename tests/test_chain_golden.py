@@ -46,6 +46,28 @@ TREE_CASES = {
     ),  # fmt: skip
     "tree-greedy-K2": dict(k=2, temperature=0, tree_width=2, tree_budget=6),
 }
+REPEATS = "the cat sat on the mat. the cat sat on the mat. the cat sat on the"
+# More drafters, chains and trees (recorded before issue 51's one Proposal and Verifier):
+# name: (Settings fields, drafter kind, its parameters, prompt)
+DRAFTER_CASES = {
+    "eagle3-T1-K4": (dict(k=4, temperature=1.0), "eagle3", {}, PROMPT),
+    "early-exit-T1-K3": (dict(k=3, temperature=1.0), "early-exit", {}, PROMPT),
+    "string-T1-K3": (dict(k=3, temperature=1.0), "string", {}, PROMPT),
+    "tli-T1-K3": (dict(k=3, temperature=1.0), "tli", {}, PROMPT),
+    "suffix-greedy-K4": (dict(k=4, temperature=0), "suffix", {"suffix_cache": 0}, REPEATS),
+    "eagle3-tree-T1-K3": (
+        dict(k=3, temperature=1.0, tree_width=2, tree_budget=8),
+        "eagle3",
+        {},
+        PROMPT,
+    ),
+    "suffix-tree-greedy-K3": (
+        dict(k=3, temperature=0, tree_width=2, tree_budget=8),
+        "suffix",
+        {"suffix_cache": 0},
+        REPEATS,
+    ),
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +77,8 @@ def tiny():
     return load_pair("builtin:tiny", "builtin:tiny")
 
 
-def session_lines(pair, fields: dict, kind: str = "model") -> list[dict]:
+def session_lines(pair, fields: dict, kind: str = "model", params: dict | None = None,
+                  prompt: str = PROMPT) -> list[dict]:  # fmt: skip
     """The round lines of one seeded session, as JSON reads them back, timings dropped."""
     from specviz.core.drafters.registry import DrafterConfig
     from specviz.core.engine.speculative import SpeculativeEngine
@@ -63,8 +86,8 @@ def session_lines(pair, fields: dict, kind: str = "model") -> list[dict]:
     from specviz.core.trace.serialize import dumps, round_to_json
 
     settings = Settings(seed=11, max_new_tokens=20, top_n=5, **fields)
-    engine = SpeculativeEngine(pair, settings, drafter=DrafterConfig(kind))
-    engine.prefill(PROMPT, calibrate=False)
+    engine = SpeculativeEngine(pair, settings, drafter=DrafterConfig(kind, **(params or {})))
+    engine.prefill(prompt, calibrate=False)
     lines = []
     for rnd in engine.run():
         obj = json.loads(dumps(round_to_json(rnd)))
@@ -131,3 +154,10 @@ def test_chain_trace_is_the_golden_one(tiny, name):
 @pytest.mark.parametrize("name", list(TREE_CASES))
 def test_tree_trace_is_the_golden_one(tiny, name):
     _compare(TREE_GOLDEN, name, session_lines(tiny, TREE_CASES[name]))
+
+
+@pytest.mark.parametrize("name", list(DRAFTER_CASES))
+def test_drafter_trace_is_the_golden_one(tiny, name):
+    fields, kind, params, prompt = DRAFTER_CASES[name]
+    golden = TREE_GOLDEN if fields.get("tree_width", 1) > 1 else CHAIN_GOLDEN
+    _compare(golden, name, session_lines(tiny, fields, kind, params, prompt))
