@@ -209,12 +209,12 @@ def test_run_connect_holds_each_round_to_the_checks(pair, tmp_path, capsys, faul
     import dataclasses
 
     from specviz.cli.session_loop import Formats, drive
-    from specviz.core.local.engine import LocalEngine
+    from specviz.core.host.session_host import SessionHost
     from specviz.core.trace.check_session import check_session
     from specviz.core.trace.files import load
     from specviz.core.trace.records import Settings
 
-    class Faulty(LocalEngine):
+    class Faulty(SessionHost):
         def run(self, max_rounds=None):
             for rnd in super().run(max_rounds):
                 if rnd.index == 2:

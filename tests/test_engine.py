@@ -251,20 +251,20 @@ def test_both_engines_speak_the_engine_protocol(pair):
     """The in-process engine and the remote client are one interface (core.engine.protocol):
     `run` and `run --connect` drive them through one loop."""
     from specviz.core.engine.protocol import Engine
-    from specviz.core.local.engine import LocalEngine
+    from specviz.core.host.session_host import SessionHost
     from specviz.remote.client import RemoteEngine
 
-    assert isinstance(LocalEngine(pair), Engine)
+    assert isinstance(SessionHost(pair), Engine)
     names = [n for n in vars(Engine) if not n.startswith("_")]
     assert len(names) == 11 and all(callable(getattr(RemoteEngine, n, None)) for n in names)
     assert set(Engine.__annotations__) == {"header", "finished"}  # attributes of both
-    local = LocalEngine(pair)
+    local = SessionHost(pair)
     settings = Settings(k=2, seed=2, max_new_tokens=12, ignore_eos=True)
     local.start("The quick brown fox", settings, calibrate=False)
     local.step()
     with pytest.raises(ValueError, match="cannot continue: it has not ended"):
         local.continue_session(settings)
     rounds = list(local.run())
-    assert rounds and local.pause() == [] and local.engine.finish_reason == "max_new_tokens"
+    assert rounds and local.pause() == [] and local.session.finish_reason == "max_new_tokens"
     local.continue_session(dataclasses.replace(settings, max_new_tokens=24))
-    assert not local.engine.finished and local.step().index == len(rounds) + 1
+    assert not local.session.finished and local.step().index == len(rounds) + 1

@@ -547,7 +547,7 @@ def test_tune_panel_follows_the_session(qtbot, window):
 @pytest.mark.qt_log_ignore("This plugin does not support")
 def test_tune_sweeps_through_the_windows_engine_in_this_process(qtbot, window, tmp_path):
     """--engine thread: the sweep is a job on the window's worker, on its engine's pair
-    (LocalEngine.sweep); the session is paused meanwhile and goes on after."""
+    (SessionHost.sweep); the session is paused meanwhile and goes on after."""
     step(qtbot, window)
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("In the beginning God\n")

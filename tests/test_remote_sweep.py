@@ -10,7 +10,7 @@ import threading
 import orjson
 import pytest
 
-from specviz.core.local.engine import LocalEngine
+from specviz.core.host.session_host import SessionHost
 from specviz.core.trace import files as tracefile
 from specviz.core.tune.promptsets import Prompt
 from specviz.core.tune.sweep import SweepConfig, run_sweep, trace_name
@@ -31,7 +31,7 @@ def test_a_served_sweep_gives_the_in_process_sweeps_runs(server, pair, tmp_path)
     seen = []
     with RemoteEngine(server.address, TOKEN) as remote:
         got = remote.sweep(PROMPTS, config, on_run=lambda *a: seen.append(a), trace_dir=tmp_path)
-    expected = LocalEngine(pair).sweep(PROMPTS, config)
+    expected = SessionHost(pair).sweep(PROMPTS, config)
     assert not got.cancelled and got.total == expected.total == len(got.runs) == 4
     assert [(d, t) for d, t, _ in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
     assert [run for *_, run in seen] == got.runs

@@ -42,10 +42,10 @@ def n_points(item) -> int:
 def on_a_thread(pair):
     """A runner as the engine worker's: the job runs on a thread of its own, on an engine
     over `pair` (the window's worker hands it the session's engine)."""
-    from specviz.core.local.engine import LocalEngine
+    from specviz.core.host.session_host import SessionHost
 
     def run_job(job):
-        threading.Thread(target=job, args=(LocalEngine(pair),), daemon=True).start()
+        threading.Thread(target=job, args=(SessionHost(pair),), daemon=True).start()
 
     return run_job
 

@@ -142,12 +142,12 @@ def _describe_generation_config(config: dict, adopted: dict | None) -> str:
 
 
 class LockstepEngine:
-    """A LocalEngine whose rounds are checked against rank 0's (tensor_parallel.Lockstep)."""
+    """A SessionHost whose rounds are checked against rank 0's (tensor_parallel.Lockstep)."""
 
     def __init__(self, pair, lockstep) -> None:
-        from specviz.core.local.engine import LocalEngine
+        from specviz.core.host.session_host import SessionHost
 
-        self._engine, self._lockstep = LocalEngine(pair), lockstep
+        self._engine, self._lockstep = SessionHost(pair), lockstep
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
@@ -212,10 +212,10 @@ def run(args: argparse.Namespace) -> int:
         progress(_describe_generation_config(pair.generation_config, adopted))
     elif args.use_generation_config:
         progress("the target has no generation_config.json: the sampling options stand")
-    from specviz.core.local.engine import LocalEngine
+    from specviz.core.host.session_host import SessionHost
 
     prompt = prompt if prompt is not None else _example_prompt(args, pair)
-    engine = LocalEngine(pair) if tp is None else LockstepEngine(pair, Lockstep(tp))
+    engine = SessionHost(pair) if tp is None else LockstepEngine(pair, Lockstep(tp))
     return drive(
         engine,
         args,

@@ -1,6 +1,6 @@
 """The Engine seam: what drives a session, wherever it runs.
 
-Two implementations: core.local.engine.LocalEngine (the pair in this process) and
+Two implementations: core.host.session_host.SessionHost (the pair in this process) and
 remote.client.RemoteEngine (a `specviz serve` elsewhere, or the window's child process).
 `specviz run` and `run --connect` drive either through one loop (cli.session_loop), the
 window through its one worker (gui.session.worker), a Tune sweep included. Every

@@ -23,6 +23,7 @@ from specviz.core.decoding.greedy_check import GreedyDiff, check_greedy
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.engine.cost_probes import ProbePlan, Prober
+from specviz.core.host import opening
 from specviz.core.metrics.running import summary
 from specviz.core.trace.files import save
 from specviz.core.trace.records import Round, SessionHeader, Settings, TokenEvent
@@ -193,23 +194,22 @@ def open_session(
     prompt_ids: list[int] | None = None,
     watch_greedy: bool = True,
 ):
-    """A run's core.engine.speculative.SpeculativeEngine, its prompt read (run_session's
-    arguments); its run() gives the rounds."""
-    from specviz.core.engine.speculative import SpeculativeEngine
-
+    """A run's session (core.engine.speculative.SpeculativeEngine), opened by the session
+    host's opener (core.host.opening) with its prompt read (run_session's arguments); its
+    run() gives the rounds."""
     prober = Prober(ProbePlan(every=config.probe_every, full_first=full_probe))
-    engine = SpeculativeEngine(
+    return opening.open_session(
         pair,
+        prompt,
         config.settings(k),
+        (config.drafter, config.policy),
+        calibrate=False,  # the probes calibrate
         trace=trace,
-        drafter=config.drafter,
-        policy=config.policy,
+        prompt_ids=prompt_ids,
         prober=prober,
+        probing=probe,
         watch_greedy=watch_greedy,
     )
-    engine.prefill(prompt, prompt_ids, calibrate=False)  # the probes calibrate
-    engine.probing = probe
-    return engine
 
 
 def trace_name(prompt_index: int, category: str, k: int, variant: str = "") -> str:

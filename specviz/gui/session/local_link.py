@@ -1,11 +1,11 @@
-"""The engine worker's link to a pair loaded in this process: core.local.engine.LocalEngine
+"""The engine worker's link to a pair loaded in this process: core.host.session_host.SessionHost
 on the worker's thread (gui.session.worker.EngineWorker drives it)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from specviz.core.local.engine import LocalEngine
+from specviz.core.host.session_host import SessionHost
 from specviz.core.models.chat import pair_instruct_reason
 from specviz.core.models.pair import ModelLoadError
 from specviz.core.models.spec import PairSpec
@@ -26,7 +26,7 @@ class LocalLink:
     not_ready = ("No models loaded", "Load a model pair first (Models box, Load), or open a trace.")
 
     def __init__(self):
-        self.engine: LocalEngine | None = None
+        self.engine: SessionHost | None = None
         self.resume_next = None  # (a link that can lose nothing resumes nothing)
         self._drafting: tuple | None = None
 
@@ -36,16 +36,16 @@ class LocalLink:
 
     @pair.setter
     def pair(self, pair) -> None:
-        self.engine = LocalEngine(pair, self._drafting)
+        self.engine = SessionHost(pair, self._drafting)
 
     @property
     def session(self):
         """The session's core.engine.speculative.SpeculativeEngine, or None."""
-        return None if self.engine is None else self.engine.engine
+        return None if self.engine is None else self.engine.session
 
     @session.setter
     def session(self, engine) -> None:
-        self.engine.engine = engine
+        self.engine.session = engine
 
     @property
     def drafting(self) -> tuple | None:

@@ -1,6 +1,6 @@
 """The engine on its own thread: one EngineWorker QObject, moved to one QThread, driving any
 core.engine.protocol.Engine through a link: gui.session.local_link (the pair in this process,
-core.local.engine.LocalEngine) or gui.session.remote_link (`specviz serve` elsewhere, or the
+core.host.session_host.SessionHost) or gui.session.remote_link (`specviz serve` elsewhere, or the
 window's child process, remote.client.RemoteEngine).
 
 Only the worker's thread touches the engine. The GUI talks to it through queued signals

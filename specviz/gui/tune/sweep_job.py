@@ -1,7 +1,7 @@
 """A K sweep as a job on the window's engine worker (gui.session.worker.EngineWorker.run_job):
 on the worker's thread it asks the session's engine to sweep (core.engine.protocol.Engine's
 sweep), so the sweep runs on the engine's own models, wherever they are: this process
-(core.local.engine.LocalEngine), the window's child process or a served engine
+(core.host.session_host.SessionHost), the window's child process or a served engine
 (remote.client.RemoteEngine, the `sweep` op); the models are loaded once, and the sweep's
 own engines never touch the session's caches. Progress and the result go out through three
 callables, the Tune panel's signals (emitted on the engine's thread, queued to the panel).
