@@ -1,7 +1,9 @@
 """Training text, read with bounds: plain text files, JSONL chats (`messages`, or ShareGPT's
 `conversations`), Spec-Bench-style question files with answers, folders of token-id shards
-(the chats a target wrote itself: scripts/head_data.py), each with an optional weight
-(`--data a.txt:2,b.jsonl:1`).
+(the chats a target wrote itself: scripts/head_data.py), the English text of an installed
+Debian package (`debian:NAME`, core.training.corpora), each with an optional weight
+(`--data a.txt:2,b.jsonl:1,debian:python3.11-doc:0.5`). train-head and the draft model's
+distillation (scripts/distill_smollm2.py, scripts/head_data.py) read their data here.
 
 A file is refused in one line (TrainError) when it is empty, not UTF-8 text (binary), holds
 a line longer than MAX_LINE bytes, or, for a chat file, no assistant turn at all.
@@ -16,6 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from specviz.core.training import corpora
 from specviz.core.training.config import TrainError
 
 # Bytes in one line at most: a chat row of a few hundred KB is long; one line of hundreds
@@ -71,6 +74,8 @@ def max_line() -> int:
 
 
 def licence_of(path: str) -> str:
+    if corpora.is_spec(path):
+        return corpora.licence(path)
     resolved = str(Path(path).resolve())
     for part, licence in KNOWN_LICENCES:
         if part in resolved:
@@ -249,7 +254,11 @@ def read_id_shards(folder: Path) -> tuple[dict, list[Document]]:
 
 
 def read_source(path: str, weight: float = 1.0) -> Source:
-    """One data file (or shard folder), read and checked (TrainError)."""
+    """One data file (or shard folder, or debian:NAME), read and checked (TrainError)."""
+    if corpora.is_spec(path):
+        texts = corpora.package_texts(path)
+        size = sum(len(t.encode("utf-8")) for t in texts)
+        return Source(path, weight, "text", tuple(Document(text=t) for t in texts), size)
     file = Path(path).expanduser()
     if file.is_dir() and (file / "meta.json").exists():
         meta, docs = read_id_shards(file)
