@@ -185,12 +185,12 @@ def _read(path: Path) -> str:
 class _HtmlText(HTMLParser):
     """Text of an HTML page: blocks become paragraphs, whitespace collapsed outside <pre>;
     scripts, styles, the head, forms and navigation (Sphinx's sidebar and related bars,
-    DocBook's navheader/navfooter, <nav>) are dropped."""
+    DocBook's navheader/navfooter and Publican's docnav and banner, <nav>) are dropped."""
 
     SKIP = {"script", "style", "head", "nav", "noscript", "svg", "form", "button", "select"}
     SKIP_CLASS = re.compile(
         r"\b(sphinxsidebar|related|footer|navheader|navfooter|headerlink|breadcrumbs?|"
-        r"menu|toc|navigation)\b"
+        r"menu|toc|navigation|docnav)\b"
     )
     VOID = {"br", "img", "hr", "meta", "link", "input", "wbr", "area", "base", "col",
             "source", "embed", "param", "track"}  # fmt: skip
@@ -211,8 +211,8 @@ class _HtmlText(HTMLParser):
                 self.parts.append("\n" if self.pre else "\n\n")
             return
         a = dict(attrs)
-        skip = tag in self.SKIP or a.get("role") == "navigation" or bool(
-            self.SKIP_CLASS.search(a.get("class") or ""))  # fmt: skip
+        skip = tag in self.SKIP or a.get("role") == "navigation" or a.get("id") == "banner"
+        skip = skip or bool(self.SKIP_CLASS.search(a.get("class") or ""))
         self.stack.append((tag, skip))
         self.skipping += skip
         self.pre += tag == "pre"
