@@ -1,7 +1,7 @@
 """The server's questions about its models, beside the session: the lab's position (p and q
 at a context) and the greedy check (the target's own greedy decoding against the session's
-tokens). A mixin of remote.server.Server: it reads the server's pair, engine and drafting,
-on the serving thread."""
+tokens), both the session host's (core.host.session_host); here they are parsed, timed in
+the log and framed. A mixin of remote.server.Server, on the serving thread."""
 
 from __future__ import annotations
 
@@ -18,23 +18,15 @@ class ModelQueries:
         ids = request.get(key)
         if type(ids) is not list or not all(type(i) is int for i in ids):
             raise P.BadMessage(f"'{key}' must be a list of integers")
-        if any(not 0 <= i < self.pair.vocab_size for i in ids):
-            raise ValueError(f"a token id is outside the vocabulary (0..{self.pair.vocab_size})")
-        return ids
+        return ids  # the host refuses an id outside the vocabulary
 
     def _op_position(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
-        from specviz.core.drafters.registry import make_drafter
-        from specviz.core.lab.position import position_distributions
-
         ids, top_n = self._context(request, "context_ids"), request.get("top_n", 20)
         if type(top_n) is not int or not 1 <= top_n <= 1000:
             raise P.BadMessage("'top_n' must be an integer in 1..1000")
         settings = P.settings_from_json(request.get("settings", {}))
         started = time.perf_counter()
-        drafter = self.engine.drafter if self.engine is not None else None  # the session's
-        if drafter is None and not self.drafting[0].needs_draft_model:
-            drafter = make_drafter(self.drafting[0], self.pair)
-        result = position_distributions(self.pair, ids, settings, top_n, drafter)
+        result = self.host.position(ids, settings, top_n)
         self.log(f"position at {len(ids)} tokens ({1000 * (time.perf_counter() - started):.0f} ms)")
         self.owner = self.owner or ident  # the lab's requests hold the server too
         return P.position_frames(result, re)
@@ -42,13 +34,11 @@ class ModelQueries:
     def _op_greedy(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
         """The target's greedy decoding of prompt_ids against `emitted`: the first
         difference (core.decoding.greedy_check.GreedyDiff as an object), or null."""
-        from specviz.core.decoding.greedy_check import check_greedy
-
         prompt, emitted = self._context(request, "prompt_ids"), self._context(request, "emitted")
         if not prompt or len(emitted) > MAX_GREEDY_TOKENS:
             raise ValueError(f"a greedy check takes a prompt and 1..{MAX_GREEDY_TOKENS} tokens")
         started = time.perf_counter()
-        diff = check_greedy(self.pair, prompt, emitted)
+        diff = self.host.greedy_check(prompt, emitted)
         self.log(f"greedy check of {len(emitted)} tokens ({time.perf_counter() - started:.1f} s)")
         found = None if diff is None else dataclasses.asdict(diff)
         return [P.encode({"type": "greedy", "re": re, "n": len(emitted), "diff": found})]

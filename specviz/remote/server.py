@@ -1,7 +1,11 @@
-"""The engine next to the models, behind a ZeroMQ ROUTER socket (docs/protocol.md). One
-thread polls the socket, answers requests, and during a `run` (or a `sweep`) steps a round
-between polls, so a pause, a settings change or a position is answered between two rounds.
-One client (the one that started the session) drives it; another gets "busy" until it closes
+"""The session host (core.host.session_host) behind a ZeroMQ ROUTER socket (docs/protocol.md):
+a transport. Each request is parsed (remote.protocol), carried out by the host, and its
+result or the host's refusal (a HostError, whose code is the protocol's) framed as the reply;
+the server keeps only what a connection needs: who drives, the run in progress, the round
+lines sent (for a client that resumes) and the replies waiting for a slow reader. One thread
+polls the socket, answers requests, and during a `run` (or a `sweep`) steps a round between
+polls, so a pause, a settings change or a position is answered between two rounds. One
+client (the one that started the session) drives it; another gets "busy" until it closes
 its session or goes away. Nothing a client sends can stop the server: every fault becomes
 an error reply and a log line."""
 
@@ -18,7 +22,8 @@ import orjson
 import zmq
 
 from specviz import __version__
-from specviz.core.models.chat import pair_instruct_reason, session_prompt
+from specviz.core.host.session_host import HostError, SessionHost
+from specviz.core.models.chat import pair_instruct_reason
 from specviz.remote import protocol as P
 from specviz.remote.burst_log import BurstLog
 from specviz.remote.queries import ModelQueries
@@ -66,8 +71,9 @@ RECEIVE_QUEUE = 8  # messages a peer may have waiting for the server, at most
 
 
 class Server(ModelQueries, SweepOps):
-    """Serves one loaded ModelPair. Construct (binds), then serve_forever() on one thread;
-    stop() from any thread; close() on the serving thread after it returns."""
+    """Serves one loaded ModelPair through its SessionHost (`host`). Construct (binds), then
+    serve_forever() on one thread; stop() from any thread; close() on the serving thread
+    after it returns."""
 
     def __init__(
         self,
@@ -83,10 +89,10 @@ class Server(ModelQueries, SweepOps):
         from specviz.core.decoding.k_policy import PolicyConfig
         from specviz.core.drafters.registry import DrafterConfig
 
-        self.pair, self.token, self.host, self.specs, self.log = pair, token, host, specs, log
-        # the drafter and policy of a session whose start does not name them
-        self.drafting = drafting or (DrafterConfig(), PolicyConfig())
-        self.chat: bool | None = None  # for a client that does not say (serve --chat/--no-chat)
+        self.token, self.address_host, self.specs, self.log = token, host, specs, log
+        # the pair's sessions; drafting: the drafter and policy of a start that names none;
+        # its chat (serve --chat/--no-chat): for a client that does not say
+        self.host = SessionHost(pair, drafting or (DrafterConfig(), PolicyConfig()))
         self.stop_fd = stop_fd  # a pipe from a parent process: its end (EOF) stops the server
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
@@ -113,13 +119,33 @@ class Server(ModelQueries, SweepOps):
             raise
         self.stop_event = threading.Event()
         self.owner: bytes | None = None  # the client that drives the session
-        self.engine = None  # its SpeculativeEngine
         self.mirror = None  # a split target's: each op broadcast to the other ranks first
         self.run_state: dict[str, Any] | None = None  # {"re", "max", "count"} while running
         self.sent: list[bytes] = []  # the session's round lines, for a client that resumes it
         # Messages ZeroMQ could not take yet, per client, sent in order before anything new.
         self.outboxes: dict[bytes, collections.deque[list[bytes]]] = {}
         self._burst = BurstLog(lambda message: self.log(message))  # one line per burst
+
+    @property
+    def pair(self):
+        return self.host.pair
+
+    @pair.setter
+    def pair(self, pair) -> None:
+        """The pair (loaded after the socket is bound: a port in use is said at once)."""
+        self.host = SessionHost(pair, self.host.drafting, self.host.chat)
+
+    @property
+    def drafting(self) -> tuple:
+        return self.host.drafting
+
+    @property
+    def chat(self) -> bool | None:
+        return self.host.chat
+
+    @chat.setter
+    def chat(self, chat: bool | None) -> None:
+        self.host.chat = chat
 
     # ------------------------------------------------------------------------------ loop
 
@@ -217,14 +243,22 @@ class Server(ModelQueries, SweepOps):
         client starts one."""
         done = self.run_state["count"] if self.run_state else 0
         during = f" during a run ({done} rounds sent)" if self.run_state else ""
-        kept = f"; its session ({len(self.sent)} rounds) is kept to resume" if self.engine else ""
+        kept = ""
+        if self.host.session is not None:
+            kept = f"; its session ({len(self.sent)} rounds) is kept to resume"
         self.log(f"the client went away{during}{kept}")
         self.outboxes.pop(self.owner, None)
         self.owner, self.run_state = None, None
 
     def _release(self) -> None:
+        """The session ends (closed, or replaced by another client's)."""
+        self.host.close()
+        self._forget()
+
+    def _forget(self) -> None:
+        """The connection's state of a session that is gone."""
         self.outboxes.pop(self.owner, None)
-        self.owner, self.engine, self.run_state = None, None, None
+        self.owner, self.run_state = None, None
         self.sent = []
 
     def _owner_alive(self) -> bool:
@@ -271,6 +305,8 @@ class Server(ModelQueries, SweepOps):
         except P.BadMessage as e:
             self.log(f"refused a malformed request: {e}")
             frames_out = [P.encode(P.error("bad_request", str(e), re))]
+        except HostError as e:  # no session, finished, cannot continue
+            frames_out = [P.encode(P.error(e.code, str(e), re))]
         except ValueError as e:  # bad settings, prompt or context
             frames_out = [P.encode(P.error("bad_value", f"{e}", re))]
         except Exception as e:  # from torch / transformers: the server survives it
@@ -305,8 +341,6 @@ class Server(ModelQueries, SweepOps):
         ]
 
     def _op_start(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
-        from specviz.core.engine.speculative import SpeculativeEngine
-
         prompt = request.get("prompt")
         if not isinstance(prompt, str):
             raise P.BadMessage("'prompt' must be a string")
@@ -316,26 +350,23 @@ class Server(ModelQueries, SweepOps):
         if any(type(flag) is not bool for flag in flags) or type(chat) not in (bool, type(None)):
             raise P.BadMessage("'calibrate', 'trace' and 'chat' must be true or false")
         calibrate, trace = flags
-        drafter, policy = P.drafting_from_json(request, self.drafting)
-        chat = self.chat if chat is None else chat  # None: an instruct target chats
-        prompt, chat_record = session_prompt(self.pair, prompt, chat)  # ValueError: no template
-        self._release()
-        engine = SpeculativeEngine(self.pair, settings, trace=trace, drafter=drafter, policy=policy)
-        header = engine.prefill(prompt, calibrate=calibrate)
-        if chat_record is not None:
-            header = engine.header = dataclasses.replace(header, chat=chat_record)
-        self.owner, self.engine = ident, engine
+        drafting = P.drafting_from_json(request, self.drafting)
+        before = self.host.session
+        try:
+            header = self.host.start(prompt, settings, calibrate, trace, chat, drafting)
+        finally:
+            if self.host.session is not before:  # the old session is gone, even on a failure
+                self._forget()
+        self.owner = ident
         self.log(f"session {header.session_id} started ({len(header.prompt_ids)} prompt tokens)")
         return [P.header_message(header, re)]
 
     def _check_session(self, re: int | None) -> list[bytes] | None:
-        if self.engine is None:
-            return [P.encode(P.error("no_session", "no session: send 'start' first", re))]
+        """A refusal of a round while a run is in progress; the host's own refusals (no
+        session, finished) are raised by host.ready."""
         if self.run_state is not None:
             return [P.encode(P.error("running", "a run is in progress: pause it first", re))]
-        if self.engine.finished:
-            reason = self.engine.finish_reason
-            return [P.encode(P.error("finished", f"the session has finished ({reason})", re))]
+        self.host.ready()
         return None
 
     def _op_step(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
@@ -343,9 +374,9 @@ class Server(ModelQueries, SweepOps):
         if refused:
             return refused
         try:
-            rnd = self.engine.step()
+            rnd = self.host.step()
         except Exception:
-            self._release()  # its caches may be half-updated
+            self._forget()  # the host dropped the session: its caches may be half-updated
             raise
         self.sent.append(P.round_message(rnd))
         return [self.sent[-1]]
@@ -364,17 +395,17 @@ class Server(ModelQueries, SweepOps):
         self._tell("run_one")
         state = self.run_state
         try:
-            rnd = self.engine.step()
-        except Exception as e:
+            rnd = self.host.step()
+        except Exception as e:  # the host dropped the session
             self.log(f"a round failed: {type(e).__name__}: {e}")
-            self.engine, self.run_state, self.sent = None, None, []
+            self.run_state, self.sent = None, []
             self._stopped(state, "error", f"{type(e).__name__}: {e}")
             return
         state["count"] += 1
         self.sent.append(P.round_message(rnd))
         if not self._send(self.owner, [self.sent[-1]]):
             return
-        if self.engine.finished:
+        if self.host.finished:
             self._stopped(state, "finished")
         elif state["max"] is not None and state["count"] >= state["max"]:
             self._stopped(state, "max_rounds")
@@ -392,30 +423,17 @@ class Server(ModelQueries, SweepOps):
         return self._ok(re)
 
     def _op_settings(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
-        settings = P.settings_from_json(request.get("settings"))
-        if self.engine is None:
-            return [P.encode(P.error("no_session", "no session: send 'start' first", re))]
-        self.engine.update_settings(settings)
+        self.host.update_settings(P.settings_from_json(request.get("settings")))
         return self._ok(re)
 
     def _op_continue(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
         """Go on after max new tokens or end-of-text, with new settings (the window's Continue)."""
-        settings = P.settings_from_json(request.get("settings", {}))
-        engine = self.engine
-        if engine is None:
-            return [P.encode(P.error("no_session", "no session: send 'start' first", re))]
-        if engine.finish_reason not in ("max_new_tokens", "eos"):
-            why = "it ended at the context length" if engine.finished else "it has not ended"
-            return [P.encode(P.error("cannot_continue", f"cannot continue: {why}", re))]
-        engine.update_settings(settings)
-        engine.finish_reason = None
+        self.host.continue_session(P.settings_from_json(request.get("settings", {})))
         return self._ok(re)
 
     def _op_remeasure(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
         """A full cost-model probe after the next round (the Tune panel's Re-measure)."""
-        if self.engine is None:
-            return [P.encode(P.error("no_session", "no session: send 'start' first", re))]
-        self.engine.prober.request_full()
+        self.host.remeasure()
         return self._ok(re)
 
     def _op_resume(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
@@ -424,7 +442,8 @@ class Server(ModelQueries, SweepOps):
         session_id, received = request.get("session_id"), request.get("received")
         if type(session_id) is not str or type(received) is not int or received < 0:
             raise P.BadMessage("'session_id' must be a string, 'received' an integer >= 0")
-        if self.engine is None or self.engine.header.session_id != session_id:
+        header = self.host.header
+        if header is None or header.session_id != session_id:
             why = "its session has ended (the server restarted, or a client started another)"
             return [P.encode(P.error("no_session", why, re))]
         if received > len(self.sent):
@@ -437,7 +456,7 @@ class Server(ModelQueries, SweepOps):
         reply = {
             "type": "resumed",
             "re": re,
-            "finished": self.engine.finished,
+            "finished": self.host.finished,
             "rounds": [orjson.Fragment(m) for m in missed],
         }
         return [orjson.dumps(reply)]

@@ -133,12 +133,10 @@ def run_from(message: dict[str, Any]):
 
 class SweepOps:
     """The `sweep` op of remote.server.Server, on the serving thread: the sweep's generator
-    (core.tune.sweep.sweep_steps) lives in run_state, and the serve loop calls its "step"
+    (the session host's sweep_steps) lives in run_state, and the serve loop calls its "step"
     between polls, one round each (a split target's other ranks are told each step)."""
 
     def _op_sweep(self, ident: bytes, request: dict, re: int | None) -> list[bytes]:
-        from specviz.core.tune.sweep import sweep_steps
-
         if self.run_state is not None:
             why = "a run or a sweep is in progress: pause it first"
             return [P.encode(P.error("running", why, re))]
@@ -149,7 +147,7 @@ class SweepOps:
             raise P.BadMessage("'traces' must be true or false")
         self.owner = ident  # the sweep holds the server, as a session does
         total = config.n_runs(len(prompts))
-        steps = sweep_steps(self.pair, prompts, config, record=traces)
+        steps = self.host.sweep_steps(prompts, config, record=traces)
         self.run_state = {"re": re, "max": None, "count": 0, "total": total}
         self.run_state.update(step=self._sweep_one, steps=steps)
         self.log(f"a sweep of {total} runs started")

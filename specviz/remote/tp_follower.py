@@ -23,11 +23,12 @@ class Follower(Server):
     def __init__(self, pair, specs: tuple[str, str | None], drafting) -> None:
         from specviz.core.decoding.k_policy import PolicyConfig
         from specviz.core.drafters.registry import DrafterConfig
+        from specviz.core.host.session_host import SessionHost
 
-        self.pair, self.specs, self.log = pair, specs, lambda message: None
-        self.token, self.host, self.stop_fd = "", "", None
-        self.drafting = drafting or (DrafterConfig(), PolicyConfig())
-        self.owner = self.engine = self.run_state = self.mirror = None
+        self.specs, self.log = specs, lambda message: None
+        self.token, self.address_host, self.stop_fd = "", "", None
+        self.host = SessionHost(pair, drafting or (DrafterConfig(), PolicyConfig()))
+        self.owner = self.run_state = self.mirror = None
         self.sent: list[bytes] = []
         self.outboxes: dict = {}
         self._burst = lambda kind, message: None
