@@ -15,7 +15,7 @@ saves as the format stores it (core.drafters.eagle3_format).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -61,7 +61,7 @@ class Eagle3Attention(nn.Module):
         self.v_proj = nn.Linear(width, self.kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.heads * self.head_dim, config.hidden_size, bias=bias)
 
-    def forward(self, x, rope, mask, cache: DynamicCache | None) -> torch.Tensor:
+    def forward(self, x, rope, mask, cache: DynamicCache | HeadCache | None) -> torch.Tensor:
         n = x.shape[0]  # x [T, 2H]
         q = self.q_proj(x).view(n, self.heads, self.head_dim).transpose(0, 1)[None]
         k = self.k_proj(x).view(n, self.kv_heads, self.head_dim).transpose(0, 1)[None]
@@ -72,7 +72,7 @@ class Eagle3Attention(nn.Module):
             k, v = cache.update(k, v, 0)  # [1, kv_heads, S, d]: everything cached so far
         out = nn.functional.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, enable_gqa=self.heads != self.kv_heads
-        )  # [1, heads, T, d]
+        )  # [1, heads, T, d]; mask None: every key (one query after the cache)
         return self.o_proj(out[0].transpose(0, 1).reshape(n, -1))  # [T, H]
 
 
@@ -114,6 +114,26 @@ class Eagle3Head(nn.Module):
         self.rotary_emb = LlamaRotaryEmbedding(config.layer)
         d2t = torch.zeros(config.draft_vocab, dtype=torch.long)  # identity map
         self.register_buffer("d2t", d2t, persistent=True)
+        # (inv_freq's dtype, cos [N, d], sin [N, d]): rotary_emb's float32 rows (rope())
+        self._rope: tuple[torch.dtype, torch.Tensor, torch.Tensor] | None = None
+
+    def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """(cos, sin) [T, d] in dtype at positions [T]: rows of a float32 table of
+        `rotary_emb` over positions 0..N-1 (a row is what rotary_emb gives for its position
+        alone), grown by doubling, so that a draft step indexes two rows instead of
+        recomputing them. Rebuilt when the head moves or its inv_freq changes dtype."""
+        n = int(positions.max()) + 1 if positions.numel() else 1
+        inv = self.rotary_emb.inv_freq
+        table = self._rope
+        if (table is None or table[1].shape[0] < n or table[1].device != positions.device
+                or table[0] != inv.dtype):  # fmt: skip
+            size = max(256, 1 << (n - 1).bit_length())
+            with torch.inference_mode(False), torch.no_grad():  # a plain tensor: training too
+                like = torch.empty(0, device=positions.device)  # float32: the table's dtype
+                ids = torch.arange(size, device=positions.device)[None]
+                cos, sin = self.rotary_emb(like, ids)  # [1, size, d]
+            table = self._rope = (inv.dtype, cos[0], sin[0])
+        return table[1][positions].to(dtype), table[2][positions].to(dtype)
 
     @property
     def draft_to_target(self) -> torch.Tensor:
@@ -130,7 +150,7 @@ class Eagle3Head(nn.Module):
         states: torch.Tensor,
         positions: torch.Tensor,
         mask: torch.Tensor | None = None,
-        cache: DynamicCache | None = None,
+        cache: DynamicCache | HeadCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(logits [T, draft_vocab], out [T, H]) of `layer_out`'s arguments."""
         out = self.layer_out(embeds, states, positions, mask, cache)
@@ -142,16 +162,15 @@ class Eagle3Head(nn.Module):
         states: torch.Tensor,
         positions: torch.Tensor,
         mask: torch.Tensor | None = None,
-        cache: DynamicCache | None = None,
+        cache: DynamicCache | HeadCache | None = None,
     ) -> torch.Tensor:
         """out [T, H], the decoder layer's output before the norm: embeds [T, H] of x_{t+1},
         states [T, H] (projected aux states or the head's own outputs), positions [T] (t + 1).
         mask: an additive [1, 1, T, S] over the cache and these T rows; None: causal."""
         dtype = self.fc.weight.dtype
         embeds, states = embeds.to(dtype), states.to(dtype)
-        rope = self.rotary_emb(states, positions[None])  # ([1, T, d], [1, T, d])
-        rope = (rope[0][0], rope[1][0])
-        if mask is None:
+        rope = self.rope(positions, dtype)  # ([T, d], [T, d])
+        if mask is None and states.shape[0] > 1:  # one row sees the whole cache: no mask
             past = cache.get_seq_length() if cache is not None else 0
             mask = causal_mask(states.shape[0], past, dtype, states.device)
         return self.layers[0](embeds, states, rope, mask, cache)
@@ -159,6 +178,75 @@ class Eagle3Head(nn.Module):
     def logits(self, out: torch.Tensor) -> torch.Tensor:
         """[T, H] the layer's outputs -> [T, draft_vocab] (training takes the rows it scores)."""
         return self.lm_head(self.norm(out))
+
+
+def prune_draft_vocab(head: Eagle3Head, keep: torch.Tensor) -> Eagle3Head:
+    """A copy of head whose draft vocabulary is only the draft ids `keep` [n] (e.g. its most
+    used): lm_head keeps those rows, d2t maps them to the same target ids, every other
+    weight is shared. Taken in ascending draft-id order, so a d2t that was ordered stays so."""
+    keep = torch.as_tensor(keep, dtype=torch.long).unique()  # sorted, each once
+    if keep.numel() == 0 or int(keep.min()) < 0 or int(keep.max()) >= head.config.draft_vocab:
+        raise ValueError(f"keep must name draft ids in 0..{head.config.draft_vocab - 1}")
+    weight = head.lm_head.weight
+    pruned = Eagle3Head(replace(head.config, draft_vocab=int(keep.numel())))
+    pruned.to(device=weight.device, dtype=weight.dtype)
+    state = head.state_dict()
+    keep = keep.to(weight.device)
+    state["lm_head.weight"] = weight.detach()[keep]
+    state["d2t"] = head.draft_to_target[keep] - torch.arange(keep.numel(), device=keep.device)
+    pruned.load_state_dict(state)
+    pruned.embed = getattr(head, "embed", None)  # the head's own embeddings, if it has them
+    return pruned.eval()
+
+
+class HeadCache:
+    """The head's KV cache (its one layer) in buffers that grow by doubling: a step writes its
+    entry in place where transformers' DynamicCache concatenates (copying the whole cache
+    every step), and a crop only moves the length. It answers the calls the head and the
+    engine make of a cache: update, get_seq_length, crop (a negative n removes n positions,
+    as transformers 5 takes it), and `layers[0].keys` / `.values` (what is cached)."""
+
+    def __init__(self) -> None:
+        self.length = 0
+        self._k: torch.Tensor | None = None  # [1, kv_heads, capacity, d]
+        self._v: torch.Tensor | None = None
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.length
+
+    def update(self, k: torch.Tensor, v: torch.Tensor, layer_idx: int = 0):
+        """Append k, v [1, kv_heads, T, d]; (keys, values) [1, kv_heads, length, d] cached."""
+        end = self.length + k.shape[2]
+        if self._k is None or end > self._k.shape[2] or self._k.dtype != k.dtype \
+                or self._k.device != k.device:  # fmt: skip
+            shape = (*k.shape[:2], max(64, 2 * end), k.shape[3])
+            with torch.inference_mode(False), torch.no_grad():  # writable in and out of it
+                keys = torch.empty(shape, dtype=k.dtype, device=k.device)
+                values = torch.empty(shape, dtype=v.dtype, device=v.device)
+                if self.length:
+                    keys[:, :, : self.length] = self._k[:, :, : self.length]
+                    values[:, :, : self.length] = self._v[:, :, : self.length]
+            self._k, self._v = keys, values
+        self._k[:, :, self.length : end] = k
+        self._v[:, :, self.length : end] = v
+        self.length = end
+        return self._k[:, :, :end], self._v[:, :, :end]
+
+    def crop(self, n: int) -> None:
+        """Drop the last -n positions (n < 0), or keep the first n (n >= 0)."""
+        self.length = max(0, self.length + n) if n < 0 else min(self.length, n)
+
+    @property
+    def keys(self) -> torch.Tensor | None:
+        return None if self._k is None else self._k[:, :, : self.length]
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        return None if self._v is None else self._v[:, :, : self.length]
+
+    @property
+    def layers(self) -> list[HeadCache]:
+        return [self]
 
 
 def causal_mask(n: int, past: int, dtype: torch.dtype, device=None) -> torch.Tensor:
