@@ -30,7 +30,7 @@ from specviz.core.decoding.warp import sample, warp
 from specviz.core.drafters.base import Drafter, Proposal
 from specviz.core.drafters.eagle3_fit import fit, misfit_note, probe_sequence
 from specviz.core.drafters.eagle3_format import HeadError, build_head
-from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig
+from specviz.core.drafters.eagle3_head import Eagle3Head, HeadCache, HeadConfig
 from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, _expanded, grow_level
 from specviz.core.models.kept import PerModel
 from specviz.core.trace.records import ModelInfo
@@ -52,7 +52,8 @@ class Eagle3Drafter(Drafter):
         to_target = head.draft_to_target  # [Vd] target id of each draft id
         self._in_vocab = to_target < vocab  # [Vd] the draft ids the target can take
         self._target_ids = to_target[self._in_vocab]
-        self.cache = DynamicCache()
+        self._all_in = bool(self._in_vocab.all())  # then _full needs no mask per step
+        self.cache = HeadCache()
         self.fed = 0
         self.pending = self._empty()
         self.last_out: torch.Tensor | None = None  # [H] the head's last output state
@@ -70,13 +71,16 @@ class Eagle3Drafter(Drafter):
         """Draft-vocabulary logits [..., Vd] -> target-vocabulary logits [..., V], -inf
         where the head cannot propose."""
         full = torch.full((*logits.shape[:-1], self.vocab), float("-inf"), device=logits.device)
+        if self._all_in:  # the usual head: every draft id is one of the target's
+            return full.index_copy_(-1, self._target_ids, logits.float())
         full[..., self._target_ids] = logits[..., self._in_vocab].float()
         return full
 
     def _step(self, tokens, states, positions, mask=None, cache=None):
         """(logits [T, V] on the target's vocabulary, out [T, H]) of the head on pairs."""
         device = self.head.fc.weight.device
-        embeds = self.embed[torch.tensor(tokens, device=self.embed.device)].to(device)
+        ids = torch.tensor(tokens, device=self.embed.device)
+        embeds = self.embed.index_select(0, ids).to(device)  # [T, H]
         pos = torch.tensor(positions, dtype=torch.long, device=device)
         logits, out = self.head(embeds, states, pos, mask, self.cache if cache is None else cache)
         return self._full(logits), out
@@ -101,7 +105,7 @@ class Eagle3Drafter(Drafter):
     def prefill(self, ids: list[int], target_cache: DynamicCache) -> None:
         """A new session: the pending states are the prompt's (accept_states came first);
         every pair but the last is fed now, so a round starts with one pair to feed."""
-        self.cache, self.fed, self.last_out = DynamicCache(), 0, None
+        self.cache, self.fed, self.last_out = HeadCache(), 0, None
         self.pending = self.pending[self.pending.shape[0] - (len(ids) - 1) :] if len(ids) > 1 \
             else self._empty()  # fmt: skip
         with torch.inference_mode():
@@ -190,7 +194,7 @@ class Eagle3Drafter(Drafter):
             _, states = forward_states(self.target, ids[:-1], DynamicCache(), self.vocab, 1,
                                        self.target_layers)  # fmt: skip
             logits, _ = self._step(ids[1:], self.head.project(states.to(self.pending.device)),
-                                   list(range(1, len(ids))), cache=DynamicCache())  # fmt: skip
+                                   list(range(1, len(ids))), cache=HeadCache())  # fmt: skip
         last = logits[-1]
         return torch.softmax(last, -1).double(), warp(last, config).double()
 
@@ -198,7 +202,7 @@ class Eagle3Drafter(Drafter):
     def measure_ms(self, ids: list[int], n_tokens: int) -> float:
         """Median time of one head step after up to TIMING_CONTEXT pairs (their states'
         values do not change the cost: zeros)."""
-        cache, tail = DynamicCache(), ids[-TIMING_CONTEXT:]
+        cache, tail = HeadCache(), ids[-TIMING_CONTEXT:]
         width = self.head.config.hidden
         zeros = torch.zeros((len(tail), width), device=self.head.fc.weight.device)
         _, out = self._step(tail, zeros, list(range(1, len(tail) + 1)), cache=cache)
