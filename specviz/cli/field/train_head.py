@@ -52,6 +52,9 @@ def add_parser(sub) -> None:
         help="draft vocabulary: the most frequent trained tokens (default 32768)",
     )
     p.add_argument("--ttt", type=int, default=3, help="training-time test steps")
+    p.add_argument("--topk", type=int, default=0, metavar="N",
+                   help="soft labels over the target's N likeliest draft tokens, renormalised "
+                   "(0: its whole distribution over the draft vocabulary)")  # fmt: skip
     p.add_argument("--format", choices=("speculators", "sglang"), default="speculators",
                    help="sglang: SGLang's layout too, in DIR/sglang")  # fmt: skip
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
@@ -98,7 +101,7 @@ def _config(args: argparse.Namespace):
         raise TrainError(f"--layers {args.layers}: comma-separated layer ids") from None
     return TrainConfig(
         target=args.target, out=args.out, layers=layers,
-        draft_vocab=args.draft_vocab or 32768, ttt=args.ttt, format=args.format,
+        draft_vocab=args.draft_vocab or 32768, ttt=args.ttt, topk=args.topk, format=args.format,
         data=tuple(args.data), eval_data=tuple(args.eval_data), max_length=args.max_length,
         lr=args.lr, batch=args.batch, pack_tokens=args.pack_tokens, epochs=args.epochs,
         seed=args.seed, minutes=args.minutes, tokens=args.tokens, save_every=args.save_every,

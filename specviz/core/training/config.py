@@ -23,6 +23,9 @@ class TrainConfig:
     ttt: int = 3  # training-time test steps (speculators' default)
     format: str = "speculators"  # "sglang": SGLang's layout too, in OUT/sglang
     decay: float = 0.8  # the loss weight of step s is decay ** s
+    # The soft label: 0, the target's whole distribution over the draft vocabulary
+    # (speculators, SpecForge); N, its N likeliest tokens renormalised (a sharper label)
+    topk: int = 0
     # the data
     data: tuple[str, ...] = ()  # "PATH" or "PATH:WEIGHT"
     eval_data: tuple[str, ...] = ()  # (): a held-out split of `data`
@@ -124,6 +127,8 @@ def check_config(config: TrainConfig) -> None:
         raise TrainError("--epochs must be positive; --minutes and --tokens not negative")
     if not 0 < config.decay <= 1:
         raise TrainError(f"--decay must be in (0, 1], got {config.decay}")
+    if config.topk < 0:
+        raise TrainError(f"--topk must be 0 (the whole distribution) or more, got {config.topk}")
     if config.ttt > 16:
         raise TrainError(f"--ttt {config.ttt}: at most 16 training-time test steps")
     if config.dtype not in ("auto", "float32", "bfloat16", "float16"):

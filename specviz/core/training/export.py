@@ -115,6 +115,10 @@ def write_sglang(head: Eagle3Head, out: Path) -> None:
     _move_in(tmp, out)
 
 
+def _topk(topk) -> str:
+    return f", its top {topk} renormalised," if topk else ""
+
+
 def model_card(report: dict) -> str:
     """README.md beside the head: what it is for, the data and its licences, the figures."""
     last = report["curve"][-1] if report["curve"] else {}
@@ -139,7 +143,8 @@ def model_card(report: dict) -> str:
         f"- aux layers (transformers' hidden_states ids): {report['layers']}",
         f"- draft vocabulary: {report['draft_vocab']} tokens; training-time test: "
         f"{report['config']['ttt']} steps",
-        f"- recipe: KL to the target's distribution over the draft vocabulary (computed online "
+        f"- recipe: KL to the target's distribution over the draft vocabulary"
+        f"{_topk(report['config'].get('topk'))} (computed online "
         f"from its prefill), lr {report['config']['lr']}, global batch "
         f"{report['config']['batch']} sequences, {report['world_size']} rank(s)",
         "",

@@ -60,7 +60,8 @@ def train_step(run: Run, batch: list[examples.Example]) -> tuple[float, int]:
     loss_sum = 0.0
     for pack in packs:
         with _autocast(run):
-            loss = pack_loss(run.head, run.teacher, pack, run.draft_ids, c.ttt, c.decay, total)
+            loss = pack_loss(run.head, run.teacher, pack, run.draft_ids, c.ttt, c.decay, total,
+                             c.topk)  # fmt: skip
         if loss.requires_grad:
             loss.backward()
         loss_sum += float(loss.detach())

@@ -4,9 +4,10 @@ Rows are speculators' shifted pairs, packed over sequences: row t of a sequence 
 x_{t+1}, the target's aux states at t) and predicts x_{t+2}; training-time test step s feeds
 the head its own states of step s - 1 and predicts x_{t+2+s}
 (core.drafters.eagle3_fit.ttt_passes). The loss at step s is the KL divergence from the
-target's distribution over the draft vocabulary to the head's, on rows whose predicted token
-is trained (an assistant's, or any of plain text), weighted decay ** s, and averaged over the
-rows of the whole global batch (the same on one process as over N ranks).
+target's distribution over the draft vocabulary (or, with topk N, its N likeliest tokens
+renormalised) to the head's, on rows whose predicted token is trained (an assistant's, or any
+of plain text), weighted decay ** s, and averaged over the rows of the whole global batch (the
+same on one process as over N ranks).
 """
 
 from __future__ import annotations
@@ -76,10 +77,29 @@ def counts(pack: Pack, steps: int) -> torch.Tensor:
     return torch.tensor([int(pack.valid(s).sum()) for s in range(steps)], dtype=torch.float64)
 
 
+def soft_label(target_logp: torch.Tensor, topk: int) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """(indices [N, k], log-probabilities [N, k]) of the label: the target's top-k over the
+    draft vocabulary renormalised; (None, target_logp) for the whole distribution (topk 0, or
+    at least the draft vocabulary)."""
+    if not topk or topk >= target_logp.shape[-1]:
+        return None, target_logp
+    values, index = target_logp.topk(topk, dim=-1)
+    return index, values - torch.logsumexp(values, -1, keepdim=True)
+
+
+def label_kl(label: tuple[torch.Tensor | None, torch.Tensor], logq: torch.Tensor) -> torch.Tensor:
+    """Sum over rows of KL(label || q), q's log-probabilities logq [N, Vd]."""
+    index, logp = label
+    if index is not None:
+        logq = logq.gather(-1, index)
+    return (logp.exp() * (logp - logq)).sum()
+
+
 def pack_loss(head, teacher: Teacher, pack: Pack, draft_ids: torch.Tensor, steps: int,
-              decay: float, total: torch.Tensor) -> torch.Tensor:  # fmt: skip
+              decay: float, total: torch.Tensor, topk: int = 0) -> torch.Tensor:  # fmt: skip
     """The loss of one pack: the decay-weighted KL summed over its scored rows, each step's
-    divided by `total` [steps], the global batch's count of scored rows at that step."""
+    divided by `total` [steps], the global batch's count of scored rows at that step; the
+    label the target's distribution, or its top-k renormalised (soft_label)."""
     with torch.no_grad():  # [N, Vd] the target's log-probabilities over the draft vocabulary
         scored = pack.trained.nonzero()[:, 0]
         target_logp = torch.zeros(pack.ids.shape[0], len(draft_ids), device=teacher.device)
@@ -91,8 +111,7 @@ def pack_loss(head, teacher: Teacher, pack: Pack, draft_ids: torch.Tensor, steps
         if not len(rows) or not total[s]:
             continue
         logp = torch.log_softmax(head.logits(out[rows]).float(), -1)  # [n, Vd]
-        tp = target_logp[rows + s]
-        kl = (tp.exp() * (tp - logp)).sum()
+        kl = label_kl(soft_label(target_logp[rows + s], topk), logp)
         loss = loss + (decay**s) * kl / float(total[s])
     return loss
 
