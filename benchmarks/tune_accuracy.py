@@ -40,6 +40,7 @@ from specviz.core.decoding.forward import decode  # noqa: E402
 from specviz.core.decoding.warp import SamplingConfig  # noqa: E402
 from specviz.core.metrics import costmodel  # noqa: E402
 from specviz.core.models.pair import load_pair  # noqa: E402
+from specviz.core.trace.records import Settings  # noqa: E402
 from specviz.core.tune.promptsets import load_prompt_set  # noqa: E402
 from specviz.core.tune.sweep import SweepConfig, SweepRun, run_one
 from specviz.core.tune.table import sweep_table  # noqa: E402
@@ -58,11 +59,12 @@ def busy(flag, stop) -> None:
 
 def target_only_ms_per_token(pair, text: str, config: SweepConfig) -> float:
     ids = pair.tokenizer(text)["input_ids"]
-    sampling = SamplingConfig(config.temperature, config.top_k, config.top_p)
-    gen = torch.Generator().manual_seed(config.seed)
+    s = config.settings
+    sampling = SamplingConfig(s.temperature, s.top_k, s.top_p)
+    gen = torch.Generator().manual_seed(s.seed)
     start = time.perf_counter()
     out = decode(
-        pair.target, ids, config.max_new_tokens, pair.vocab_size, sampling, gen, pair.eos_token_id
+        pair.target, ids, s.max_new_tokens, pair.vocab_size, sampling, gen, pair.eos_token_id
     )
     total = time.perf_counter() - start
     # decode() includes the prompt's prefill (and the first token from it): time that alone.
@@ -90,7 +92,8 @@ def main() -> int:
     prompts = load_prompt_set(args.prompts)[: args.limit]
     name = f"builtin:{args.pair}" if ":" not in args.pair and "/" not in args.pair else args.pair
     pair = load_pair(name, name)
-    config = SweepConfig(ks=ks, max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    settings = Settings(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    config = SweepConfig(ks=ks, settings=settings)
     conditions = ("quiet", "load") if args.load else ("quiet",)
     if args.load:
         flag, stop = multiprocessing.Event(), multiprocessing.Event()

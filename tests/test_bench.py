@@ -12,6 +12,7 @@ import pytest
 from specviz.cli.main import main
 from specviz.core.drafters import registry
 from specviz.core.drafters.registry import DrafterConfig
+from specviz.core.trace.records import Settings
 from specviz.core.tune.bench import (
     TARGET,
     BenchConfig,
@@ -164,7 +165,7 @@ def test_rows_follow_spec_bench_definitions():
         QuestionRun(1, "b", TARGET, (TurnRun((5, 7), 1.0),)),
     ]
     questions = (Question("1", "a", ("x",)), Question("2", "b", ("y",)))
-    result = BenchResult(runs, (config,), questions, BenchSettings(temperature=0))
+    result = BenchResult(runs, (config,), questions, BenchSettings(Settings(temperature=0)))
     rows = {(row.category, row.config): row for row in bench_rows(result)}
     overall = rows[("overall", "m:2")]
     assert overall.mat == pytest.approx(6 / 3)
@@ -179,7 +180,7 @@ def test_rows_follow_spec_bench_definitions():
     assert low <= overall.speedup <= high
     lines = {q.question_id: q for q in question_lines(result)}
     assert lines["1"].difference is None and lines["2"].difference.position == 1
-    sampled = dataclasses.replace(result, settings=BenchSettings(temperature=1.0))
+    sampled = dataclasses.replace(result, settings=BenchSettings(Settings(temperature=1.0)))
     assert bench_rows(sampled)[0].identical is None
 
 
@@ -201,7 +202,7 @@ def _alpha_result(copies: int) -> BenchResult:
             runs.append(QuestionRun(q, "a", "m:4", (TurnRun(tokens, 1.0, rounds),)))
             runs.append(QuestionRun(q, "a", TARGET, (TurnRun(tokens, 1.5),)))
             questions.append(Question(str(q), "a", ("x",)))
-    return BenchResult(runs, (config,), tuple(questions), BenchSettings(temperature=0))
+    return BenchResult(runs, (config,), tuple(questions), BenchSettings(Settings(temperature=0)))
 
 
 def test_alpha_is_accepted_over_judged_with_a_bootstrap_interval():
@@ -267,7 +268,7 @@ def test_greedy_runs_equal_the_target_alone_over_two_turns(pair):
         Question("2", "q", ("A fool",)),
     ]
     configs = parse_configs("model:3,lookup:2,model:3+tree2x8")
-    settings = BenchSettings(temperature=0, max_new_tokens=12, warmup=False)
+    settings = BenchSettings(Settings(temperature=0, max_new_tokens=12), warmup=False)
     result = run_bench(pair, questions, configs, settings)
     assert len(result.runs) == 2 * 4
     two_turns = [r for r in result.runs if r.question == 0]
@@ -351,7 +352,7 @@ def test_chat_turns_carry_the_models_own_answer(pair, monkeypatch):
     text, ids = _turn_prompt(pair, question, 1, [([1, 2], tuple(answer))], chat=True)
     assert ids is None
     assert text == "<user>Say a word.\n<assistant> amen\n<user>Say it again.\n<assistant>"
-    settings = BenchSettings(temperature=0, max_new_tokens=6, chat=True, warmup=False)
+    settings = BenchSettings(Settings(temperature=0, max_new_tokens=6), chat=True, warmup=False)
     result = run_bench(pair, [question], parse_configs("model:2"), settings)
     assert all(len(r.turns) == 2 for r in result.runs)
     assert [line.difference for line in question_lines(result)] == [None]
@@ -364,7 +365,12 @@ def test_a_turn_longer_than_the_context_is_named(pair):
     long_turn = " amen" * (limit + 10)
     question = Question("7", "w", ("In the beginning", long_turn))
     with pytest.raises(ValueError, match=f"question 7, turn 2: .* at most {limit}"):
-        run_bench(pair, [question], (), BenchSettings(max_new_tokens=4, warmup=False))
+        run_bench(
+            pair,
+            [question],
+            (),
+            BenchSettings(Settings(temperature=0, max_new_tokens=4), warmup=False),
+        )
 
 
 def test_ctrl_c_stops_the_bench_and_keeps_what_finished(pair):
@@ -381,7 +387,7 @@ def test_ctrl_c_stops_the_bench_and_keeps_what_finished(pair):
             os.kill(os.getpid(), signal.SIGINT)
 
     questions = [Question("1", "w", ("In the beginning",)), Question("2", "q", ("A fool",))]
-    settings = BenchSettings(temperature=0, max_new_tokens=8, warmup=False)
+    settings = BenchSettings(Settings(temperature=0, max_new_tokens=8), warmup=False)
     before = signal.getsignal(signal.SIGINT)
     result = bench_command(pair, questions, parse_configs("lookup:2"), settings, progress)
     assert result.cancelled and len(result.runs) == 1
@@ -401,7 +407,7 @@ def test_a_suffix_configuration_learns_only_from_its_own_earlier_questions(
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(suffix, "_CACHES", {})
     questions = [Question("1", "w", ("A fool and his money",)), Question("2", "w", ("The quick",))]
-    settings = BenchSettings(temperature=0, max_new_tokens=24, warmup=False)
+    settings = BenchSettings(Settings(temperature=0, max_new_tokens=24), warmup=False)
     configs = parse_configs("suffix:6,suffix:4")
     fresh = run_bench(pair, questions, configs, settings)
 

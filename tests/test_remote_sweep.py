@@ -12,6 +12,7 @@ import pytest
 
 from specviz.core.host.session_host import SessionHost
 from specviz.core.trace import files as tracefile
+from specviz.core.trace.records import Settings
 from specviz.core.tune.promptsets import Prompt
 from specviz.core.tune.sweep import SweepConfig, run_sweep, trace_name
 from specviz.remote import protocol as P
@@ -27,7 +28,7 @@ def fates(run) -> list:
 
 
 def test_a_served_sweep_gives_the_in_process_sweeps_runs(server, pair, tmp_path):  # noqa: F811
-    config = SweepConfig(ks=(1, 3), max_new_tokens=6, seed=2, probe_every=2)
+    config = SweepConfig(ks=(1, 3), settings=Settings(max_new_tokens=6, seed=2), probe_every=2)
     seen = []
     with RemoteEngine(server.address, TOKEN) as remote:
         got = remote.sweep(PROMPTS, config, on_run=lambda *a: seen.append(a), trace_dir=tmp_path)
@@ -55,12 +56,12 @@ def test_a_paused_sweep_keeps_its_finished_runs_and_frees_the_server(server, pai
     """Cancelled after the first run: the server stops between two rounds (a run it finished
     meanwhile still arrives), and the next request is served at once."""
     cancel = threading.Event()
-    config = SweepConfig(ks=(1, 2, 3, 4), max_new_tokens=24, seed=1)
+    config = SweepConfig(ks=(1, 2, 3, 4), settings=Settings(max_new_tokens=24, seed=1))
     with RemoteEngine(server.address, TOKEN) as remote:
         got = remote.sweep(PROMPTS, config, cancel, on_run=lambda *a: cancel.set())
         assert got.cancelled and 1 <= len(got.runs) < got.total == 8
         assert [r.prompt_index for r in got.runs] == [0] * len(got.runs)
-        again = remote.sweep(PROMPTS[:1], SweepConfig(ks=(2,), max_new_tokens=4))
+        again = remote.sweep(PROMPTS[:1], SweepConfig(ks=(2,), settings=Settings(max_new_tokens=4)))
         assert not again.cancelled and len(again.runs) == 1  # not "running": it stopped
     expected = run_sweep(pair, PROMPTS, config)
     assert [fates(r) for r in got.runs] == [fates(r) for r in expected.runs[: len(got.runs)]]
@@ -72,7 +73,8 @@ def test_the_sweep_request_round_trips_and_bad_ones_are_refused(server):  # noqa
 
     variants = ((DrafterConfig("lookup", ngram_max=3), PolicyConfig("heuristic")), (None, None))
     config = SweepConfig(
-        ks=(2, 5), temperature=0.0, check_greedy=True, verifiers=("token", "tree2x6"),
+        ks=(2, 5), settings=Settings(temperature=0.0, top_n=5), check_greedy=True,
+        verifiers=("token", "tree2x6"),
         drafter=DrafterConfig("early-exit", exit_layer=1), policy=PolicyConfig("threshold", 0.3),
         variants=variants,
     )  # fmt: skip
@@ -107,6 +109,13 @@ def test_a_failed_run_ends_the_sweep_with_its_message(server):  # noqa: F811
     long = Prompt("long", "amen " * 5000)  # beyond the test target's context
     with RemoteEngine(server.address, TOKEN) as remote:
         with pytest.raises(P.RemoteError, match="the sweep failed: ValueError") as failed:
-            remote.sweep([long], SweepConfig(ks=(1,), max_new_tokens=4))
+            remote.sweep([long], SweepConfig(ks=(1,), settings=Settings(max_new_tokens=4)))
         assert failed.value.code == "failed"
-        assert len(remote.sweep(PROMPTS[:1], SweepConfig(ks=(1,), max_new_tokens=2)).runs) == 1
+        assert (
+            len(
+                remote.sweep(
+                    PROMPTS[:1], SweepConfig(ks=(1,), settings=Settings(max_new_tokens=2))
+                ).runs
+            )
+            == 1
+        )

@@ -13,6 +13,7 @@ import pytest
 
 from specviz.cli import tune as tune_command
 from specviz.cli.main import main
+from specviz.core.trace.records import Settings
 from specviz.core.tune.promptsets import Prompt, PromptSetError, load_prompt_set, shipped_set
 from specviz.core.tune.sweep import SweepConfig, run_sweep, sweep_plan
 from specviz.core.tune.table import tables_by_category
@@ -77,7 +78,7 @@ def test_parse_ks():
 
 
 def test_sweep_table_per_k_and_category(pair):
-    config = SweepConfig(ks=(1, 3), max_new_tokens=12, seed=2, probe_every=2)
+    config = SweepConfig(ks=(1, 3), settings=Settings(max_new_tokens=12, seed=2), probe_every=2)
     result = run_sweep(pair, PROMPTS, config)
     assert not result.cancelled and len(result.runs) == result.total == 4
     tables = tables_by_category(result.runs)
@@ -100,7 +101,7 @@ def test_sweep_cancels_between_rounds(pair):
         seen.append(run)
         cancel.set()
 
-    config = SweepConfig(ks=(1, 2, 3), max_new_tokens=12)
+    config = SweepConfig(ks=(1, 2, 3), settings=Settings(max_new_tokens=12))
     result = run_sweep(pair, PROMPTS, config, cancel, on_run)
     assert result.cancelled and result.runs == seen and len(result.runs) == 1
     assert result.total == 6
@@ -114,7 +115,7 @@ def test_ctrl_c_stops_the_sweep_and_reports_what_finished(pair):
         if message.startswith("run 1/"):
             os.kill(os.getpid(), signal.SIGINT)
 
-    config = SweepConfig(ks=(1, 2), max_new_tokens=12)
+    config = SweepConfig(ks=(1, 2), settings=Settings(max_new_tokens=12))
     before = signal.getsignal(signal.SIGINT)
     result = tune_command.sweep(pair, PROMPTS, config, progress)
     assert result.cancelled and len(result.runs) == 1
@@ -182,7 +183,6 @@ def test_from_trace_with_and_without_probes(pair, tmp_path, capsys):
     from specviz.core.engine.cost_probes import ProbePlan, Prober
     from specviz.core.engine.speculative import SpeculativeEngine
     from specviz.core.trace.files import save
-    from specviz.core.trace.records import Settings
     from specviz.core.trace.session import Session
 
     engine = SpeculativeEngine(
@@ -231,7 +231,7 @@ def test_sweep_writes_each_runs_trace(pair, tmp_path):
     from specviz.core.tune.sweep import trace_name
     from specviz.core.tune.table import prompt_rows
 
-    config = SweepConfig(ks=(1, 2), max_new_tokens=6, seed=1, probe_every=2)
+    config = SweepConfig(ks=(1, 2), settings=Settings(max_new_tokens=6, seed=1), probe_every=2)
     result = run_sweep(pair, PROMPTS[:1], config, trace_dir=tmp_path)
     assert len(result.runs) == 2
     for run in result.runs:

@@ -10,6 +10,7 @@ from itertools import product
 from specviz.cli.main import main
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
+from specviz.core.trace.records import Settings
 from specviz.core.tune.promptsets import Prompt
 from specviz.core.tune.sweep import SweepConfig, run_sweep
 from specviz.core.tune.table import tables_by_category
@@ -120,7 +121,9 @@ def test_run_sweep_interleaves_combinations_per_prompt(pair, tmp_path):
     variants = tuple(
         (DrafterConfig(d), PolicyConfig(p)) for d in ("model", "lookup") for p in ("constant",)
     )
-    config = SweepConfig(ks=(1, 2), max_new_tokens=4, seed=3, probe_every=2, variants=variants)
+    config = SweepConfig(
+        ks=(1, 2), settings=Settings(max_new_tokens=4, seed=3), probe_every=2, variants=variants
+    )
     seen = []
     result = run_sweep(pair, PROMPTS, config, on_run=lambda d, t, r: seen.append(r))
     assert result.total == 8 and len(result.runs) == 8

@@ -8,6 +8,7 @@ is loaded where it can.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import os
@@ -46,13 +47,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# The window's Setup values a command line may set, as `specviz run` takes them; what is
-# not given keeps the window's own defaults (its first-launch seed among them).
-WINDOW_SETTINGS = {
-    "k": int, "temperature": float, "top_k": int, "top_p": float, "seed": int,
-    "max_new_tokens": int, "verifier": str,
-    "tree_width": int, "tree_budget": int, "tree_draw": str, "tree_shape": str,
-}  # fmt: skip
+# The Settings fields the window's Setup panel has no control for: a command line cannot
+# set them there (the typical rule's bounds; `specviz run` takes them).
+NOT_IN_SETUP = ("typical_epsilon", "typical_delta")
+
+
+def window_settings() -> dict[str, type]:
+    """The window's Setup values a command line may set, each typed as its Settings default:
+    every Settings field but NOT_IN_SETUP. What is not given keeps the window's own defaults
+    (its first-launch seed among them)."""
+    from specviz.core.trace.records import Settings
+
+    d = Settings()
+    names = [f.name for f in dataclasses.fields(Settings) if f.name not in NOT_IN_SETUP]
+    return {name: type(getattr(d, name)) for name in names}
 
 
 def _add_session_args(parser: argparse.ArgumentParser) -> None:
@@ -62,10 +70,12 @@ def _add_session_args(parser: argparse.ArgumentParser) -> None:
 
     group = parser.add_argument_group("the first session (the Setup panel)")
     group.add_argument("--prompt", help="the text to continue")
-    for name, kind in WINDOW_SETTINGS.items():
+    for name, kind in window_settings().items():
         flag = "--" + name.replace("_", "-")
         if name == "verifier":
             group.add_argument(flag, choices=verifiers.names(), default=None)
+        elif kind is bool:  # a check box: given, it is ticked
+            group.add_argument(flag, action="store_true", default=None)
         elif name not in TREE_SETTINGS:
             group.add_argument(flag, type=finite_float if kind is float else int, default=None)
     add_tree_args(group)  # as `specviz run` takes them, with its help
@@ -79,7 +89,8 @@ def _window_settings(args: argparse.Namespace, drafter=None):
     from specviz.core.resources import DEMO_SEED
     from specviz.core.trace.records import Settings
 
-    given = {n: getattr(args, n) for n in WINDOW_SETTINGS if getattr(args, n, None) is not None}
+    names = window_settings()
+    given = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
     settings = Settings(**{"seed": DEMO_SEED, **given})
     try:
         settings.validate()

@@ -187,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         from specviz.cli.tune_trace import run_from_trace
 
         return run_from_trace(args)
+    from specviz.core.trace.records import Settings
     from specviz.core.tune.promptsets import PromptSetError, chat_prompts, load_prompt_set
     from specviz.core.tune.sweep import SweepConfig
 
@@ -200,18 +201,20 @@ def run(args: argparse.Namespace) -> int:
             policy=policies[0],
             variants=variants if len(variants) > 1 else (),
             ks=ks,
-            temperature=args.temperature,
-            top_k=args.top_k,
-            top_p=args.top_p,
-            max_new_tokens=args.max_new_tokens,
-            seed=args.seed,
+            settings=Settings(
+                temperature=args.temperature,
+                top_k=args.top_k,
+                top_p=args.top_p,
+                max_new_tokens=args.max_new_tokens,
+                seed=args.seed,
+                tree_draw=args.tree_draw,
+                tree_shape=args.tree_shape,
+            ),
             check_greedy=args.check_greedy,
             verifier=verifiers[0],
             verifiers=verifiers if len(verifiers) > 1 else (),
-            tree_draw=args.tree_draw,
-            tree_shape=args.tree_shape,
         )
-        config.settings(ks[0])  # sampling settings a user can fix
+        config.run_settings(ks[0])  # sampling settings a user can fix
         if args.check_greedy and args.temperature != 0:
             raise UsageError("--check-greedy needs --temperature 0")
         if args.limit is not None and args.limit < 1:

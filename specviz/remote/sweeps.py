@@ -11,12 +11,20 @@ from typing import Any
 
 import orjson
 
+from specviz.core.trace.records import Settings
 from specviz.core.trace.serialize import header_to_json
 from specviz.remote import protocol as P
 
-# SweepConfig's plain fields, as JSON values of their defaults' types
-SCALARS = ("temperature", "top_k", "top_p", "max_new_tokens", "seed", "probe_every",
-           "check_greedy", "verifier", "tree_draw", "tree_shape")  # fmt: skip
+
+def scalars() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The config object's plain fields, as JSON values of their defaults' types: (the
+    Settings fields a sweep's runs share, core.tune.sweep.shared_fields; SweepConfig's own
+    plain fields: probe_every, check_greedy, verifier)."""
+    from specviz.core.tune.sweep import SweepConfig, shared_fields
+
+    plain = (bool, int, float, str)
+    own = tuple(f.name for f in dataclasses.fields(SweepConfig) if type(f.default) in plain)
+    return shared_fields(), own
 
 
 def _drafting(drafter: Any, policy: Any) -> dict[str, Any]:
@@ -30,7 +38,13 @@ def _drafting(drafter: Any, policy: Any) -> dict[str, Any]:
 def sweep_request(prompts, config, traces: bool) -> dict[str, Any]:
     """The `sweep` request for core.tune.promptsets.Prompt items and a SweepConfig; traces:
     the runs' rounds come with their top-N lists (the client writes the traces)."""
-    obj = {name: getattr(config, name) for name in SCALARS}
+    shared, own = scalars()
+    defaults = Settings()
+    # a shared setting where it differs from its default (a server reads the others as
+    # their defaults, and one without a newer field takes a sweep that leaves it alone)
+    obj = {n: getattr(config.settings, n) for n in shared}
+    obj = {n: v for n, v in obj.items() if v != getattr(defaults, n)}
+    obj.update({n: getattr(config, n) for n in own})
     obj.update(ks=list(config.ks), verifiers=list(config.verifiers))
     obj.update(_drafting(config.drafter, config.policy))
     obj["variants"] = [_drafting(d, p) for d, p in config.variants]
@@ -61,15 +75,20 @@ def config_from_json(obj: Any):
     verifier, K out of range, an unknown drafter)."""
     from specviz.core.tune.sweep import SweepConfig
 
-    fields = {*SCALARS, "ks", "verifiers", "drafter", "policy", "variants"}
+    shared, own = scalars()
+    fields = {*shared, *own, "ks", "verifiers", "drafter", "policy", "variants"}
     if type(obj) is not dict or not set(obj) <= fields:
         raise P.BadMessage(f"'config' must be an object with fields among {sorted(fields)}")
+
+    def plain(names: tuple[str, ...], defaults: Any) -> dict[str, Any]:
+        return {
+            name: P.typed(f"config {name!r}", obj[name], type(getattr(defaults, name)))
+            for name in names
+            if name in obj
+        }
+
     defaults = SweepConfig()
-    values = {
-        name: P.typed(f"config {name!r}", obj[name], type(getattr(defaults, name)))
-        for name in SCALARS
-        if name in obj
-    }
+    values = {**plain(own, defaults), "settings": Settings(**plain(shared, Settings()))}
     for name, kind in (("ks", int), ("verifiers", str)):
         items = obj.get(name, list(getattr(defaults, name)))
         if type(items) is not list:
@@ -85,7 +104,7 @@ def config_from_json(obj: Any):
     config = SweepConfig(**values)
     for label in config.verifiers or (config.verifier,):
         for k in config.ks:
-            dataclasses.replace(config, verifier=label).settings(k)  # ValueError: a bad value
+            dataclasses.replace(config, verifier=label).run_settings(k)  # ValueError: bad value
     return config
 
 

@@ -63,17 +63,17 @@ def add_parser(sub) -> None:
 
 
 def _settings(args):
+    from specviz.core.trace.records import Settings
     from specviz.core.tune.bench import BenchSettings
 
     if args.max_new_tokens < 1 or args.max_new_tokens > 4096:
         raise UsageError("--max-new-tokens must be between 1 and 4096")
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be >= 1")
-    settings = BenchSettings(
-        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens, seed=args.seed,
+    return BenchSettings(
+        Settings(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                 max_new_tokens=args.max_new_tokens, seed=args.seed)
     )  # fmt: skip
-    return settings
 
 
 def chat_settings(settings, chat: bool | None, pair):
@@ -195,12 +195,12 @@ def _bench(pair, questions, configs, settings, progress):
 def result_json(result, spec) -> dict:
     from specviz.core.tune.bench_table import bench_rows, question_lines
 
-    s = result.settings
+    s, session = result.settings, result.settings.settings
     return {
         "pair": {"target": spec.target, "draft": spec.draft},
         "settings": {
-            "temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
-            "max_new_tokens": s.max_new_tokens, "seed": s.seed, "chat": s.chat,
+            **{n: getattr(session, n) for n in ("temperature", "top_k", "top_p")},
+            "max_new_tokens": session.max_new_tokens, "seed": session.seed, "chat": s.chat,
             "chat_why": s.chat_why or None,
         },
         "configs": [c.label for c in result.configs],

@@ -89,13 +89,13 @@ def greedy_lines(questions) -> list[str]:
 
 
 def markdown(result, rows, questions, spec) -> str:
-    s = result.settings
-    mode = "greedy" if s.temperature == 0 else f"temperature {s.temperature:g}"
+    s, session = result.settings, result.settings.settings
+    mode = "greedy" if session.temperature == 0 else f"temperature {session.temperature:g}"
     n = len(result.questions)
     out = [
         f"## specviz bench: {cell(spec.target)}"
         + (f" / {cell(spec.draft)}" if spec.draft else "")
-        + f", {n} question{'s' if n != 1 else ''}, {mode}, {s.max_new_tokens} new tokens a "
+        + f", {n} question{'s' if n != 1 else ''}, {mode}, {session.max_new_tokens} new tokens a "
         f"turn{', chat template' if s.chat else ''}",
         "",
     ]
@@ -108,7 +108,7 @@ def markdown(result, rows, questions, spec) -> str:
     if not rows:
         return "\n".join([*out, "No run finished: nothing to report."])
     out += ["Speedup against the target alone, per category:", "", *leaderboard(rows), ""]
-    out += detail(rows, s.temperature == 0)
+    out += detail(rows, session.temperature == 0)
     out += [
         "",
         "#MAT: tokens per target pass, the bonus counted; alpha: accepted / judged drafts; "

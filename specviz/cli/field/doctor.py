@@ -177,6 +177,7 @@ def _here(args, record_k):
     from specviz.core.drafters.registry import DrafterConfig
     from specviz.core.engine.threads import set_threads
     from specviz.core.models.pair import ModelLoadError
+    from specviz.core.trace.records import Settings
     from specviz.core.tune.curve import measured_cost_ratio, measured_curve
     from specviz.core.tune.promptsets import PromptSetError, load_prompt_set
     from specviz.core.tune.sweep import SweepConfig
@@ -186,10 +187,10 @@ def _here(args, record_k):
         raise UsageError(f"--k must be between 1 and 32 (the record's K is {record_k})")
     if args.limit < 1 or not 1 <= args.max_new_tokens <= 4096:
         raise UsageError("--limit must be >= 1 and --max-new-tokens between 1 and 4096")
-    config = SweepConfig(ks=(k,), temperature=args.temperature,
-                         max_new_tokens=args.max_new_tokens)  # fmt: skip
+    session = Settings(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
+    config = SweepConfig(ks=(k,), settings=session)
     try:
-        config.settings(k)
+        config.run_settings(k)
         prompts = load_prompt_set(args.prompts)[: args.limit]
         spec = pair_spec(args, DrafterConfig())
         set_threads(args.threads)

@@ -105,11 +105,10 @@ def parse_configs(text: str, params: Mapping[str, Any] | None = None) -> tuple[B
 class BenchSettings:
     """What every run of a bench shares."""
 
-    temperature: float = 0.0  # Spec-Bench's default: greedy
-    top_k: int = 0
-    top_p: float = 1.0
-    max_new_tokens: int = 64  # per turn
-    seed: int = 0  # every run's sampling seed, and the run order's shuffle
+    # Every run's session settings: sampling (greedy by default, as Spec-Bench), new tokens
+    # per turn, the seed (each run's, and the run order's shuffle); each configuration's K
+    # and rule are its own (bench_settings), the target alone reads the sampling only.
+    settings: Settings = Settings(temperature=0.0)
     chat: bool = False  # the turns through the target's chat template (instruct targets)
     chat_why: str = ""  # why they are (core.models.chat: an instruct target, or --chat)
     # Before the first timed run: the first question's first turn, 8 tokens, under the target
@@ -118,20 +117,18 @@ class BenchSettings:
 
     @property
     def sampling(self) -> SamplingConfig:
-        return SamplingConfig(self.temperature, self.top_k, self.top_p)
+        s = self.settings
+        return SamplingConfig(s.temperature, s.top_k, s.top_p)
 
 
 def bench_settings(config: BenchConfig, settings: BenchSettings) -> Settings:
     """The engine's Settings for one configuration's runs."""
-    return _sweep_config(config, settings).settings(config.k)
+    return _sweep_config(config, settings).run_settings(config.k)
 
 
 def _sweep_config(config: BenchConfig, s: BenchSettings) -> SweepConfig:
-    return SweepConfig(
-        ks=(config.k,), temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
-        max_new_tokens=s.max_new_tokens, seed=s.seed, drafter=config.drafter,
-        verifier=config.rule,
-    )  # fmt: skip
+    return SweepConfig(ks=(config.k,), settings=s.settings, drafter=config.drafter,
+                       verifier=config.rule)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -273,12 +270,12 @@ def run_question(
                 f"question {question.question_id}, turn {t + 1}: the prompt is "
                 f"{len(prompt_ids)} tokens; the target reads at most {limit}"
             )
-        new_tokens = settings.max_new_tokens
+        new_tokens = settings.settings.max_new_tokens
         if limit is not None:  # as the engine stops at the context's end
             new_tokens = min(new_tokens, limit - len(prompt_ids))
         if config is None:
             generator = torch.Generator(device=pair.device)
-            generator.manual_seed(settings.seed)
+            generator.manual_seed(settings.settings.seed)
             _sync(pair)
             start = time.perf_counter()
             out = decode(
@@ -319,11 +316,15 @@ def run_bench(
     on_run(done, total, run) after each run, on the calling thread. A set `cancel` stops
     between rounds; the run in progress is dropped and the result marked cancelled."""
     by_label = {c.label: c for c in configs}
-    plan = bench_plan(len(questions), list(by_label), settings.seed)
+    plan = bench_plan(len(questions), list(by_label), settings.settings.seed)
     result = BenchResult(configs=tuple(configs), questions=tuple(questions), settings=settings)
     if settings.warmup and questions:
         first = Question("warmup", questions[0].category, questions[0].turns[:1])
-        short = dataclasses.replace(settings, max_new_tokens=min(8, settings.max_new_tokens))
+        session = settings.settings
+        short = dataclasses.replace(
+            settings,
+            settings=dataclasses.replace(session, max_new_tokens=min(8, session.max_new_tokens)),
+        )
         for config in (None, *configs):
             with own_cache({}, "warm-up"):  # its outputs are not remembered
                 run_question(pair, first, 0, config, short, cancel)

@@ -180,7 +180,7 @@ def _nanmean(a: np.ndarray) -> np.ndarray:
 
 def bench_rows(result: BenchResult) -> list[BenchRow]:
     """Every (category, configuration) row in category order, then "overall" per config."""
-    greedy = result.settings.temperature == 0
+    greedy = result.settings.settings.temperature == 0
     targets = {r.question: r for r in result.runs if r.config == TARGET}
     cats = list(dict.fromkeys(q.category for q in result.questions))
     rows = []
@@ -198,7 +198,7 @@ def bench_rows(result: BenchResult) -> list[BenchRow]:
 
 def question_lines(result: BenchResult) -> list[QuestionLine]:
     """Each question under each configuration, in question order."""
-    greedy = result.settings.temperature == 0
+    greedy = result.settings.settings.temperature == 0
     targets = {r.question: r for r in result.runs if r.config == TARGET}
     lines = []
     for run in sorted(

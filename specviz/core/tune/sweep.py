@@ -16,7 +16,7 @@ import random
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from specviz.core.decoding.greedy_check import GreedyDiff, check_greedy
@@ -30,17 +30,26 @@ from specviz.core.trace.records import Round, SessionHeader, Settings, TokenEven
 from specviz.core.trace.session import Session
 from specviz.core.tune.promptsets import Prompt
 
+# The Settings fields a sweep sets in each run itself: K (one of its `ks`) and the rule (its
+# `verifier` label: a chain verifier, or a tree's width and budget). Every other field of
+# SweepConfig.settings is shared by all its runs.
+PER_RUN = ("k", "verifier", "tree_width", "tree_budget")
+
+
+def shared_fields() -> tuple[str, ...]:
+    """The Settings fields a sweep's runs share (all but PER_RUN), in Settings' order."""
+    return tuple(f.name for f in fields(Settings) if f.name not in PER_RUN)
+
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """What a sweep runs. Sampling settings are shared by every run."""
+    """What a sweep runs."""
 
     ks: tuple[int, ...] = tuple(range(1, 9))
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    max_new_tokens: int = 64
-    seed: int = 0  # each run's sampling seed, and the shuffling of the K orders
+    # The session settings every run shares (sampling, length, seed, the trees' draw and
+    # shape, ...); each run's K and rule (PER_RUN) come from `ks` and `verifier` instead.
+    # The seed is each run's sampling seed, and the shuffling of the K orders.
+    settings: Settings = Settings()
     probe_every: int = 4  # at least this many rounds between cost-model probes in a run
     check_greedy: bool = False  # greedy only: compare each run with the target alone
     # How each run drafts and judges: a chain verifier (trace Settings.verifier), or a token
@@ -48,8 +57,6 @@ class SweepConfig:
     verifier: str = "token"
     # Several of them, each with every combination at every K (empty: just the one above).
     verifiers: tuple[str, ...] = ()
-    tree_draw: str = "sample"  # the trees' children and shape (trace Settings.tree_*)
-    tree_shape: str = "full"
     # Who drafts and how K is chosen (core.drafters / core.decoding.k_policy); None: the draft
     # model and a constant K. With a policy that varies K, each swept K is its --k.
     drafter: DrafterConfig | None = None
@@ -73,18 +80,12 @@ class SweepConfig:
         """The runs a sweep of n_prompts prompts makes: each at every combination and K."""
         return n_prompts * len(self.combos()) * len(self.ks)
 
-    def settings(self, k: int) -> Settings:
-        s = Settings(
-            k=k,
-            temperature=self.temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            seed=self.seed,
-            max_new_tokens=self.max_new_tokens,
-            tree_draw=self.tree_draw,
-            tree_shape=self.tree_shape,
-            **rule_fields(self.verifier),
-        )
+    def run_settings(self, k: int) -> Settings:
+        """A run's Settings at K: the shared ones, K and the rule of `verifier` (PER_RUN's
+        other fields at their defaults, as a sweep's request carries none of them)."""
+        defaults = Settings()
+        per_run = {name: getattr(defaults, name) for name in PER_RUN}
+        s = replace(self.settings, **{**per_run, "k": k, **rule_fields(self.verifier)})
         s.validate()
         return s
 
@@ -201,7 +202,7 @@ def open_session(
     return opening.open_session(
         pair,
         prompt,
-        config.settings(k),
+        config.run_settings(k),
         (config.drafter, config.policy),
         calibrate=False,  # the probes calibrate
         trace=trace,
@@ -267,7 +268,7 @@ def sweep_steps(
     combos = config.combos()
     items = [(c, k) for c in range(len(combos)) for k in config.ks]
     probed: set[int] = set()
-    for i, (c, k) in sweep_plan(len(prompts), items, config.seed):
+    for i, (c, k) in sweep_plan(len(prompts), items, config.settings.seed):
         prompt = prompts[i]
         drafter, policy, verifier = combos[c]
         d_kind, p_kind = kinds(drafter, policy)
@@ -280,7 +281,7 @@ def sweep_steps(
             rounds.append(rnd)
             yield None
         diff = None
-        if config.check_greedy and config.temperature == 0 and rounds:
+        if config.check_greedy and config.settings.temperature == 0 and rounds:
             emitted = [t.id for r in rounds for t in r.tokens if t.emitted]
             prompt_ids = pair.tokenizer(prompt.text)["input_ids"]
             diff = check_greedy(pair, prompt_ids, emitted)

@@ -314,11 +314,14 @@ class TunePanel(QWidget):
             s = self.settings
             config = SweepConfig(
                 ks=tuple(range(lo, hi + 1)),
-                temperature=s.temperature,
-                top_k=s.top_k,
-                top_p=s.top_p,
-                max_new_tokens=self.tokens.value(),
-                seed=s.seed,
+                # the session's sampling and seed; the panel's own length
+                settings=Settings(
+                    temperature=s.temperature,
+                    top_k=s.top_k,
+                    top_p=s.top_p,
+                    max_new_tokens=self.tokens.value(),
+                    seed=s.seed,
+                ),
                 drafter=self.drafting[0],
                 policy=self.drafting[1],
                 verifier=s.verifier,
