@@ -8,7 +8,10 @@ speculators (vllm-project/speculators, `Eagle3SpeculatorConfig`): config.json ha
 {name_or_path, architectures}}; weights `fc.weight`, `layers.0.*` (older: `midlayer.*`),
 `norm.weight`, `lm_head.weight`, `d2t`, `t2d`, optionally `embed_tokens.weight`. The
 original layout (SafeAILab/EAGLE) is a Llama config.json with `draft_vocab_size` and the
-same weights under `midlayer.*`, in model.safetensors or pytorch_model.bin.
+same weights under `midlayer.*`, in model.safetensors or pytorch_model.bin. SGLang's
+(SpecForge's export, `specviz train-head --format sglang`) is that layout with the aux layers
+in `eagle_config.eagle_aux_hidden_state_layer_ids`, one less than transformers' ids: SGLang
+captures layer id + 1 (`set_eagle3_layers_to_capture`), so they are read + 1.
 
 A head that does not fit its target is refused in one line (HeadError) naming what differs
 and what it would cost; what only might cost acceptance is a warning (`notes`).
@@ -56,7 +59,7 @@ def _int(obj: dict, key: str, where: str, low: int = 1) -> int:
 
 
 def read_config(folder: Path, target_layers: int) -> tuple[HeadConfig, str, list[str]]:
-    """(config, layout "speculators" | "eagle", notes) of the head in `folder`."""
+    """(config, layout "speculators" | "eagle" | "sglang", notes) of the head in `folder`."""
     from transformers import LlamaConfig
 
     raw = _read_json(folder / "config.json")
@@ -94,6 +97,15 @@ def read_config(folder: Path, target_layers: int) -> tuple[HeadConfig, str, list
         raise HeadError(f"{where}: {llama.num_attention_heads} attention heads do not divide "
                         f"into {llama.num_key_value_heads} KV heads")  # fmt: skip
     ids = raw.get("eagle_aux_hidden_state_layer_ids")
+    nested = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
+    if ids is None and layout == "eagle" and nested.get("eagle_aux_hidden_state_layer_ids"):
+        stored = nested["eagle_aux_hidden_state_layer_ids"]
+        if not isinstance(stored, list) or any(type(i) is not int for i in stored):
+            raise HeadError(f"{where}: eagle_config.eagle_aux_hidden_state_layer_ids must be "
+                            f"a list of layer numbers, got {stored!r:.60}")  # fmt: skip
+        layout, ids = "sglang", [i + 1 for i in stored]
+        notes.append(f"SGLang's layout: eagle_config's aux layer ids {stored} read as {ids} "
+                     "(SGLang captures id + 1)")  # fmt: skip
     if ids is None:
         ids = [2, target_layers // 2, target_layers - 3]
         notes.append(f"no eagle_aux_hidden_state_layer_ids: the target's default layers "
