@@ -140,6 +140,10 @@ def test_an_installed_package_is_read_through_dpkgs_file_list(tmp_path, monkeypa
     assert source.bytes == sum(len(d.text.encode()) for d in source.documents)
     assert "Debian pydoc" in source.licence
     assert "public domain" in sources.licence_of("debian:sqlite3-doc")
+    unread = "Debian pydoc: see its copyright file"  # not machine-readable (no Files: *)
+    assert sources.licence_of(f"debian:{root}").startswith(unread)
+    (root / "usr/share/doc/pydoc/copyright").write_text("Files: *\nCopyright: x\nLicense: MIT\n")
+    assert sources.licence_of(f"debian:{root}") == "MIT (Debian pydoc)"
     specs = sources.parse_specs(["debian:pydoc:2,notes.txt"])
     assert specs == [("debian:pydoc", 2.0), ("notes.txt", 1.0)]
     with pytest.raises(TrainError, match="no such installed package.*apt-get install nope"):

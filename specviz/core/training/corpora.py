@@ -79,18 +79,25 @@ def is_spec(path: str) -> bool:
 
 
 def licence(spec: str) -> str:
+    """What is known of a package's licence: PACKAGES' verdict, else its copyright file's
+    `Files: *` licence. An unpacked folder is named by the copyright file in it."""
     name = spec[len(PREFIX) :] if is_spec(spec) else spec
+    file = Path(f"/usr/share/doc/{name}/copyright")
+    if "/" in name:
+        found = sorted(Path(name).expanduser().glob("usr/share/doc/*/copyright"))
+        file = found[0] if found else file
+        name = file.parent.name if found else name
     if name in PACKAGES:
         return f"{PACKAGES[name]} (Debian {name})"
-    copyright_ = _copyright(name)
+    copyright_ = _copyright(file)
     return f"{copyright_} (Debian {name})" if copyright_ else (
         f"Debian {name}: see its copyright file before publishing the head")  # fmt: skip
 
 
-def _copyright(name: str) -> str:
-    """The License of `Files: *` in an installed package's machine-readable copyright."""
+def _copyright(file: Path) -> str:
+    """The License of `Files: *` in a package's machine-readable copyright file."""
     try:
-        text = Path(f"/usr/share/doc/{name}/copyright").read_text(errors="replace")
+        text = file.read_text(errors="replace")
     except OSError:
         return ""
     m = re.search(r"^Files:\s*\*\s*$.*?^License:\s*(.+)$", text, re.M | re.S)
