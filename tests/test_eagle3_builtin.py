@@ -96,6 +96,24 @@ def test_check_head_names_the_layers_a_head_fits(capsys, shifted):
     assert moved["best_shift"] == -1 and moved["clear"], moved  # paired z >= 3.09
 
 
+def test_check_head_runs_on_the_engines_threads(capsys, monkeypatch, tmp_path):
+    """One torch thread per core but one, as every engine command: with all of them, any
+    other work on the machine stalls each operation (check-head of tiny's head took 55 s of
+    CPU on a busy 2-core machine with 2 threads, 16 s with 1)."""
+    from specviz.core.engine import threads
+
+    monkeypatch.setattr(threads, "cores", lambda: 4)
+    try:
+        assert main(["check-head", str(tmp_path / "none"), "--target", "builtin:tiny"]) == 2
+        assert torch.get_num_threads() == 3
+        assert main(["check-head", str(tmp_path / "none"), "--target", "builtin:tiny",
+                     "--threads", "2"]) == 2  # fmt: skip
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)
+    capsys.readouterr()
+
+
 def fit_of(shift: int, matched: float, expected: list[float]) -> Fit:
     return Fit(shift, (shift + 1,), (matched,), (len(expected),), torch.tensor(expected))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from specviz.cli.options import threads_arg
 from specviz.cli.terminal import printable
 
 MAX_STEPS = 16
@@ -40,6 +41,9 @@ def add_parser(sub) -> None:
     parser.add_argument("--no-chat", action="store_true",
                         help="plain-text prompts for a target with a chat template")  # fmt: skip
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=threads_arg,
+                        help="torch's intra-op threads (default: one per core but one, as the "
+                        "engine: see core.engine.threads)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -53,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
     target = args.target or (args.head if args.head.startswith("builtin:") else None)
     if target is None:
         return fail("give the target the head was trained for: --target T")
+    from specviz.core.engine.threads import set_threads
+
+    set_threads(args.threads)
     try:
         report = measure(args, target)
     except (ValueError, OSError) as e:  # ModelLoadError, PromptSetError, HeadError
