@@ -17,8 +17,8 @@ from specviz.cli.main import main
 from tests.train_head_data import FAST, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
-ARGS = [*FAST, "--epochs", "1", "--save-every", "3", "--eval-every", "100", "--log-every", "1",
-        "--no-check"]  # fmt: skip
+ARGS = [*FAST, "--epochs", "1", "--tokens", "2500", "--save-every", "3", "--eval-every", "100",
+        "--log-every", "1", "--no-check"]  # fmt: skip
 
 
 def _start(text: Path, out: Path) -> subprocess.Popen:
