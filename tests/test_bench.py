@@ -10,10 +10,7 @@ import json
 import pytest
 
 from specviz.cli.main import main
-from specviz.core.drafters import registry
-from specviz.core.drafters.registry import DrafterConfig
-from specviz.core.trace.records import Settings
-from specviz.core.tune.bench import (
+from specviz.core.bench.runs import (
     TARGET,
     BenchConfig,
     BenchResult,
@@ -26,7 +23,10 @@ from specviz.core.tune.bench import (
     parse_configs,
     run_bench,
 )
-from specviz.core.tune.bench_table import bench_rows, question_lines, rows_from_json
+from specviz.core.bench.table import bench_rows, question_lines, rows_from_json
+from specviz.core.drafters import registry
+from specviz.core.drafters.registry import DrafterConfig
+from specviz.core.trace.records import Settings
 from specviz.core.tune.questions import (
     MAX_QUESTIONS,
     Question,
@@ -237,7 +237,7 @@ def test_an_older_file_without_alpha_still_reads():
 def test_alpha_in_the_csv_columns_and_the_markdown_rows():
     import csv
 
-    from specviz.cli.field.bench_text import csv_text, detail
+    from specviz.cli.bench.bench_text import csv_text, detail
 
     rows = bench_rows(_alpha_result(1))
     overall = rows[-1]
@@ -344,7 +344,7 @@ CHAT = (
 
 
 def test_chat_turns_carry_the_models_own_answer(pair, monkeypatch):
-    from specviz.core.tune.bench import _turn_prompt
+    from specviz.core.bench.runs import _turn_prompt
 
     monkeypatch.setattr(pair.tokenizer, "chat_template", CHAT, raising=False)
     question = Question("1", "w", ("Say a word.", "Say it again."))
@@ -377,7 +377,7 @@ def test_ctrl_c_stops_the_bench_and_keeps_what_finished(pair):
     import os
     import signal
 
-    from specviz.cli.field.bench import _bench as bench_command
+    from specviz.cli.bench.bench import _bench as bench_command
 
     messages = []
 
@@ -401,8 +401,8 @@ def test_a_suffix_configuration_learns_only_from_its_own_earlier_questions(
     """Its cache starts empty and is never saved: the process's (and the file's) cache,
     here already holding the answer, is neither read nor written, and a second suffix
     configuration does not read the first one's answer to the same question."""
+    from specviz.core.bench.runs import TARGET
     from specviz.core.drafters import suffix
-    from specviz.core.tune.bench import TARGET
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(suffix, "_CACHES", {})

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from specviz.cli.main import main
-from specviz.core.metrics.doctor import best_k_for, diagnose
+from specviz.core.bench.doctor import best_k_for, diagnose
 from specviz.core.metrics.engine_metrics import EngineRecordError, read_record
 
 DATA = Path(__file__).parent / "data" / "doctor"

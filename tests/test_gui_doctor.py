@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specviz.cli.field.doctor import read_source
-from specviz.core.metrics.doctor import diagnose, session_record
+from specviz.cli.bench.doctor import read_source
+from specviz.core.bench.doctor import diagnose, session_record
 from specviz.core.metrics.engine_metrics import read_record
 from specviz.core.metrics.running import fold
 from specviz.gui.bench.doctor_view import FIGURES, EngineMetrics, EngineMetricsView

@@ -9,9 +9,9 @@ import dataclasses
 import orjson
 
 from specviz.cli import main as cli_main
+from specviz.core.bench.runs import BenchConfig, BenchSettings, bench_settings
 from specviz.core.resources import DEMO_SEED
 from specviz.core.trace.records import Settings
-from specviz.core.tune.bench import BenchConfig, BenchSettings, bench_settings
 from specviz.core.tune.promptsets import Prompt
 from specviz.core.tune.sweep import PER_RUN, SweepConfig, shared_fields
 from specviz.remote.sweeps import config_from_json, scalars, sweep_request

@@ -19,7 +19,7 @@ from specviz import __version__
 # name -> module under specviz.cli, each with add_parser(subparsers) and run(args).
 MODULES = {
     "run": "run", "models": "models", "inspect": "inspect", "lab": "lab", "tune": "tune",
-    "serve": "serve", "bench": "field.bench", "doctor": "field.doctor",
+    "serve": "serve", "bench": "bench.bench", "doctor": "bench.doctor",
     "check-head": "field.check_head", "train-head": "field.train_head", "cache": "field.cache",
 }  # fmt: skip
 COMMANDS = tuple(MODULES)

@@ -1,5 +1,5 @@
 """Engines' own records of speculative decoding, read into one set of counters
-(`specviz doctor`; the figures and findings: metrics.doctor).
+(`specviz doctor`; the figures and findings: core.bench.doctor).
 
 - vLLM's /metrics (Prometheus text): the counters `vllm:spec_decode_num_drafts`,
   `..._num_draft_tokens`, `..._num_accepted_tokens` and `..._num_accepted_tokens_per_pos`

@@ -2,8 +2,8 @@
 reads: vLLM's /metrics or log lines, SGLang's or llama.cpp's logs) in every engine's
 definitions, its findings, and its per-position acceptance as bars beside the current
 session's own. GUI thread only; a local file only (no URL is fetched from the window). The
-reading and the figures are the command's and core's (cli.field.doctor.read_source,
-core.metrics.engine_metrics.read_record, core.metrics.doctor.diagnose)."""
+reading and the figures are the command's and core's (cli.bench.doctor.read_source,
+core.metrics.engine_metrics.read_record, core.bench.doctor.diagnose)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from specviz.core.metrics.doctor import Diagnosis, diagnose, session_record
+from specviz.core.bench.doctor import Diagnosis, diagnose, session_record
 from specviz.core.metrics.engine_metrics import read_record
 from specviz.gui.bench import start_folder
 from specviz.gui.screen_fit import fit_to_screen
@@ -43,7 +43,7 @@ REFRESH_MS = 1000  # the session's bars follow its rounds at most this often
 
 def load_diagnosis(path: str, cost_ratio: float | None = None) -> Diagnosis:
     """The diagnosis of a local metrics file or log; ValueError with a line for the user."""
-    from specviz.cli.field.doctor import read_source
+    from specviz.cli.bench.doctor import read_source
     from specviz.cli.options import UsageError
 
     name = Path(path).name
@@ -80,7 +80,7 @@ class EngineMetricsView(QWidget):
     def __init__(self, engine: Diagnosis, title: str = "",
                  session_stats: Callable[[], object] | None = None, parent=None):  # fmt: skip
         super().__init__(parent)
-        from specviz.cli.field.doctor import ENGINE_WORDS
+        from specviz.cli.bench.doctor import ENGINE_WORDS
 
         self.setWindowTitle(f"specviz: engine metrics {title}".strip())
         self.engine = engine

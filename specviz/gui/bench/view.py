@@ -1,6 +1,6 @@
 """Tools > Bench results: a `specviz bench --json` file as bars per category, one colour per
 configuration, with their 95% intervals, as Spec-Bench's leaderboard draws them. GUI
-thread only; the numbers are the file's (core.tune.bench_table.rows_from_json)."""
+thread only; the numbers are the file's (core.bench.table.rows_from_json)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from specviz.core.tune.bench_table import OVERALL, BenchRow, rows_from_json
+from specviz.core.bench.table import OVERALL, BenchRow, rows_from_json
 from specviz.gui.bench import start_folder
 
 # One colour per configuration, in order (colour-blind-safe, Okabe and Ito).

@@ -7,7 +7,7 @@ import csv
 import io
 
 from specviz.cli.terminal import printable
-from specviz.core.tune.bench_table import OVERALL
+from specviz.core.bench.table import OVERALL
 
 CSV_FIELDS = (
     "category", "config", "questions", "mat", "mat_low", "mat_high", "speedup",

@@ -63,8 +63,8 @@ def add_parser(sub) -> None:
 
 
 def _settings(args):
+    from specviz.core.bench.runs import BenchSettings
     from specviz.core.trace.records import Settings
-    from specviz.core.tune.bench import BenchSettings
 
     if args.max_new_tokens < 1 or args.max_new_tokens > 4096:
         raise UsageError("--max-new-tokens must be between 1 and 4096")
@@ -103,7 +103,7 @@ def _pair_config(args, configs):
 
 def prepare(args):
     """(questions, configs, settings, pair spec), or UsageError / QuestionFileError."""
-    from specviz.core.tune.bench import bench_settings, parse_configs
+    from specviz.core.bench.runs import bench_settings, parse_configs
     from specviz.core.tune.questions import load_questions
 
     settings = _settings(args)
@@ -174,7 +174,7 @@ def _csv_target(path: str | None):
 
 def _bench(pair, questions, configs, settings, progress):
     """Run it; the first Ctrl-C stops after the round in progress, what finished is kept."""
-    from specviz.core.tune.bench import BenchResult, run_bench
+    from specviz.core.bench.runs import BenchResult, run_bench
 
     runs = []
 
@@ -193,7 +193,7 @@ def _bench(pair, questions, configs, settings, progress):
 
 
 def result_json(result, spec) -> dict:
-    from specviz.core.tune.bench_table import bench_rows, question_lines
+    from specviz.core.bench.table import bench_rows, question_lines
 
     s, session = result.settings, result.settings.settings
     return {
@@ -213,8 +213,8 @@ def result_json(result, spec) -> dict:
 
 
 def report(args, result, spec, csv_out) -> int:
-    from specviz.cli.field.bench_text import csv_text, markdown  # the table's modules: torch
-    from specviz.core.tune.bench_table import bench_rows, question_lines
+    from specviz.cli.bench.bench_text import csv_text, markdown  # the table's modules: torch
+    from specviz.core.bench.table import bench_rows, question_lines
 
     rows = bench_rows(result)
     if csv_out is not None:

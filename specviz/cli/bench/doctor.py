@@ -135,7 +135,7 @@ def _fetch(url: str, timeout: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.core.metrics.doctor import diagnose
+    from specviz.core.bench.doctor import diagnose
     from specviz.core.metrics.engine_metrics import EngineRecordError, read_record
 
     try:
@@ -174,11 +174,11 @@ def _here(args, record_k):
     import sys
 
     from specviz.cli.drafting_options import pair_spec
+    from specviz.core.bench.curve import measured_cost_ratio, measured_curve
     from specviz.core.drafters.registry import DrafterConfig
     from specviz.core.engine.threads import set_threads
     from specviz.core.models.pair import ModelLoadError
     from specviz.core.trace.records import Settings
-    from specviz.core.tune.curve import measured_cost_ratio, measured_curve
     from specviz.core.tune.promptsets import PromptSetError, load_prompt_set
     from specviz.core.tune.sweep import SweepConfig
 

@@ -1,5 +1,5 @@
 """`specviz bench`: configurations side by side on benchmark questions, with the target
-alone interleaved per question (its table: core.tune.bench_table).
+alone interleaved per question (its table: core.bench.table).
 
 A configuration is `DRAFTER:K[+RULE]` (`model:4`, `lookup:3`, `eagle3:4`, `model:4+tree2x16`,
 `model:4+block`): any drafter of core.drafters.registry, a constant K, and the chain's
