@@ -60,7 +60,7 @@ def tree_redraws(app, session: Session, repeats: int) -> tuple[list[float], int]
     from specviz.gui.main_window import MainWindow
     from specviz.gui.tree.model import round_tree
 
-    biggest = sorted(session.rounds, key=lambda r: len(r.tree["parent"]))[-2:]
+    biggest = sorted(session.rounds, key=lambda r: len(r.tree.parent))[-2:]
     trees = [round_tree(rnd) for rnd in biggest]
     window = MainWindow(None, autosave=False)
     window.resize(1280, 720)

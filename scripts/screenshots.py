@@ -47,7 +47,7 @@ def most_accepted(rounds) -> int:
 
 def best_match(rounds) -> int:
     matched = [r for r in rounds if r.matched] or rounds
-    return max(matched, key=lambda r: (r.n_accepted, (r.matched or {}).get("length", 0))).index
+    return max(matched, key=lambda r: (r.n_accepted, r.matched.length if r.matched else 0)).index
 
 
 def greedy_parting(rounds) -> int:

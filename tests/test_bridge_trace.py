@@ -14,10 +14,10 @@ from specviz.core.drafters.recut import align, piece_texts
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.check_session import check_session
+from specviz.core.trace.extras.pieces import MAX_PIECE_TEXT, DraftPieces
 from specviz.core.trace.files import load, save
 from specviz.core.trace.parse import parse_round
-from specviz.core.trace.records import MAX_K, Settings, TraceError
-from specviz.core.trace.rule_numbers import MAX_PIECE_TEXT, cut_groups
+from specviz.core.trace.records import MAX_K, Settings, TraceError, with_extras
 from specviz.core.trace.serialize import round_to_json
 from specviz.core.trace.session import Session
 from tests.test_drafters import PROMPTS
@@ -48,16 +48,16 @@ def test_a_string_round_records_the_drafts_own_cut(bridged, draft_tok):  # noqa:
     differ = 0
     for rnd in session.rounds:
         pieces = rnd.draft_pieces
-        assert pieces is not None and len(pieces["ids"]) == len(pieces["text"])
+        assert pieces is not None and len(pieces.ids) == len(pieces.text)
         # the draft's own cut: each text is what its id adds, as its tokenizer decodes it
-        assert joined(pieces["text"]) == draft_tok.decode(pieces["ids"])
-        groups = cut_groups(pieces, rnd.n_drafted)
+        assert joined(pieces.text) == draft_tok.decode(list(pieces.ids))
+        groups = pieces.groups(rnd.n_drafted)
         assert [g[0] for g in groups] == sorted(g[0] for g in groups)
-        assert sum(g[1] - g[0] for g in groups) == len(pieces["ids"])  # each piece once
+        assert sum(g[1] - g[0] for g in groups) == len(pieces.ids)  # each piece once
         assert sum(g[3] - g[2] for g in groups) == rnd.n_drafted  # each token once
         both = [g for g in groups if g[1] > g[0] and g[3] > g[2]]
         for d0, d1, t0, t1 in both[:-1]:  # the last may run past what the round proposed
-            assert joined(pieces["text"][d0:d1]) == joined(t.text for t in rnd.tokens[t0:t1])
+            assert joined(pieces.text[d0:d1]) == joined(t.text for t in rnd.tokens[t0:t1])
         differ += sum(1 for d0, d1, t0, t1 in both if (d1 - d0, t1 - t0) != (1, 1))
     assert differ > 0  # two tokenizers: somewhere they cut the same text differently
 
@@ -71,14 +71,14 @@ def test_a_tli_round_cuts_as_the_target_does(bridged, draft_tok, temperature):  
         pieces = rnd.draft_pieces
         drafted = rnd.tokens[: rnd.n_drafted]
         # a shared token is one string in both vocabularies
-        assert [draft_tok.convert_ids_to_tokens(i) for i in pieces["ids"]] == [
+        assert [draft_tok.convert_ids_to_tokens(i) for i in pieces.ids] == [
             bridged.tokenizer.convert_ids_to_tokens(t.id) for t in drafted
         ]
-        assert cut_groups(pieces, rnd.n_drafted) == [(i, i + 1, i, i + 1)
+        assert pieces.groups(rnd.n_drafted) == [(i, i + 1, i, i + 1)
                                                      for i in range(rnd.n_drafted)]  # fmt: skip
         target_texts = piece_texts(bridged.tokenizer, context, [t.id for t in drafted])
         if temperature == 0:  # text (random bytes at T 1 may make none)
-            assert pieces["text"] == target_texts
+            assert list(pieces.text) == target_texts
         context += [t.id for t in rnd.tokens if t.emitted]
 
 
@@ -106,16 +106,16 @@ def test_a_bridged_trace_holds_the_targets_ids(bridged):  # noqa: F811
 
 def test_the_checks_catch_pieces_that_do_not_fit_the_round(bridged):  # noqa: F811
     session = bridged_session(bridged, "string", rounds=4, prompt=UPPER)
-    rnd = next(r for r in session.rounds if r.draft_pieces["ids"])
+    rnd = next(r for r in session.rounds if r.draft_pieces.ids)
     vocab = session.header.draft.vocab_size
-    pieces = rnd.draft_pieces
+    pieces = rnd.draft_pieces.to_json()
     wrong_id = {**pieces, "ids": [vocab, *pieces["ids"][1:]]}
     too_far = {**pieces, "target": [*pieces["target"][:-1], [0, rnd.n_drafted + 1]]}
     too_far["target"][-1][0] = too_far["target"][-2][0] if len(pieces["ids"]) > 1 else 0
     for bad, name in ((wrong_id, "draft_pieces.ids[0]"), (too_far, "draft_pieces.target")):
         broken = Session(session.header)
         for r in session.rounds:
-            broken.append(dataclasses.replace(r, draft_pieces=bad) if r is rnd else r)
+            broken.append(with_extras(r, draft_pieces=bad) if r is rnd else r)
         assert name in [p.field for p in check_session(broken)]
 
 
@@ -125,7 +125,7 @@ GOOD = {"ids": [5, 7, 9], "text": ["In", " the", " be"], "target": [[0, 1], [1, 
 
 
 def test_the_reader_takes_pieces_and_refuses_hostile_ones():
-    assert parse_round({**LINE, "draft_pieces": GOOD}, "s", 2).draft_pieces == GOOD
+    assert parse_round({**LINE, "draft_pieces": GOOD}, "s", 2).draft_pieces.to_json() == GOOD
     rnd = parse_round({**LINE, "draft_pieces": GOOD}, "s", 2)
     assert round_to_json(rnd)["draft_pieces"] == GOOD
     assert "draft_pieces" not in round_to_json(parse_round(LINE, "s", 2))
@@ -160,12 +160,12 @@ def test_the_reader_takes_pieces_and_refuses_hostile_ones():
 def test_groups_of_two_cuts():
     pieces = {"ids": [1, 2, 3, 4], "text": ["The", " be", "gin", "ning"],
               "target": [[0, 1], [1, 2], [1, 2], [1, 2]]}  # fmt: skip
-    assert cut_groups(pieces, 2) == [(0, 1, 0, 1), (1, 4, 1, 2)]
+    assert DraftPieces.from_value(pieces).groups(2) == [(0, 1, 0, 1), (1, 4, 1, 2)]
     # one piece over two tokens, a piece past the proposal, the end-of-text the bridge added
     pieces = {"ids": [1, 2], "text": ["Hello", "!"], "target": [[0, 2], [2, 2]]}
-    assert cut_groups(pieces, 3) == [(0, 1, 0, 2), (1, 2, 2, 2), (2, 2, 2, 3)]
+    assert DraftPieces.from_value(pieces).groups(3) == [(0, 1, 0, 2), (1, 2, 2, 2), (2, 2, 2, 3)]
     # an unchecked trace's ranges past the round are cut to it
-    assert cut_groups({"target": [[0, 9]]}, 2) == [(0, 1, 0, 2)]
+    assert DraftPieces((1,), ("x",), ((0, 9),)).groups(2) == [(0, 1, 0, 2)]
 
 
 def test_align_and_piece_texts(draft_tok):  # noqa: F811

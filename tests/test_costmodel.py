@@ -23,7 +23,7 @@ from specviz.core.metrics.costmodel import (
     theil_sen,
     whatif_acceptance,
 )
-from specviz.core.trace.records import Round, Settings, TokenEvent
+from specviz.core.trace.records import Round, Settings, TokenEvent, with_extras
 
 
 def make_round(index, fates, ms=10.0, k=None, probes=None, bonus=None):
@@ -38,7 +38,9 @@ def make_round(index, fates, ms=10.0, k=None, probes=None, bonus=None):
     tokens += [TokenEvent(id=2, text="d", status="discarded")] * (k - len(tokens))
     last = "bonus" if n_acc == k else "resampled"
     tokens.append(TokenEvent(id=3, text="b", status=bonus or last))
-    return Round("s", index, 10, ms / 2, ms / 2, k, n_acc, tuple(tokens), probes=probes)
+    return with_extras(
+        Round("s", index, 10, ms / 2, ms / 2, k, n_acc, tuple(tokens)), probes=probes
+    )
 
 
 # --- the formulas --------------------------------------------------------------------------
@@ -111,9 +113,7 @@ def probe(t1=10.0, slope=2.0, draft=1.0, ns=range(1, 18), rule=None, steps=3):
 
 def probed(rounds, **kw):
     """The first three rounds carry probes: nine T_t(1) steps, enough for a baseline."""
-    return [
-        dataclasses.replace(r, probes=probe(**kw)) if i < 3 else r for i, r in enumerate(rounds)
-    ]
+    return [with_extras(r, probes=probe(**kw)) if i < 3 else r for i, r in enumerate(rounds)]
 
 
 def test_measured_speedup_is_baseline_times_tokens_over_round_time():
@@ -230,8 +230,8 @@ def test_probes_do_not_change_the_tokens(pair, temperature, drafter):
     # The same figures to the last bit: p, q, accept_prob, u of every token.
     assert [r.tokens for r in with_probes] == [r.tokens for r in without]
     first = with_probes[0].probes
-    assert [n for n, _ in first["target_ms"]] == list(range(1, 18))
-    assert first["context_len"] == with_probes[0].context_len + with_probes[0].n_emitted
+    assert [n for n, _ in first.target_ms] == list(range(1, 18))
+    assert first.context_len == with_probes[0].context_len + with_probes[0].n_emitted
 
 
 def test_probes_leave_the_caches_as_found(pair):
@@ -299,10 +299,10 @@ def test_remeasure_asks_for_a_full_probe_after_the_next_round(pair):
     engine.prefill("A fool and his", calibrate=False)
     engine.probing = True
     first, second = engine.step(), engine.step()
-    assert len(first.probes["target_ms"]) == 17 and second.probes is None
+    assert len(first.probes.target_ms) == 17 and second.probes is None
     engine.prober.request_full()
     third, fourth = engine.step(), engine.step()
-    assert [n for n, _ in third.probes["target_ms"]] == list(range(1, 18))
+    assert [n for n, _ in third.probes.target_ms] == list(range(1, 18))
     assert fourth.probes is None
 
 
@@ -312,10 +312,10 @@ def test_the_first_rounds_measure_the_baseline_from_many_steps(pair):
     engine = SpeculativeEngine(pair, Settings(k=2, seed=1, max_new_tokens=40), trace=False)
     engine.prefill("A fool and his")
     rounds = [engine.step() for _ in range(4)]
-    steps = [len(r.probes["t1_ms"]) for r in rounds]
+    steps = [len(r.probes.t1_ms) for r in rounds]
     assert steps == [3, 3, 3, 3]
-    assert [sorted(dict(r.probes["target_ms"])) for r in rounds[1:]] == [[1]] * 3
-    assert rounds[0].probes["rule_ms"] > 0
+    assert [sorted(dict(r.probes.target_ms)) for r in rounds[1:]] == [[1]] * 3
+    assert rounds[0].probes.rule_ms > 0
     model = CostModel().extend(rounds)
     assert model.figures().speedup.steps == 12 and model.costs().t_target(1) is not None
 

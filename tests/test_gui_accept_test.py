@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtGui import QTextCharFormat
 
 from specviz.core.metrics.position_bars import PositionBars
-from specviz.core.trace.records import Round, Settings, TokenEvent
+from specviz.core.trace.records import Round, Settings, TokenEvent, with_extras
 from specviz.core.trace.rule_numbers import kept_beyond_token_stop
 from specviz.gui import palette
 from specviz.gui.distribution.accept_gauge import AcceptGauge, accept_test
@@ -98,12 +98,14 @@ def block_round() -> Round:
         TokenEvent(3, "c", "accepted", p=0.5, q=0.5, accept_prob=1.0, u=0.1),
         TokenEvent(4, "d", "bonus", p=0.3),
     )
-    return Round(
+    rnd = Round(
         session_id="s", index=0, context_len=1, draft_ms=1.0, verify_ms=1.0, n_drafted=3,
         n_accepted=3,
         tokens=tokens, settings=settings,
-        block={"weights": [1.0, 0.4, 0.4], "h": [0.0, 0.1, 0.4], "u": [0.5, 0.9, 0.1]},
     )  # fmt: skip
+    return with_extras(
+        rnd, block={"weights": [1.0, 0.4, 0.4], "h": [0.0, 0.1, 0.4], "u": [0.5, 0.9, 0.1]}
+    )
 
 
 def test_the_dotted_mark_is_in_the_legend_and_survives_the_selection(qtbot):
@@ -122,5 +124,5 @@ def test_the_dotted_mark_is_in_the_legend_and_survives_the_selection(qtbot):
     assert view.extraSelections()[0].format.underlineStyle() == style.DotLine
     view.select(0, 0)  # a draft token-wise keeps too: the usual underline
     assert view.extraSelections()[0].format.underlineStyle() == style.SingleUnderline
-    token_round = dataclasses.replace(rnd, settings=Settings(k=3), block=None, index=1)
+    token_round = with_extras(dataclasses.replace(rnd, settings=Settings(k=3), index=1), block=None)
     assert kept_beyond_token_stop(token_round) == set()

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QWidget
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.models.pair import LoadOptions
-from specviz.core.trace.rule_numbers import cut_groups
+from specviz.core.trace.records import with_extras
 from specviz.gui import dialogs, palette
 from specviz.gui.main_window import MainWindow
 from specviz.gui.session.remote_link import child_args, remote_engine_thread
@@ -71,7 +71,7 @@ def test_a_bridged_pair_opens_in_the_window(qtbot, pair_dirs, other_draft, mode)
         assert window.session.header.drafter["kind"] == "string"
         cuts, rnd = window.stream.cuts, window.session.rounds[-1]
         qtbot.waitUntil(lambda: cuts.rows[0] != "", timeout=TIMEOUT)  # the round is shown
-        assert cuts.isVisible() and shown_pieces(cuts.rows[0]) == rnd.draft_pieces["text"]
+        assert cuts.isVisible() and shown_pieces(cuts.rows[0]) == list(rnd.draft_pieces.text)
         assert shown_pieces(cuts.rows[1]) == [t.text for t in rnd.tokens[: rnd.n_drafted]]
     finally:
         window.close_now()
@@ -105,9 +105,9 @@ def test_the_cut_view_marks_where_the_cuts_differ(qtbot, bridged):  # noqa: F811
     pieces = rnd.draft_pieces
     assert view.rows[0].startswith(LABELS[0]) and view.rows[1].startswith(LABELS[1])
     assert len(view.rows[0]) == len(view.rows[1])  # columns line up
-    assert shown_pieces(view.rows[0]) == pieces["text"]
+    assert shown_pieces(view.rows[0]) == list(pieces.text)
     assert shown_pieces(view.rows[1]) == [t.text for t in rnd.tokens[: rnd.n_drafted]]
-    groups = cut_groups(pieces, rnd.n_drafted)
+    groups = pieces.groups(rnd.n_drafted)
     differ = [g for g in groups if (g[1] - g[0], g[3] - g[2]) != (1, 1)]
     assert differ and len(view.marked) == len(differ)  # "EN" over "E", "N"
     assert view.text.toPlainText() == "\n".join(view.rows)
@@ -126,8 +126,8 @@ def test_the_cut_view_marks_where_the_cuts_differ(qtbot, bridged):  # noqa: F811
 def test_a_models_pieces_are_plain_text(qtbot, bridged):  # noqa: F811
     session = bridged_session(bridged, "string", prompt=UPPER, rounds=1)
     rnd = session.rounds[0]
-    hostile = ["<img src=x><b>bold</b>", "a\nb", "", *rnd.draft_pieces["text"][3:]]
-    rnd = dataclasses.replace(rnd, draft_pieces={**rnd.draft_pieces, "text": hostile})
+    hostile = ["<img src=x><b>bold</b>", "a\nb", "", *rnd.draft_pieces.text[3:]]
+    rnd = with_extras(rnd, draft_pieces={**rnd.draft_pieces.to_json(), "text": hostile})
     _holder, view = cut_view(qtbot)
     view.clear(session.header)
     view.show_round(rnd)

@@ -12,6 +12,7 @@ from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.metrics.running import RunningStats
 from specviz.core.metrics.speed_tracker import SpeedTracker, window_text
+from specviz.core.trace.records import with_extras
 from specviz.gui import dialogs, palette
 from specviz.gui.greedy_check import describe
 from specviz.gui.main_window import MainWindow
@@ -159,7 +160,7 @@ def test_the_speedup_comes_from_the_cost_model_not_the_header(qtbot):
         "draft_ms": 1.0,
         "t1_ms": [3.0, 3.0, 3.0],
     }
-    rounds = [dataclasses.replace(r, probes=probe, k=4) for r in sample_rounds()]
+    rounds = [with_extras(dataclasses.replace(r, k=4), probes=probe) for r in sample_rounds()]
     rounds.append(dataclasses.replace(rounds[1], index=2))
     tracker = SpeedTracker(header)
     points = [tracker.add(r) for r in rounds]

@@ -15,7 +15,7 @@ from PySide6.QtCore import QEvent, Qt  # noqa: E402
 from PySide6.QtGui import QColor, QHelpEvent  # noqa: E402
 
 from specviz.core.metrics.positions import depth_counts  # noqa: E402
-from specviz.core.trace.records import Round, Settings, TokenEvent  # noqa: E402
+from specviz.core.trace.records import Round, Settings, TokenEvent, with_extras  # noqa: E402
 from specviz.gui import palette  # noqa: E402
 from specviz.gui.stream.figures import fmt  # noqa: E402
 from specviz.gui.tree import view as tree_view  # noqa: E402
@@ -78,7 +78,7 @@ def synthetic_round(parents: list[int], rng: random.Random, texts=None) -> Round
         "fate": fates, "q": [0.5] * n, "p": [0.4] * n, "p_tried": p_tried,
         "accept_prob": accept, "u": u,
     }  # fmt: skip
-    return Round("s", 0, 5, 1.0, 1.0, n, len(path), tuple(tokens), tree=tree)
+    return with_extras(Round("s", 0, 5, 1.0, 1.0, n, len(path), tuple(tokens)), tree=tree)
 
 
 def random_parents(rng: random.Random, n: int) -> list[int]:
@@ -134,7 +134,7 @@ def test_every_node_in_its_fates_colours_and_the_path_bold(qtbot, tree_session):
                 assert _colour(box.brush()) == QColor(palette.PROMPT_BACKGROUND).name()
                 continue
             fate = palette.fate(node.fate)
-            assert node.fate == (rnd.tree["fate"][key] if key < tree.n else rnd.tokens[-1].status)
+            assert node.fate == (rnd.tree.fate[key] if key < tree.n else rnd.tokens[-1].status)
             assert _colour(box.brush()) == QColor(fate.background).name()
             assert _colour(label.brush()) == QColor(fate.foreground).name()
             assert label.font().strikeOut() == fate.struck
@@ -167,7 +167,7 @@ def test_hover_and_explanation_are_plain_text(qtbot, monkeypatch, tree_session):
         assert shown[-1] == view.tooltip_at(key)
     first, third = shown
     assert "'<b>x\\x1by'" in first and "\x1b" not in first  # literal tags, escaped control
-    assert rnd.tree["fate"][0] in first and "p (target" in first and "q (draft)" in first
+    assert rnd.tree.fate[0] in first and "p (target" in first and "q (draft)" in first
     assert "'<img src=x>'" in third
     assert view.label(0).text() == "<b>x\\\u2026"  # the box's text, escaped and cut
     from specviz.gui.tooltips import plain_html
@@ -185,9 +185,9 @@ def test_hover_and_explanation_are_plain_text(qtbot, monkeypatch, tree_session):
         for key, node in tree.nodes.items():
             text = tooltip(tree, key)
             if node.fate in ("accepted", "rejected"):
-                assert f"p_tried = {fmt(rnd.tree['p_tried'][key])}" in text
-                assert f"u {fmt(rnd.tree['u'][key])} " in text
-                assert f"min(1, p/q) {fmt(rnd.tree['accept_prob'][key])}" in text
+                assert f"p_tried = {fmt(rnd.tree.p_tried[key])}" in text
+                assert f"u {fmt(rnd.tree.u[key])} " in text
+                assert f"min(1, p/q) {fmt(rnd.tree.accept_prob[key])}" in text
                 assert "min(1, p/q)" in text and "p (target, where it was drawn) = " in text
             if node.fate == "rejected":
                 assert "then its parent's p was updated to norm(max(0, p - q))" in text
@@ -236,13 +236,13 @@ def test_a_click_on_a_node_selects_its_position_or_explains_it(qtbot, tree_sessi
         for key in (rejected, tree.final):  # where the round ended: position n_accepted
             _click(qtbot, view, key)
             assert window.distribution.selected == (i, rnd.n_accepted) and view.selected == key
-        discarded = next(k for k, f in enumerate(rnd.tree["fate"]) if f == "discarded")
+        discarded = next(k for k, f in enumerate(rnd.tree.fate) if f == "discarded")
         _click(qtbot, view, discarded)
         assert window.distribution.selected == (i, rnd.n_accepted)  # unchanged
         assert view.selected == discarded
         text = presenter.panel.explanation.toPlainText()
         assert "never tried: discarded" in text and text.startswith(f"Round {i + 1}:")
-        off = next(k for k, f in enumerate(rnd.tree["fate"])
+        off = next(k for k, f in enumerate(rnd.tree.fate)
                    if f == "rejected" and k not in tree.chain)  # fmt: skip
         _click(qtbot, view, off)
         text = presenter.panel.explanation.toPlainText()
@@ -260,7 +260,7 @@ def test_a_click_on_a_node_selects_its_position_or_explains_it(qtbot, tree_sessi
 def test_the_per_depth_plot_counts_the_tree_records(qtbot, tree_session):
     header, rounds = tree_session
     counts = depth_counts(rounds)
-    fates = [f for r in rounds for f in r.tree["fate"]]
+    fates = [f for r in rounds for f in r.tree.fate]
     assert sum(counts.tried) == sum(f != "discarded" for f in fates)
     assert sum(counts.accepted) == fates.count("accepted") == sum(r.n_accepted for r in rounds)
     for d in range(1, len(counts.accepted) + 1):  # one accepted node per depth reached

@@ -16,10 +16,10 @@ from specviz.core.decoding.greedy_check import GreedyWatch, _Reference
 from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.models.pair import load_pair
+from specviz.core.trace.extras.greedy_diff import GreedyDiff
 from specviz.core.trace.files import load, save
 from specviz.core.trace.parse import parse_round
-from specviz.core.trace.records import Settings, TraceError
-from specviz.core.trace.rule_numbers import greedy_diff_text
+from specviz.core.trace.records import Settings, TraceError, with_extras
 from specviz.core.trace.serialize import round_to_json
 from specviz.core.trace.session import Session
 
@@ -51,9 +51,9 @@ def test_a_difference_is_named_exactly_where_the_texts_part(half_pair, prompt):
         return
     assert len(diffs) == 1  # the first difference, once
     rnd, diff = diffs[0]
-    assert diff["position"] == parted and diff["ours"] == emitted[parted]
-    assert diff["theirs"] == alone[parted] and diff["pass_tokens"] == rnd.n_drafted + 1
-    assert diff["logit_theirs"] >= diff["logit_ours"]  # the target alone's argmax there
+    assert diff.position == parted and diff.ours == emitted[parted]
+    assert diff.theirs == alone[parted] and diff.pass_tokens == rnd.n_drafted + 1
+    assert diff.logit_theirs >= diff.logit_ours  # the target alone's argmax there
 
 
 def test_the_watch_names_the_first_difference_with_its_margin(half_pair):
@@ -66,7 +66,9 @@ def test_the_watch_names_the_first_difference_with_its_margin(half_pair):
     assert (diff["position"], diff["ours"], diff["theirs"], diff["pass_tokens"]) == (1, 9, 6, 5)
     assert diff["logit_theirs"] - diff["logit_ours"] == pytest.approx(0.03)
     assert watch.check([7], 2, 3) is None  # named once
-    text = greedy_diff_text({**diff, "text_ours": " a", "text_theirs": " the"}, "bfloat16")
+    text = GreedyDiff.from_value({**diff, "text_ours": " a", "text_theirs": " the"}).text(
+        "bfloat16"
+    )
     assert "a near-tie: 0.03 between ' the' (the target alone) and ' a'" in text
     assert "a pass of 5 tokens rounds differently from a pass of 1" in text
     assert "generated token 2" in text
@@ -126,12 +128,12 @@ def test_a_greedy_diff_survives_the_trace_and_bad_ones_are_refused(half_pair, tm
     engine.header = dataclasses.replace(engine.header, dtype_choice=choice)
     diff = {"position": 2, "ours": 9, "theirs": 6, "text_ours": " a", "text_theirs": " the",
             "logit_ours": 2.47, "logit_theirs": 2.5, "pass_tokens": 5}  # fmt: skip
-    rounds[0] = dataclasses.replace(rounds[0], greedy_diff=diff)
+    rounds[0] = with_extras(rounds[0], greedy_diff=diff)
     session = Session(engine.header)
     for r in rounds:
         session.append(r)
     save(session, tmp_path / "t.jsonl")
-    assert load(tmp_path / "t.jsonl").details(0).greedy_diff == diff
+    assert load(tmp_path / "t.jsonl").details(0).greedy_diff.to_json() == diff
     capsys.readouterr()
     assert main(["inspect", str(tmp_path / "t.jsonl")]) == 0
     out = capsys.readouterr().out
@@ -161,7 +163,7 @@ def test_the_window_shows_where_the_text_parts(qtbot, half_pair):
             "logit_ours": 2.47, "logit_theirs": 2.5, "pass_tokens": 5}  # fmt: skip
     last = len(rounds) - 1
     assert last >= 1
-    rounds[last] = dataclasses.replace(rounds[last], greedy_diff=diff)
+    rounds[last] = with_extras(rounds[last], greedy_diff=diff)
     panel = StreamPanel()
     qtbot.addWidget(panel)
     panel.clear(engine.header)

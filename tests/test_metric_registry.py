@@ -30,9 +30,9 @@ def by_depth(rounds) -> list[float | None]:
     tried: dict[int, list[bool]] = {}
     for rnd in rounds:
         depths: list[int] = []
-        for parent in rnd.tree["parent"]:
+        for parent in rnd.tree.parent:
             depths.append(1 if parent < 0 else depths[parent] + 1)
-        for depth, fate in zip(depths, rnd.tree["fate"], strict=True):
+        for depth, fate in zip(depths, rnd.tree.fate, strict=True):
             if fate != "discarded":
                 tried.setdefault(depth, []).append(fate == "accepted")
     deepest = max(tried, default=0)
@@ -44,7 +44,7 @@ def test_the_cost_model_counts_a_trees_acceptance_by_depth(tree_session):
     from specviz.core.metrics.costmodel import CostModel
 
     rounds = tree_session.rounds
-    assert any(r.tree["parent"][:2] == [-1, -1] for r in rounds)  # siblings: node order != depth
+    assert any(r.tree.parent[:2] == (-1, -1) for r in rounds)  # siblings: node order != depth
     expected = by_depth(rounds)
     model = CostModel(window=None).extend(rounds)
     assert model.acceptance_by_position() == pytest.approx(expected)
@@ -57,7 +57,7 @@ def test_the_cost_model_keeps_a_trees_depth(tree_session):
     from specviz.core.trace.tree_nodes import TreeNodes
 
     rounds = tree_session.rounds
-    depths = [TreeNodes.of(r.tree["parent"]).depth for r in rounds]
+    depths = [TreeNodes.of(r.tree.parent).depth for r in rounds]
     assert max(depths) > 1
     assert [r.tree for r in CostModel(window=None).extend(rounds).rounds] == depths
 

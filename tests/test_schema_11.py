@@ -9,7 +9,14 @@ import pytest
 
 from specviz.core.trace.files import parse_lines, session_lines
 from specviz.core.trace.parse import schema_version
-from specviz.core.trace.records import SCHEMA, SCHEMA_MAJOR, SCHEMA_MINOR, Round, TraceError
+from specviz.core.trace.records import (
+    SCHEMA,
+    SCHEMA_MAJOR,
+    SCHEMA_MINOR,
+    Round,
+    TraceError,
+    with_extras,
+)
 from tests.fixtures import synthetic_session
 
 
@@ -25,11 +32,10 @@ def test_new_fields_round_trip():
         policy={"kind": "heuristic", "k_start": 4},
     )
     rounds: list[Round] = [
-        dataclasses.replace(
-            rnd,
-            k=5,
-            stop="no_match" if rnd.index == 1 else "k",
-            events_ms=0.25,
+        with_extras(
+            dataclasses.replace(
+                rnd, k=5, stop="no_match" if rnd.index == 1 else "k", events_ms=0.25
+            ),
             probes={"context_len": 9, "target_ms": [[1, 2.5], [5, 4.0]], "draft_ms": 1.0},
             copied_from=(2, 6),
         )

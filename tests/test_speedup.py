@@ -16,6 +16,7 @@ from specviz.core.metrics.running import summary
 from specviz.core.metrics.speed_tracker import SpeedTracker
 from specviz.core.metrics.speedup import MIN_STEPS, measure
 from specviz.core.trace.files import save
+from specviz.core.trace.records import with_extras
 from specviz.core.trace.session import Session
 from tests.fixtures import synthetic_session
 
@@ -144,10 +145,8 @@ def test_a_1_0_trace_is_labelled_calibration_and_has_no_interval():
 def _probed_trace(n_rounds=30):
     session = synthetic_session(n_rounds, k=4, seed=4)
     rounds = [
-        dataclasses.replace(
-            r,
-            draft_ms=4.0 + 0.1 * (r.index % 3),
-            verify_ms=6.0,
+        with_extras(
+            dataclasses.replace(r, draft_ms=4.0 + 0.1 * (r.index % 3), verify_ms=6.0),
             probes={
                 "context_len": 8,
                 "target_ms": [[n, 5.0 + n] for n in range(1, 6)],
@@ -204,10 +203,10 @@ def test_the_refined_prediction_has_an_interval_that_reads_its_noise():
     noisy = Session(
         steady.header,
         [
-            dataclasses.replace(
+            with_extras(
                 r,
                 probes={
-                    **r.probes,
+                    **r.probes.to_json(),
                     "target_ms": [[n, (5.0 + n) * (3 if r.index % 2 else 1)] for n in range(1, 6)],
                 },
             )  # fmt: skip

@@ -15,6 +15,7 @@ from specviz.cli.run import format_summary
 from specviz.core.metrics.costmodel import figures
 from specviz.core.metrics.running import WINDOW, summary
 from specviz.core.trace.files import save
+from specviz.core.trace.records import with_extras
 from specviz.core.trace.session import Session
 from tests.fixtures import synthetic_session
 
@@ -34,7 +35,7 @@ def probe(t1: float = 2.0, draft: float = 0.5, context_len: int = 8) -> dict:
 def probed(session: Session, baseline: float | None, **probe_args) -> Session:
     """The session with a probe after every round and this header baseline."""
     header = dataclasses.replace(session.header, baseline_ms_per_token=baseline)
-    rounds = [dataclasses.replace(r, probes=probe(**probe_args)) for r in session.rounds]
+    rounds = [with_extras(r, probes=probe(**probe_args)) for r in session.rounds]
     return Session(header, rounds)
 
 

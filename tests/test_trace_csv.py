@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 
 import pytest
 
 from specviz.core.metrics.csv_export import COLUMNS, write_stats_csv
 from specviz.core.metrics.running import summary
 from specviz.core.trace import files as tracefile
+from specviz.core.trace.records import with_extras
 from tests.fixtures import synthetic_session
 
 
@@ -23,7 +23,7 @@ def read(path) -> list[dict[str, str]]:
 def with_probes(session):
     """Every round with a probe: T_t(1) steps near 2 ms, T_t(n) = 2 + 0.2 (n - 1)."""
     rounds = [
-        dataclasses.replace(
+        with_extras(
             r,
             probes={
                 "context_len": 8,

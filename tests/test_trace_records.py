@@ -9,6 +9,7 @@ import inspect
 import pytest
 
 from specviz.core.trace import records as trace
+from specviz.core.trace.extras.registry import BY_KEY
 from specviz.core.trace.files import parse_lines, session_lines
 from specviz.core.trace.records import Round, SessionHeader, TokenEvent
 from tests.fixtures import synthetic_session
@@ -55,6 +56,7 @@ def test_field_lists_derive_from_the_records():
     assert trace.HEADER_OPTIONAL == ("drafter", "policy", "eos_token_id", "chat", "dtype_choice")
     header_fields = {f.name for f in dataclasses.fields(SessionHeader)} - {"extra"}
     assert trace.HEADER_KEYS == {"type", "schema", *header_fields}
-    assert set(trace.ROUND_OPTIONAL) >= {"finish_reason", "k", "stop", "probes", "copied_from"}
+    assert set(trace.ROUND_OPTIONAL) >= {"finish_reason", "k", "stop"}
+    assert {"probes", "copied_from", "block", "tree"} <= set(BY_KEY)  # extras: their registry
     assert set(trace.NUMBERS_BY_STATUS) == set(trace.STATUSES)
     assert set(trace.DRAFTED) | set(trace.ENDINGS) == set(trace.STATUSES)

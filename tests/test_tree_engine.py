@@ -8,11 +8,10 @@ end-to-end test: what core.tree.walk says makes the rule exact."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
+from specviz.core.trace.records import with_extras
 from tests.test_block import LEVEL, weak_draft
 
 TREE_CASES = {  # (K, draw, shape, sampling, tokens per session, weak draft)
@@ -44,7 +43,7 @@ def tree_sequences(pair, settings, n_runs, prompt_ids, seed):
         engine.generator = gen
         rounds = list(engine.run())
         sequences.append(tuple(t.id for r in rounds for t in r.tokens if t.emitted))
-        fates.update(f for r in rounds for f in r.tree["fate"])
+        fates.update(f for r in rounds for f in r.tree.fate)
         fates.update(t.status for r in rounds for t in r.tokens)
     return sequences, fates
 
@@ -114,7 +113,7 @@ def test_tree_rounds_keep_the_caches_exact_and_the_trace_valid(pair, tmp_path, s
     session = Session(engine.prefill("And the earth was", calibrate=False))
     for rnd in engine.run(max_rounds=10):
         session.append(rnd)
-        assert len(rnd.tree["parent"]) == rnd.n_drafted <= 20
+        assert len(rnd.tree.parent) == rnd.n_drafted <= 20
         assert_caches_fresh(engine, pair)
     assert check_session(session) == []
     path = tmp_path / "tree.jsonl"
@@ -135,21 +134,21 @@ def test_a_tree_that_contradicts_its_numbers_is_named(pair):
     for rnd in engine.run():
         session.append(rnd)
     assert check_session(session) == []
-    rnd = next(r for r in session.rounds if "rejected" in r.tree["fate"])
-    i = rnd.tree["fate"].index("rejected")
+    rnd = next(r for r in session.rounds if "rejected" in r.tree.fate)
+    i = rnd.tree.fate.index("rejected")
 
     def broken(**tree):
-        bad = dataclasses.replace(rnd, tree={**rnd.tree, **tree})
+        bad = with_extras(rnd, tree={**rnd.tree.to_json(), **tree})
         return [p.field for p in check_session(Session(session.header, [bad]))
                 if p.field.startswith("tree")]  # fmt: skip
 
-    fates = list(rnd.tree["fate"])
+    fates = list(rnd.tree.fate)
     fates[i] = "accepted"
     assert broken(fate=fates)  # a rejected node called accepted
-    u = list(rnd.tree["u"])
+    u = list(rnd.tree.u)
     u[i] = 0.0
     assert f"tree.fate[{i}]" in broken(u=u)  # u = 0 passes any test: not a rejection
-    parents = list(rnd.tree["parent"])
+    parents = list(rnd.tree.parent)
     parents[-1] = len(parents)
     assert broken(parent=parents)  # a parent after its child
     assert "tree.rule" in broken(rule="topk")  # drawn children judged as q's top ones

@@ -13,7 +13,6 @@ import pytest
 from specviz.core.trace.check_session import check_session
 from specviz.core.trace.records import EVENT_LISTS, JUDGED, Settings
 from specviz.core.trace.session import Session
-from specviz.core.trace.tree_nodes import TreeRecord
 
 PROMPT = "And the earth was"
 
@@ -38,18 +37,18 @@ def session(request, pair) -> Session:
 def judged_nodes(rnd):
     """(token, its node) of each judged token of a tree round's chain view."""
     judged = [t for t in rnd.tokens if t.status in JUDGED]
-    return list(zip(judged, TreeRecord.of(rnd.tree).chain(), strict=False))
+    return list(zip(judged, rnd.tree.chain(), strict=False))
 
 
 def test_a_tree_token_carries_its_nodes_p_and_q_and_its_test_apart(session):
     tested_apart = 0
     for rnd in session.rounds:
-        topk = rnd.tree["rule"] == "topk"
+        topk = rnd.tree.rule == "topk"
         for token, node in judged_nodes(rnd):
-            assert token.id == rnd.tree["token"][node]
-            assert token.p == pytest.approx(rnd.tree["p"][node], rel=1e-6)  # the target's
-            assert token.q == pytest.approx(rnd.tree["q"][node], rel=1e-6)  # the draft's
-            assert token.p_tried == rnd.tree["p_tried"][node]
+            assert token.id == rnd.tree.token[node]
+            assert token.p == pytest.approx(rnd.tree.p[node], rel=1e-6)  # the target's
+            assert token.q == pytest.approx(rnd.tree.q[node], rel=1e-6)  # the draft's
+            assert token.p_tried == rnd.tree.p_tried[node]
             assert token.q_tried == (1.0 if topk else None)
             q = token.q_tried if topk else token.q
             a = min(1.0, token.p_tried / q) if q > 0 else float(token.p_tried > 0)

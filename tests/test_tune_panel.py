@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from specviz.core.trace.records import Round, Settings, TokenEvent
+from specviz.core.trace.records import Round, Settings, TokenEvent, with_extras
 from specviz.gui.tune.panel import TunePanel
 
 
@@ -22,7 +22,9 @@ def make_round(index, n_acc, k=4, ms=20.0, probes=None):
         tokens += [TokenEvent(id=3, text="\x1b[31m", status="resampled")]
     else:
         tokens += [TokenEvent(id=3, text="b", status="bonus")]
-    return Round("s", index, 10, ms / 2, ms / 2, k, n_acc, tuple(tokens), probes=probes)
+    return with_extras(
+        Round("s", index, 10, ms / 2, ms / 2, k, n_acc, tuple(tokens)), probes=probes
+    )
 
 
 def probe(t1=10.0, draft=1.0):

@@ -5,8 +5,6 @@ test that token and block pass), with the emitted tokens' distance from p."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
@@ -17,7 +15,7 @@ from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.lab.sequence import run_rule, shared_draws
 from specviz.core.trace.check_session import check_session
 from specviz.core.trace.files import load, save
-from specviz.core.trace.records import Settings
+from specviz.core.trace.records import Settings, with_extras
 from specviz.core.trace.session import Session
 from tests.test_sampling import LEVEL
 
@@ -87,7 +85,7 @@ def test_typical_rounds_are_recorded_and_checked(pair, tmp_path):
     rnd = next(r for r in session.rounds if r.n_judged)
     first = next(t for t in rnd.tokens if t.status in ("accepted", "rejected"))
     flipped = 0.0 if first.status == "rejected" else 1.0
-    bad = dataclasses.replace(rnd, typical={"threshold": [flipped, *rnd.typical["threshold"][1:]]})
+    bad = with_extras(rnd, typical={"threshold": [flipped, *rnd.typical.threshold[1:]]})
     rounds = [bad if r is rnd else r for r in session.rounds]
     problems = check_session(Session(header, rounds))
     assert any(p.field == "typical.threshold[0]" for p in problems)
@@ -184,7 +182,7 @@ def test_the_distribution_panel_reads_a_typical_position_out_loud(pair):
     rounds = list(engine.run())
     rnd = next(r for r in rounds if r.n_judged)
     bars = position_bars(rnd, 0)
-    assert bars.typical_threshold == rnd.typical["threshold"][0]
+    assert bars.typical_threshold == rnd.typical.threshold[0]
     text = summary_html(bars)
     assert "typical acceptance" in text and "LOSSY" in text
     resampled = next(r for r in rounds if r.n_accepted < r.n_drafted)

@@ -222,10 +222,10 @@ def format_report(path: str, d: dict[str, Any]) -> str:
         lines.append(f"dtype       {d['dtype_choice'].get('dtype')}: --dtype auto, "
                      f"{d['dtype_choice'].get('why', '')}")  # fmt: skip
     if d.get("greedy_diff"):
-        from specviz.core.trace.rule_numbers import greedy_diff_text
+        from specviz.core.trace.extras.greedy_diff import GreedyDiff
 
         diff = d["greedy_diff"]
-        text = greedy_diff_text(diff, d["target"]["dtype"])
+        text = GreedyDiff.from_value(diff).text(d["target"]["dtype"])
         lines.append(f"greedy      round {diff['round']} (from 0): {text}")
     if d["lossy"]:
         lines.append(f"LOSSY       {LOSSY_WARNING.format(rule=d['settings']['verifier'])}")
@@ -287,7 +287,7 @@ class _Reading:
         self.rounds += 1
         self.finish = rnd.finish_reason
         if rnd.greedy_diff is not None and self.greedy_diff is None:
-            self.greedy_diff = {**rnd.greedy_diff, "round": rnd.index}
+            self.greedy_diff = {**rnd.greedy_diff.to_json(), "round": rnd.index}
         if rnd.settings is not None and rnd.settings != self.previous:
             self.changes.append({"round": rnd.index, "settings": dataclasses.asdict(rnd.settings)})
             self.previous = rnd.settings

@@ -182,7 +182,7 @@ def _report(session, args, formats: Formats, names, finish: str | None) -> None:
     diff = next((r.greedy_diff for r in session.rounds if r.greedy_diff is not None), None)
     if args.json:
         extra = {"dtype": header.target.dtype, "dtype_choice": header.dtype_choice,
-                 "chat": header.chat, "greedy_diff": diff}  # fmt: skip
+                 "chat": header.chat, "greedy_diff": diff and diff.to_json()}  # fmt: skip
         obj = {"pair": names(header), **result, "finish_reason": finish, "text": session.text}
         print(json.dumps({**obj, **extra}))
         return
@@ -191,9 +191,7 @@ def _report(session, args, formats: Formats, names, finish: str | None) -> None:
     print(formats.summary(result))
     print(finish_text(session, finish))
     if diff is not None:  # a greedy half-precision session left the target's text
-        from specviz.core.trace.rule_numbers import greedy_diff_text
-
-        print(f"greedy: {printable(greedy_diff_text(diff, header.target.dtype))}")
+        print(f"greedy: {printable(diff.text(header.target.dtype))}")
 
 
 def _say_lost(session, lost: BaseException, traced: bool) -> None:

@@ -36,8 +36,8 @@ from typing import NamedTuple
 from specviz.core.metrics.positions import PositionCounts, judged_fates, judged_pairs
 from specviz.core.metrics.speedup import MIN_PROBES, MIN_STEPS, Speedup, clean_ms, measure
 from specviz.core.metrics.whatif import whatif_fates
+from specviz.core.trace.extras.probes import Probes
 from specviz.core.trace.records import Round
-from specviz.core.trace.tree_nodes import TreeNodes
 
 ADVISOR_KS = tuple(range(1, 17))  # the K the advisor's curve covers
 SLOW = 3.0  # a round slower than SLOW x the median of its n_drafted counts as that much
@@ -132,7 +132,7 @@ def tree_depth(rnd: Round) -> int:
     """A tree round's depth (its draft passes), 0 for a chain's round."""
     if rnd.tree is None:
         return 0
-    return TreeNodes.of(rnd.tree["parent"]).depth
+    return rnd.tree.nodes.depth
 
 
 def round_k(rnd: Round) -> int:
@@ -296,20 +296,21 @@ class CostModel:
             self.add(rnd)
         return self
 
-    def add_probes(self, probes: dict) -> None:
-        """One probe record: {"context_len", "target_ms": [[n, ms], ...], "draft_ms",
-        "t1_ms": [ms, ...], "rule_ms"}. A time that is not one (0, NaN) is left out."""
-        pairs = probes.get("target_ms") or ()
+    def add_probes(self, probes: Probes) -> None:
+        """One probe record (core.trace.extras.probes: context_len, T_t(n) medians, T_d(1),
+        every T_t(1) step, the rule's cost). A time that is not one (0, NaN) is left out."""
+        pairs = probes.target_ms or ()
         for n, ms in pairs:
             for value in clean_ms([ms]):
                 self.target.setdefault(int(n), deque(maxlen=self.probe_window)).append(value)
         # T_t(1)'s steps: every one a 1.3 probe timed, else the one median older ones kept
-        steps = clean_ms(probes.get("t1_ms") or [ms for n, ms in pairs if n == 1])
+        steps = clean_ms(probes.t1_ms or [ms for n, ms in pairs if n == 1])
         if steps:
             self.t1.append(tuple(steps))
-        self.draft.extend(clean_ms([probes.get("draft_ms")]))
-        self.rule.extend(clean_ms([probes.get("rule_ms")]))
-        self.context_len = probes.get("context_len", self.context_len)
+        self.draft.extend(clean_ms([probes.draft_ms]))
+        self.rule.extend(clean_ms([probes.rule_ms]))
+        if probes.recorded("context_len"):
+            self.context_len = probes.context_len
         self.n_probes += 1
 
     def costs(self) -> Costs:

@@ -285,15 +285,10 @@ def position_bars(
 
 
 def _typical_at(rnd: Round, position: int) -> float | None:
-    typical = rnd.typical
-    if typical is None or not 0 <= position < len(typical["threshold"]):
-        return None
-    return typical["threshold"][position]
+    """The threshold of a typical round's judged position (core.trace.extras.typical)."""
+    return None if rnd.typical is None else rnd.typical.at(position)
 
 
 def _block_at(rnd: Round, position: int) -> tuple[float, float, float] | None:
-    """(p_i, h_i, u_i) of a block round's drafted position, from its record."""
-    block = rnd.block
-    if block is None or not 0 <= position < len(block["u"]):
-        return None
-    return block["weights"][position], block["h"][position], block["u"][position]
+    """(p_i, h_i, u_i) of a block round's drafted position (core.trace.extras.block)."""
+    return None if rnd.block is None else rnd.block.at(position)

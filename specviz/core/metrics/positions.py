@@ -19,14 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from specviz.core.trace.records import JUDGED, Round
-from specviz.core.trace.tree_nodes import TreeRecord
 
 
 def judged_pairs(rnd: Round) -> list[tuple[int, bool]]:
     """(position, accepted?) of each draft the round's rule judged, position from 1: a
     chain's in token order, a tree's tried nodes at their depths, in node order."""
     if rnd.tree is not None:
-        return TreeRecord.of(rnd.tree).tried_by_depth()
+        return rnd.tree.tried_by_depth()
     judged = (t.status == "accepted" for t in rnd.tokens if t.status in JUDGED)
     return [(i, ok) for i, ok in enumerate(judged, start=1)]
 

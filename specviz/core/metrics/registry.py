@@ -72,7 +72,7 @@ class _Positions(PositionCounts):
 
 def _drafted(rnd: Round) -> int:
     """A round's drafted tokens (a tree's: its nodes)."""
-    return len(rnd.tree["parent"]) if rnd.tree is not None else rnd.n_drafted
+    return len(rnd.tree.parent) if rnd.tree is not None else rnd.n_drafted
 
 
 SPECS: dict[str, MetricSpec] = {

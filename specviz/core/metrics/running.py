@@ -86,7 +86,7 @@ class RunningStats:
         self.metrics.add(rnd)
         n_acc = sum(ok for _, ok in tried)
         n_drafted = (
-            len(rnd.tree["parent"]) if rnd.tree is not None
+            len(rnd.tree.parent) if rnd.tree is not None
             else sum(1 for t in rnd.tokens if t.status in DRAFTED)
         )  # fmt: skip
         self.rounds += 1

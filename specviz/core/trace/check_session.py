@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from specviz.core.trace.check_token import check_token, expected_accept_prob
+from specviz.core.trace.extras.registry import check_extras
 from specviz.core.trace.records import (
     EMITTED,
     FINISH_REASONS,
@@ -27,9 +28,7 @@ from specviz.core.trace.records import (
     Settings,
     TraceError,
 )
-from specviz.core.trace.rule_numbers import check_block, check_draft_pieces, check_typical
 from specviz.core.trace.session import Session
-from specviz.core.trace.tree_numbers import check_tree
 
 __all__ = [
     "Problem", "RoundChecker", "check_session", "check_stream", "expected_accept_prob",
@@ -235,9 +234,7 @@ def check_round(
             line, "k", f"{rnd.k}, but the constant policy drafts K = {settings.k} every round"
         )
     rule = settings.verifier
-    for name, message in _rule_numbers(rnd, rule, settings):
-        yield Problem(line, name, message)
-    for name, message in check_draft_pieces(rnd, header.draft.vocab_size):
+    for name, message in check_extras(rnd, settings, header):  # core.trace.extras
         yield Problem(line, name, message)
     for j, event in enumerate(rnd.tokens):
         for name, message in check_token(event, vocab, settings.top_n, lists, rule):
@@ -246,17 +243,6 @@ def check_round(
         so_far.context += len(emitted)  # the true count, so one bad value is reported once
         so_far.emitted += len(emitted)
         so_far.emitted_ids.update(emitted)
-
-
-def _rule_numbers(rnd: Round, rule: str, settings: Settings) -> Iterator[tuple[str, str]]:
-    """The round's block, typical or tree numbers agree with its tokens
-    (core.trace.rule_numbers, core.trace.tree_numbers)."""
-    if rule == "block" or rnd.block is not None:
-        yield from check_block(rnd)
-    if rule == "typical" or rnd.typical is not None:
-        yield from check_typical(rnd)
-    if settings.tree or rnd.tree is not None or any(t.p_tried is not None for t in rnd.tokens):
-        yield from check_tree(rnd, settings)  # (a chain's token has no p_tried: schema 1.9)
 
 
 def _round_settings(
@@ -302,8 +288,8 @@ def _round_numbers(
         if fault is not None:
             yield Problem(line, name, fault)
     drafted = len(statuses) - statuses.count("resampled") - statuses.count("bonus")
-    if rnd.tree is not None:  # a tree's nodes; its depth against K: core.trace.tree_numbers
-        drafted = len(rnd.tree["parent"])
+    if rnd.tree is not None:  # a tree's nodes; its depth against K: core.trace.extras.tree
+        drafted = len(rnd.tree.parent)
         if rnd.n_drafted != drafted:
             yield Problem(line, "n_drafted", f"{rnd.n_drafted}, but the tree has {drafted} nodes")
     elif rnd.n_drafted != drafted:

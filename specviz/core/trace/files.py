@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from specviz.core.resources import check_regular_file
+from specviz.core.trace.fields import type_error
 from specviz.core.trace.parse import (
     line_json,
     line_text,
@@ -33,7 +34,6 @@ from specviz.core.trace.parse import (
     parse_header,
     parse_round,
     schema_version,
-    type_error,
 )
 from specviz.core.trace.records import SCHEMA, SCHEMA_MINOR, Round, TraceError
 from specviz.core.trace.round_lines import (

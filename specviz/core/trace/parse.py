@@ -10,17 +10,18 @@ trace may hold 100k rounds, so list checks use C-level map() passes, not Python 
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from specviz.core.trace.extras.registry import EXTRAS
+from specviz.core.trace.fields import as_float, get_field, type_error
 from specviz.core.trace.records import (
     EVENT_LISTS,
     EVENT_NUMBERS,
     HEADER_KEYS,
-    MAX_TREE_BUDGET,
+    ROUND_SCALARS,
     SCHEMA_MAJOR,
     STATUSES,
     STOP_REASONS,
@@ -32,70 +33,23 @@ from specviz.core.trace.records import (
     TraceError,
     make_round,
 )
-from specviz.core.trace.rule_numbers import (
-    parse_block,
-    parse_draft_pieces,
-    parse_greedy_diff,
-    parse_typical,
-)
-from specviz.core.trace.tree_numbers import parse_tree, read_tried
 
 _STATUSES = frozenset(STATUSES)
+_SCALARS = ROUND_SCALARS
 _NUMBER_TYPES = {float, int, type(None)}
 _FLOAT_OR_NONE = {float, type(None)}
 _SETTINGS_KINDS = {name: type(default) for name, default in vars(Settings()).items()}
-_KINDS = {
-    bool: "true or false",
-    int: "an integer",
-    float: "a number",
-    str: "a string",
-    list: "a list",
-    dict: "an object",
-}
-
-
-def type_error(value: Any, kind: type, line: int, name: str) -> TraceError:
-    try:
-        shown = repr(value)
-    except ValueError:  # an int of more digits than Python converts to text
-        shown = "a value too large to show"
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return TraceError(f"expected {_KINDS.get(kind, kind.__name__)}, got {shown}", line, name)
-
-
-def _get(
-    obj: dict[str, Any], key: str, kind: type, line: int, optional: bool = False, prefix: str = ""
-) -> Any:
-    """obj[key] checked against kind (an int is a float; a bool is never a number)."""
-    value = obj.get(key)
-    if value is None:
-        if optional:
-            return None
-        raise TraceError("missing", line, prefix + key)
-    if type(value) is kind:
-        return value
-    if kind is float and type(value) is int:
-        return _float(value, line, prefix + key)
-    raise type_error(value, kind, line, prefix + key)
-
-
-def _float(value: int, line: int, name: str) -> float:
-    """An integer where a number is expected; TraceError if it is too large for a float."""
-    try:
-        return float(value)
-    except OverflowError:
-        raise TraceError(f"{len(str(abs(value)))}-digit number: out of range", line, name) from None
 
 
 def _model(obj: dict[str, Any], line: int, key: str) -> ModelInfo:
     prefix = f"{key}."
     return ModelInfo(
-        name=_get(obj, "name", str, line, prefix=prefix),
-        path=_get(obj, "path", str, line, prefix=prefix),
-        vocab_size=_get(obj, "vocab_size", int, line, prefix=prefix),
-        params=_get(obj, "params", int, line, prefix=prefix),
-        dtype=_get(obj, "dtype", str, line, prefix=prefix),
-        device=_get(obj, "device", str, line, prefix=prefix),
+        name=get_field(obj, "name", str, line, prefix=prefix),
+        path=get_field(obj, "path", str, line, prefix=prefix),
+        vocab_size=get_field(obj, "vocab_size", int, line, prefix=prefix),
+        params=get_field(obj, "params", int, line, prefix=prefix),
+        dtype=get_field(obj, "dtype", str, line, prefix=prefix),
+        device=get_field(obj, "device", str, line, prefix=prefix),
     )
 
 
@@ -109,7 +63,7 @@ def _settings(obj: dict[str, Any], line: int, key: str = "settings") -> Settings
             raise TraceError("null: a setting is left out or given, never null", line,
                              f"{key}.{name}")  # fmt: skip
     for name, kind in _SETTINGS_KINDS.items():
-        value = _get(obj, name, kind, line, optional=True, prefix=f"{key}.")
+        value = get_field(obj, name, kind, line, optional=True, prefix=f"{key}.")
         if value is not None:
             values[name] = value
     return Settings(**values)  # unknown settings (a newer minor version) are ignored
@@ -170,7 +124,7 @@ def schema_version(schema: str, line: int = 1) -> tuple[int, int]:
 def parse_header(obj: dict[str, Any], line: int = 1) -> SessionHeader:
     if obj.get("type") != "session":
         raise TraceError("the first line must be the session header (type 'session')", line)
-    schema = _get(obj, "schema", str, line)
+    schema = get_field(obj, "schema", str, line)
     major, _ = schema_version(schema, line)
     if major != SCHEMA_MAJOR:
         raise TraceError(
@@ -179,152 +133,59 @@ def parse_header(obj: dict[str, Any], line: int = 1) -> SessionHeader:
             line,
             "schema",
         )
-    ids = _get(obj, "prompt_ids", list, line)
+    ids = get_field(obj, "prompt_ids", list, line)
     if not set(map(type, ids)) <= {int}:
         raise TraceError("expected a list of token ids", line, "prompt_ids")
     return SessionHeader(
-        session_id=_get(obj, "session_id", str, line, optional=True) or f"trace-{id(obj):x}",
-        prompt=_get(obj, "prompt", str, line),
+        session_id=get_field(obj, "session_id", str, line, optional=True) or f"trace-{id(obj):x}",
+        prompt=get_field(obj, "prompt", str, line),
         prompt_ids=tuple(ids),
         prompt_text=_strings(obj.get("prompt_text"), line, "prompt_text"),
-        target=_model(_get(obj, "target", dict, line), line, "target"),
-        draft=_model(_get(obj, "draft", dict, line), line, "draft"),
-        settings=_settings(_get(obj, "settings", dict, line), line),
-        created=_get(obj, "created", str, line, optional=True) or "",
-        specviz=_get(obj, "specviz", str, line, optional=True) or "",
-        baseline_ms_per_token=_get(obj, "baseline_ms_per_token", float, line, optional=True),
-        draft_ms_per_token=_get(obj, "draft_ms_per_token", float, line, optional=True),
+        target=_model(get_field(obj, "target", dict, line), line, "target"),
+        draft=_model(get_field(obj, "draft", dict, line), line, "draft"),
+        settings=_settings(get_field(obj, "settings", dict, line), line),
+        created=get_field(obj, "created", str, line, optional=True) or "",
+        specviz=get_field(obj, "specviz", str, line, optional=True) or "",
+        baseline_ms_per_token=get_field(obj, "baseline_ms_per_token", float, line, optional=True),
+        draft_ms_per_token=get_field(obj, "draft_ms_per_token", float, line, optional=True),
         drafter=_kind_object(obj, "drafter", line),
         policy=_kind_object(obj, "policy", line),
-        eos_token_id=_get(obj, "eos_token_id", int, line, optional=True),
-        chat=_get(obj, "chat", dict, line, optional=True),
-        dtype_choice=_get(obj, "dtype_choice", dict, line, optional=True),
+        eos_token_id=get_field(obj, "eos_token_id", int, line, optional=True),
+        chat=get_field(obj, "chat", dict, line, optional=True),
+        dtype_choice=get_field(obj, "dtype_choice", dict, line, optional=True),
         extra={k: v for k, v in obj.items() if k not in HEADER_KEYS},
     )
 
 
 def _kind_object(obj: dict[str, Any], key: str, line: int) -> dict[str, Any] | None:
     """An optional {"kind": name, ...parameters} object (schema 1.1: drafter, policy)."""
-    value = _get(obj, key, dict, line, optional=True)
+    value = get_field(obj, key, dict, line, optional=True)
     if value is not None:
-        _get(value, "kind", str, line, prefix=f"{key}.")
+        get_field(value, "kind", str, line, prefix=f"{key}.")
     return value
 
 
 def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
-    """The optional round fields of schema 1.1 and after, type-checked; absent ones are left
-    out."""
+    """The optional round fields of schema 1.1 and after, type-checked, and the round's
+    extras (core.trace.extras.registry), each read strictly by its own class; absent ones
+    are left out."""
     extras: dict[str, Any] = {}
     if "k" in obj:
-        extras["k"] = _get(obj, "k", int, line, optional=True)
+        extras["k"] = get_field(obj, "k", int, line, optional=True)
     if "stop" in obj:
-        stop = extras["stop"] = _get(obj, "stop", str, line, optional=True)
+        stop = extras["stop"] = get_field(obj, "stop", str, line, optional=True)
         if stop is not None and stop not in STOP_REASONS:
             raise TraceError(
                 f"unknown stop reason {stop!r} (one of {', '.join(STOP_REASONS)})", line, "stop"
             )
     if "events_ms" in obj:
-        extras["events_ms"] = _get(obj, "events_ms", float, line, optional=True)
-    if "probes" in obj:
-        extras["probes"] = _probes(_get(obj, "probes", dict, line, optional=True), line)
-    for name, read in _ROUND_OBJECTS.items():
-        if name in obj:
-            extras[name] = read(_get(obj, name, dict, line, optional=True), line)
-    if "copied_from" in obj:
-        span = _get(obj, "copied_from", list, line, optional=True)
-        if span is not None:
-            if len(span) != 2 or not set(map(type, span)) <= {int} or not 0 <= span[0] <= span[1]:
-                raise TraceError("expected [start, end] positions", line, "copied_from")
-            extras["copied_from"] = tuple(span)
+        extras["events_ms"] = get_field(obj, "events_ms", float, line, optional=True)
+    for cls in EXTRAS:
+        if cls.key in obj:
+            value = get_field(obj, cls.key, cls.json_type, line, optional=True)
+            if value is not None:
+                extras[cls.key] = cls.from_json(value, line)
     return extras
-
-
-MATCH_SOURCES = ("request", "cache")
-MATCH_CUTS = ("k", "spec_factor", "min_prob", "eos", "end", "policy")
-
-
-def parse_matched(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
-    """A suffix-decoding round's `matched` (records.Round.matched), every field checked."""
-    if value is None:
-        return None
-    known = {"source", "length", "count", "probs", "cut"}
-    if not set(value) <= known or not {"source", "length", "count", "probs"} <= set(value):
-        raise TraceError(f"expected the fields {', '.join(sorted(known))}", line, "matched")
-    if value["source"] not in MATCH_SOURCES:
-        raise TraceError(f"source must be one of {', '.join(MATCH_SOURCES)}", line, "matched")
-    for name in ("length", "count"):
-        if type(value[name]) is not int or value[name] < 1:
-            raise TraceError(f"{name} must be a positive integer", line, "matched")
-    probs = value["probs"]
-    if (type(probs) is not list or len(probs) > MAX_TREE_BUDGET
-            or not all(type(x) in (int, float) and 0 <= x <= 1 for x in probs)):  # fmt: skip
-        raise TraceError("probs must be numbers in [0, 1]", line, "matched")
-    if "cut" in value and value["cut"] not in MATCH_CUTS:
-        raise TraceError(f"cut must be one of {', '.join(MATCH_CUTS)}", line, "matched")
-    return dict(value)
-
-
-# A round's optional objects and their readers (each checks every field of its object).
-_ROUND_OBJECTS = {"block": parse_block, "typical": parse_typical, "tree": parse_tree,
-                  "greedy_diff": parse_greedy_diff, "matched": parse_matched,
-                  "draft_pieces": parse_draft_pieces}  # fmt: skip
-
-MAX_PASS = MAX_TREE_BUDGET + 1  # tokens in one target pass: a tree's nodes and the last token
-MAX_PROBE_STEPS = 64  # timed T_t(1) steps in one probe record, at most
-
-
-def _probes(value: dict[str, Any] | None, line: int) -> dict[str, Any] | None:
-    """A cost-model probe record (core/engine/cost_probes.py): {"context_len": n >= 0, "target_ms":
-    [[n, ms], ...] with distinct n in 1..MAX_PASS, "draft_ms": ms, "t1_ms": [ms, ...],
-    "rule_ms": ms}, times finite and >= 0.
-    Checked here because the cost model folds it into every summary."""
-    if value is None:
-        return None
-    out = dict(value)
-    context = _get(value, "context_len", int, line, optional=True, prefix="probes.")
-    if context is not None and context < 0:
-        raise TraceError(f"{context}: negative", line, "probes.context_len")
-    if "draft_ms" in value:  # absent in a probe of T_t(1) alone
-        out["draft_ms"] = _probe_ms(value["draft_ms"], line, "probes.draft_ms")
-    pairs = _get(value, "target_ms", list, line, optional=True, prefix="probes.")
-    if pairs is not None:
-        if len(pairs) > MAX_PASS:
-            raise TraceError(f"{len(pairs)} entries, more than K + 1", line, "probes.target_ms")
-        seen: set[int] = set()
-        for i, pair in enumerate(pairs):
-            name = f"probes.target_ms[{i}]"
-            if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not int:
-                raise TraceError("expected [n, ms] with n an integer", line, name)
-            if not 1 <= pair[0] <= MAX_PASS or pair[0] in seen:
-                raise TraceError(f"n = {pair[0]}: not a new n in 1..{MAX_PASS}", line, name)
-            seen.add(pair[0])
-        out["target_ms"] = [
-            [n, _probe_ms(ms, line, f"probes.target_ms[{i}]")] for i, (n, ms) in enumerate(pairs)
-        ]
-    # Schema 1.3, optional: every timed T_t(1) step, and the rule's cost.
-    steps = _get(value, "t1_ms", list, line, optional=True, prefix="probes.")
-    if steps is not None:
-        if len(steps) > MAX_PROBE_STEPS:
-            raise TraceError(
-                f"{len(steps)} steps, more than {MAX_PROBE_STEPS}", line, "probes.t1_ms"
-            )
-        out["t1_ms"] = [_probe_ms(ms, line, f"probes.t1_ms[{i}]") for i, ms in enumerate(steps)]
-        if None in out["t1_ms"]:
-            raise TraceError("expected a time, got null", line, "probes.t1_ms")
-    if "rule_ms" in value:
-        out["rule_ms"] = _probe_ms(value["rule_ms"], line, "probes.rule_ms")
-    return out
-
-
-def _probe_ms(value: Any, line: int, name: str) -> float | None:
-    if value is None:
-        return None
-    if type(value) not in (int, float):
-        raise type_error(value, float, line, name)
-    ms = _float(value, line, name) if type(value) is int else value
-    if not 0 <= ms < math.inf:
-        raise TraceError(f"{ms}: not a time (finite, >= 0)", line, name)
-    return ms
 
 
 def parse_event(obj: Any, line: int, where: str) -> TokenEvent:
@@ -369,22 +230,22 @@ def _numbers(value: Any, line: int, name: str) -> tuple[float, ...]:
     if type(value) is not list or not set(map(type, value)) <= {float, int}:
         raise TraceError("expected a list of numbers", line, name)
     if int in set(map(type, value)):
-        return tuple(_float(v, line, name) if type(v) is int else v for v in value)
+        return tuple(as_float(v, line, name) if type(v) is int else v for v in value)
     return tuple(value)
 
 
 def _event_fault(obj: dict[str, Any], line: int, prefix: str) -> tuple:
     """parse_event's fields one by one: integers where numbers go become floats, anything
     else of the wrong type is a TraceError naming the field."""
-    status = _get(obj, "status", str, line, prefix=prefix)
+    status = get_field(obj, "status", str, line, prefix=prefix)
     if status not in _STATUSES:
         raise TraceError(
             f"unknown status {status!r} (one of {', '.join(STATUSES)})", line, prefix + "status"
         )
-    numbers = tuple(_get(obj, name, float, line, True, prefix) for name in EVENT_NUMBERS)
+    numbers = tuple(get_field(obj, name, float, line, True, prefix) for name in EVENT_NUMBERS)
     return (
-        _get(obj, "id", int, line, prefix=prefix),
-        _get(obj, "text", str, line, prefix=prefix),
+        get_field(obj, "id", int, line, prefix=prefix),
+        get_field(obj, "text", str, line, prefix=prefix),
         status,
         numbers,
     )
@@ -397,7 +258,7 @@ def parse_round(
     settings_cache: dict | None = None,
     fill: Callable[[Any, str], Any] | None = None,  # round_lines.split_top_lists's
 ) -> Round:
-    tokens = _get(obj, "tokens", list, line)
+    tokens = get_field(obj, "tokens", list, line)
     settings = obj.get("settings")
     if settings is not None:
         if type(settings) is not dict:
@@ -406,17 +267,20 @@ def parse_round(
     extras = _round_extras(obj, line)
     fill = fill or (lambda token, where: token)  # the tokens as read
     events = tuple(parse_event(fill(t, w := f"tokens[{i}]"), line, w) for i, t in enumerate(tokens))
+    for key, extra in extras.items():
+        if key not in _SCALARS:
+            events = extra.read_tokens(events)  # an older tree's, as 1.9 writes them
     return make_round(
         session_id=session_id,
-        index=_get(obj, "index", int, line),
-        context_len=_get(obj, "context_len", int, line),
-        draft_ms=_get(obj, "draft_ms", float, line),
-        verify_ms=_get(obj, "verify_ms", float, line),
-        n_drafted=_get(obj, "n_drafted", int, line),
-        n_accepted=_get(obj, "n_accepted", int, line),
-        tokens=read_tried(events, extras.get("tree")),  # an older tree's, as 1.9 writes them
+        index=get_field(obj, "index", int, line),
+        context_len=get_field(obj, "context_len", int, line),
+        draft_ms=get_field(obj, "draft_ms", float, line),
+        verify_ms=get_field(obj, "verify_ms", float, line),
+        n_drafted=get_field(obj, "n_drafted", int, line),
+        n_accepted=get_field(obj, "n_accepted", int, line),
+        tokens=events,
         settings=settings,
-        finish_reason=_get(obj, "finish_reason", str, line, optional=True),
+        finish_reason=get_field(obj, "finish_reason", str, line, optional=True),
         extras=extras,
     )
 

@@ -12,9 +12,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from specviz.core.trace import verifiers
+
+if TYPE_CHECKING:
+    from specviz.core.trace.extras.block import BlockNumbers
+    from specviz.core.trace.extras.copied import CopiedFrom
+    from specviz.core.trace.extras.greedy_diff import GreedyDiff
+    from specviz.core.trace.extras.matched import SuffixMatch
+    from specviz.core.trace.extras.pieces import DraftPieces
+    from specviz.core.trace.extras.probes import Probes
+    from specviz.core.trace.extras.tree import TokenTree
+    from specviz.core.trace.extras.typical import TypicalThresholds
+
+E = TypeVar("E")
 
 SCHEMA = "specviz.trace/1.9"
 SCHEMA_MAJOR = 1
@@ -298,6 +310,34 @@ class TokenEvent:
         return self.status in EMITTED
 
 
+class Extras(Mapping[str, Any]):
+    """A round's extras by key (core.trace.extras), in the line's order: read-only and
+    hashable, as the frozen round that holds them."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, Any] | None = None) -> None:
+        self._items = dict(items or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._items.items()))
+
+    def __repr__(self) -> str:
+        return f"Extras({self._items!r})"
+
+
+NO_EXTRAS = Extras()
+
+
 @dataclass(frozen=True)
 class Round:
     """One draft-and-verify round: K drafted tokens, their verdicts, one target token."""
@@ -317,44 +357,48 @@ class Round:
     k: int | None = None
     stop: str | None = None
     events_ms: float | None = None  # building the token records (top-N lists): not verify_ms
-    # Cost-model probes taken after this round, outside its times: {"context_len": n,
-    # "target_ms": [[n_tokens, ms], ...], "draft_ms": ms}.
-    probes: dict[str, Any] | None = None
-    # [start, end): the context positions a prompt-lookup proposal was copied from.
-    copied_from: tuple[int, int] | None = None
-    # Schema 1.3, optional: a round verified as a block (settings.verifier "block"): the
-    # block's numbers at each drafted position 1..K, {"weights": [p_i], "h": [h_i],
-    # "u": [u_i]} (core.decoding.block); its tokens' statuses are the block's.
-    block: dict[str, Any] | None = None
-    # Schema 1.4, optional: a round verified by the typical rule (settings.verifier
-    # "typical"): {"threshold": [min(epsilon, delta exp(-H))]} at each judged position; a
-    # drafted token is kept while its p exceeds its position's threshold.
-    typical: dict[str, Any] | None = None
-    # Schema 1.5, optional: a token tree's round (settings.tree_width > 1), every drafted
-    # node in columns, parents before children (core.trace.tree_numbers): "parent" (-1: a
-    # child of the context), "token", "text", "fate" (TREE_FATES), "q" (the draft's q(x)
-    # where it was drawn), "p" (the target's p(x) there, from its one pass), and for the
-    # nodes the rule tried, "p_tried" (x's probability under the distribution it was tried
-    # against, after its earlier siblings' updates), "accept_prob" and "u" (null on the
-    # others). `tokens` reads as a chain: the accepted path, the last rejected child where
-    # the round ended on one, then the resampled or bonus token.
-    tree: dict[str, Any] | None = None
-    # Schema 1.6, optional: in a greedy half-precision session, the first generated token
-    # where the text leaves the target alone's greedy decoding, found in this round
-    # (core.decoding.greedy_check.GreedyDiff's fields as an object).
-    greedy_diff: dict[str, Any] | None = None
-    # Schema 1.6, optional: what a suffix-decoding proposal matched (core.drafters.suffix):
-    # {"source": "request" (this prompt and output) or "cache" (earlier outputs), "length":
-    # the matched suffix's tokens (the context's last ones), "count": its earlier
-    # occurrences with a continuation, "probs": each drafted token's (node's) probability,
-    # the share of those occurrences that continued so, and on a chain "cut": why it ended
-    # ("k", "spec_factor", "min_prob", "eos", "end", "policy")}.
-    matched: dict[str, Any] | None = None
-    # Schema 1.8, optional: a draft with another tokenizer (--vocab-bridge): its drafted text
-    # as its own tokenizer cut it, {"ids": its token ids, "text": each one's text, "target":
-    # per piece [start, end), the drafted tokens (tokens[start:end]) its characters fall in}
-    # (core.trace.rule_numbers.cut_groups: where the two cuts differ).
-    draft_pieces: dict[str, Any] | None = None
+    # What the round records beyond its tokens, by key, each a typed extra of
+    # core.trace.extras (its registry lists them: the cost-model probes, prompt lookup's
+    # copied_from, a block or typical round's numbers, a token tree, greedy_diff, suffix
+    # decoding's match, a bridged draft's pieces); absent where the round records none.
+    extras: Extras = NO_EXTRAS
+
+    def extra(self, cls: type[E]) -> E | None:
+        """The round's extra of type cls (a core.trace.extras class), or None."""
+        return self.extras.get(cls.key)
+
+    # The extras of today's rules and drafters, by name (core.trace.extras says what each holds).
+    @property
+    def probes(self) -> Probes | None:
+        return self.extras.get("probes")
+
+    @property
+    def copied_from(self) -> CopiedFrom | None:
+        return self.extras.get("copied_from")
+
+    @property
+    def block(self) -> BlockNumbers | None:
+        return self.extras.get("block")
+
+    @property
+    def typical(self) -> TypicalThresholds | None:
+        return self.extras.get("typical")
+
+    @property
+    def tree(self) -> TokenTree | None:
+        return self.extras.get("tree")
+
+    @property
+    def greedy_diff(self) -> GreedyDiff | None:
+        return self.extras.get("greedy_diff")
+
+    @property
+    def matched(self) -> SuffixMatch | None:
+        return self.extras.get("matched")
+
+    @property
+    def draft_pieces(self) -> DraftPieces | None:
+        return self.extras.get("draft_pieces")
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:
@@ -440,11 +484,19 @@ def _optional(cls: type) -> tuple[str, ...]:
 HEADER_FIELDS = tuple(f.name for f in dataclasses.fields(SessionHeader) if f.name != "extra")
 HEADER_OPTIONAL = _optional(SessionHeader)  # drafter, policy, eos_token_id, chat, dtype_choice
 HEADER_KEYS = frozenset(("type", "schema", *HEADER_FIELDS))  # any other key is kept in extra
-ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(Round) if f.name != "session_id")
-ROUND_OPTIONAL = _optional(Round)
-# What a round may record beyond the fields every round has (schema 1.1's k and stop on): a
-# drafter's, a rule's or a probe's numbers, each None where the round records none.
-ROUND_EXTRAS = frozenset(ROUND_OPTIONAL) - {"settings", "finish_reason"}
+ROUND_FIELDS = tuple(
+    f.name for f in dataclasses.fields(Round) if f.name not in ("session_id", "extras")
+)
+ROUND_OPTIONAL = _optional(Round)  # settings, finish_reason, k, stop, events_ms
+# Schema 1.1's fields a round may leave out, given by name to make_round with its extras.
+ROUND_SCALARS = frozenset(ROUND_OPTIONAL) - {"settings", "finish_reason"}
+
+
+def _extras():
+    """core.trace.extras' registry (it reads this module's tables: imported on first use)."""
+    from specviz.core.trace.extras import registry
+
+    return registry
 
 
 def make_round(
@@ -463,11 +515,15 @@ def make_round(
 ) -> Round:
     """The one place a Round is built: by the engine's round (core.engine.round_step,
     chains and trees alike) and by the trace reader (core.trace.parse). The fields every
-    round has, then `extras` by name (ROUND_EXTRAS; one left out is None); TypeError on a
-    name that is not one, so what a round can record is declared on Round alone."""
-    unknown = extras.keys() - ROUND_EXTRAS
+    round has, then `extras` by name: schema 1.1's k, stop and events_ms, and the round's
+    extras by key (core.trace.extras.registry), each typed or in the engine's form (the
+    dict it builds; read by the extra's from_value); one left out or None is absent.
+    TypeError on a name that is neither, so what a round can record is declared once."""
+    registry = _extras()
+    unknown = extras.keys() - ROUND_SCALARS - registry.BY_KEY.keys()
     if unknown:
         raise TypeError(f"not a round's extra: {', '.join(sorted(unknown))}")
+    typed = {key: registry.as_extra(key, v) for key, v in extras.items() if key in registry.BY_KEY}
     return Round(
         session_id=session_id,
         index=index,
@@ -479,8 +535,22 @@ def make_round(
         tokens=tokens,
         settings=settings,
         finish_reason=finish_reason,
-        **extras,
+        k=extras.get("k"),
+        stop=extras.get("stop"),
+        events_ms=extras.get("events_ms"),
+        extras=_extras_of(registry.ordered(typed)),
     )
+
+
+def with_extras(rnd: Round, **changes: Any) -> Round:
+    """rnd with some extras set (typed, or in the engine's form) or removed (None)."""
+    registry = _extras()
+    merged = {**rnd.extras, **{key: registry.as_extra(key, v) for key, v in changes.items()}}
+    return dataclasses.replace(rnd, extras=_extras_of(registry.ordered(merged)))
+
+
+def _extras_of(extras: dict[str, Any]) -> Extras:
+    return Extras(extras) if extras else NO_EXTRAS
 
 
 # A token's numbers (p, q, accept_prob, u, alpha, residual, p_rest, q_rest, unjudged_p,

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from specviz.core.trace import verifiers
+from specviz.core.trace.extras.registry import extras_json
 from specviz.core.trace.records import (
     EVENT_LISTS,
     EVENT_NUMBERS,
@@ -67,6 +68,7 @@ def round_to_json(rnd: Round) -> dict[str, Any]:
         elif name == "settings":
             value = settings_to_json(value)
         obj[name] = value
+    obj.update(extras_json(rnd.extras))  # after the fields every round has, in the registry's order
     return obj
 
 

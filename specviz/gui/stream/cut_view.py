@@ -11,7 +11,6 @@ from PySide6.QtGui import QColor, QFontDatabase, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QLabel, QTextEdit, QVBoxLayout, QWidget
 
 from specviz.core.trace.records import Round, SessionHeader
-from specviz.core.trace.rule_numbers import cut_groups
 from specviz.gui import palette
 
 LABELS = ("draft  ", "target ")  # the two lines' names, of one width
@@ -29,15 +28,15 @@ def one_line(text: str) -> str:
 
 def cut_columns(rnd: Round) -> list[tuple[str, str, bool]]:
     """(the draft's pieces, the target's tokens, whether the cuts differ) per group of the
-    two that covers the same text (core.trace.rule_numbers.cut_groups), each side padded to
+    two that covers the same text (core.trace.extras.pieces.DraftPieces.groups), each side padded to
     the group's width; one piece over one token is where they agree."""
     pieces = rnd.draft_pieces
     if pieces is None:
         return []
-    texts = pieces["text"]
+    texts = pieces.text
     tokens = [t.text for t in rnd.tokens[: rnd.n_drafted]]
     columns = []
-    for d0, d1, t0, t1 in cut_groups(pieces, rnd.n_drafted):
+    for d0, d1, t0, t1 in pieces.groups(rnd.n_drafted):
         draft = "".join(DIVIDER + one_line(t) for t in texts[d0:d1])
         target = "".join(DIVIDER + one_line(t) for t in tokens[t0:t1])
         width = max(len(draft), len(target))
@@ -49,7 +48,7 @@ def cut_title(rnd: Round, columns: list[tuple[str, str, bool]]) -> str:
     """The view's line above the two cuts (plain text)."""
     if rnd.draft_pieces is None:
         return f"Round {rnd.index + 1}: nothing drafted"
-    n_pieces, differ = len(rnd.draft_pieces["ids"]), sum(1 for c in columns if c[2])
+    n_pieces, differ = len(rnd.draft_pieces.ids), sum(1 for c in columns if c[2])
     where = (
         "they cut it alike" if not differ
         else f"the cuts differ in {differ} place{'s' if differ > 1 else ''} (tinted)"

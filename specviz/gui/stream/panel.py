@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
 
 from specviz.core.trace import verifiers
 from specviz.core.trace.records import Round, Settings, drafter_notes
-from specviz.core.trace.rule_numbers import greedy_diff_text
 from specviz.core.trace.verifiers import LOSSY_WARNING
 from specviz.gui import keys, palette
 from specviz.gui.stream.cut_view import CutView
@@ -37,7 +36,7 @@ def round_text(rnd: Round, total: int) -> str:
     reason = html.escape(rnd.finish_reason or "")  # a trace's string: never markup
     end = f" \u00b7 finished: {reason}" if rnd.finish_reason else ""
     if rnd.greedy_diff is not None:  # the first token where the text left the target alone's
-        end += f" \u00b7 leaves the target alone's text at token {rnd.greedy_diff['position'] + 1}"
+        end += f" \u00b7 leaves the target alone's text at token {rnd.greedy_diff.position + 1}"
     return (
         f"<b>Round {rnd.index + 1} / {total}</b> \u00b7 drafted {rnd.n_drafted} \u00b7 "
         f"accepted {rnd.n_accepted} \u00b7 emitted {rnd.n_emitted} \u00b7 "
@@ -156,11 +155,11 @@ class GreedyNote(LossyBanner):
         """One line (the stream keeps its room at 1280x720); the whole reason on hover."""
         for rnd in rounds:
             if (diff := rnd.greedy_diff) is not None:
-                text = greedy_diff_text(diff, self.dtype)
-                margin = diff["logit_theirs"] - diff["logit_ours"]
+                text = diff.text(self.dtype)
+                margin = diff.logit_theirs - diff.logit_ours
                 self.setText(
                     f"Round {rnd.index + 1}: the text leaves the target alone's greedy text at "
-                    f"token {diff['position'] + 1} (logits {margin:.3g} apart; hover for why)"
+                    f"token {diff.position + 1} (logits {margin:.3g} apart; hover for why)"
                 )
                 self.setToolTip(f"Round {rnd.index + 1}: {text[0].upper()}{text[1:]}.")
                 self.show()

@@ -70,13 +70,13 @@ def token_tooltip(rnd: Round, index: int) -> str:
                 f"token-wise rule would have stopped at position {token_wise_stop(rnd) + 1}"
             )
     if rnd.copied_from is not None and event.status in ("accepted", "rejected", "discarded"):
-        start, end = rnd.copied_from
+        start, end = rnd.copied_from.span
         lines.append(
             f"copied by prompt lookup from context [{start}, {end}) (blue when selected): "
             "q is one-hot, so it is accepted with probability p"
         )
     if rnd.matched is not None and event.status in ("accepted", "rejected", "discarded"):
-        probs = rnd.matched["probs"] if rnd.tree is None else []  # a tree's are by node
+        probs = rnd.matched.probs if rnd.tree is None else ()  # a tree's are by node
         p_path = f"; this path's probability {fmt(probs[index])}" if index < len(probs) else ""
         lines.append(
             f"{_html(matched_text(rnd))}{p_path}: q is one-hot, accepted with probability p"
@@ -112,13 +112,13 @@ def k_text(rnd: Round) -> str:
     k = round_k(rnd)
     parts = [] if k is None else [f"K {k}"]
     if rnd.stop and rnd.tree is not None and rnd.stop == "k":  # a tree has levels, not K
-        parents = rnd.tree.get("parent", [])
+        parents = rnd.tree.parent
         levels = tree_levels(parents)
         parts.append(f"stopped: drafted a tree of {len(parents)} nodes, {levels} levels")
     elif rnd.stop:
         parts.append(f"stopped: {STOPS.get(rnd.stop, rnd.stop)}")
     if rnd.copied_from is not None:
-        start, end = rnd.copied_from
+        start, end = rnd.copied_from.span
         parts.append(f"copied from context [{start}, {end})")
     if rnd.matched is not None:
         parts.append(matched_text(rnd))
@@ -128,14 +128,15 @@ def k_text(rnd: Round) -> str:
 def matched_text(rnd: Round) -> str:
     """What a suffix-decoding round matched, in words (plain text)."""
     m = rnd.matched
-    where = "this request" if m["source"] == "request" else "earlier outputs"
-    return f"suffix match: the last {m['length']} tokens (blue), seen {m['count']}x in {where}"
+    where = "this request" if m.source == "request" else "earlier outputs"
+    return f"suffix match: the last {m.length} tokens (blue), seen {m.count}x in {where}"
 
 
 def matched_span(rnd: Round) -> tuple[int, int] | None:
     """[start, end): the context tokens a proposal copied from or (suffix) matched."""
-    m = rnd.matched
-    return rnd.copied_from if m is None else (rnd.context_len - m["length"], rnd.context_len)
+    if rnd.matched is not None:
+        return rnd.matched.span(rnd.context_len)
+    return None if rnd.copied_from is None else rnd.copied_from.span
 
 
 def _html(text: str) -> str:

@@ -40,11 +40,11 @@ class RoundTree:
     @property
     def n(self) -> int:
         """Drafted nodes."""
-        return len(self.rnd.tree["parent"])
+        return len(self.rnd.tree.parent)
 
     def column(self, name: str, key: int):
         """A drafted node's value in Round.tree's column `name` (None for the others)."""
-        return self.rnd.tree[name][key] if 0 <= key < self.n else None
+        return getattr(self.rnd.tree, name)[key] if 0 <= key < self.n else None
 
     def node_at(self, token_index: int) -> int | None:
         """The node drawn for rnd.tokens[token_index] (None if none is)."""
@@ -66,7 +66,7 @@ def round_tree(rnd: Round) -> RoundTree | None:
     tree = rnd.tree
     if tree is None:
         return None
-    parents, fates, texts = tree["parent"], tree["fate"], tree["text"]
+    parents, fates, texts = tree.parent, tree.fate, tree.text
     n = len(parents)
     shape = TreeNodes.of(parents)
     kids = shape.children
@@ -90,7 +90,7 @@ def round_tree(rnd: Round) -> RoundTree | None:
     last_rejected = ended_on[-1] if ended_on else None
     j = len(path)
     if (last_rejected is not None and j < len(tokens) and tokens[j].status == "rejected"
-            and tokens[j].id == tree["token"][last_rejected]):  # fmt: skip
+            and tokens[j].id == tree.token[last_rejected]):  # fmt: skip
         chain[last_rejected] = j
     final = None
     if tokens and tokens[-1].status in ENDINGS:

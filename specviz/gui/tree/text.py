@@ -38,7 +38,7 @@ def _quoted(text: str) -> str:
 
 
 def _rule(tree: RoundTree) -> str:
-    return tree.rnd.tree.get("rule", "sample")
+    return tree.rnd.tree.rule
 
 
 def _test(tree: RoundTree, key: int) -> str:
@@ -160,7 +160,7 @@ def explanation(tree: RoundTree, key: int) -> str:
 
 def round_line(tree: RoundTree) -> str:
     """The round's tree in one line (plain text)."""
-    fates = tree.rnd.tree["fate"]
+    fates = tree.rnd.tree.fate
     counts = {f: fates.count(f) for f in ("accepted", "rejected", "discarded")}
     own = tree.nodes[tree.final].fate if tree.final is not None else "end-of-text"
     return (

@@ -1,0 +1,62 @@
+"""What a round extra is: one typed, frozen record of something a round records beyond its
+tokens (a rule's numbers, a drafter's, a probe's), with its own JSON key.
+
+An extra says
+- `key`: its JSON key on a round line (and its name in make_round's extras, Round.extras);
+- `since`: the schema version, (major, minor), it appeared in (an older trace has none);
+- `json_type`: the JSON type of its value (dict or list), checked by the reader before
+  from_json sees it;
+- `from_json(value, line)`: the value read strictly; a TraceError names the line and the
+  field ("block.h[2]");
+- `from_value(value)`: the engine's own form (the dict or tuple it builds) as the record,
+  its numbers kept as given, so a same-seed trace stays bit for bit what it was;
+- `to_json()`: the value a round line holds (the writer's bytes are what they were);
+- `check(rnd, settings, header)`: what it must agree with in its round (a classmethod: it
+  also names an extra that is missing where its rule calls for one), as (field, message);
+- `read_tokens(tokens)`: the round's tokens as the current schema writes them (a tree's
+  1.5-1.8 tokens, core.trace.extras.tree); most extras leave them as read.
+
+The registry (core.trace.extras.registry) lists them; the reader, the writer, the checks
+and make_round loop over it. Pure Python, no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from specviz.core.trace.records import Round, SessionHeader, Settings, TokenEvent
+
+Found = Iterator[tuple[str, str]]  # (field, message) of a check
+JUDGED = ("accepted", "rejected")
+
+
+class Extra:
+    """The base of a round's typed extras (a frozen dataclass each); see the module."""
+
+    key: ClassVar[str]
+    since: ClassVar[tuple[int, int]]
+    json_type: ClassVar[type] = dict
+
+    @classmethod
+    def from_json(cls, value: Any, line: int | None) -> Self:
+        raise NotImplementedError
+
+    @classmethod
+    def from_value(cls, value: Any) -> Self:
+        """The engine's form; by default the JSON form, read strictly."""
+        return cls.from_json(value, None)
+
+    def to_json(self) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def check(cls, rnd: Round, settings: Settings, header: SessionHeader) -> Found:
+        """Nothing to check beyond its form, by default."""
+        return iter(())
+
+    def read_tokens(self, tokens: tuple[TokenEvent, ...]) -> tuple[TokenEvent, ...]:
+        return tokens
