@@ -30,8 +30,10 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="where the head goes")
     p.add_argument("--data", action="append", default=[], metavar="FILE[:W][,...]",
                    help="training text: plain text, JSONL chats (messages or ShareGPT "
-                   "conversations) or Spec-Bench-style questions with answers; :W weights a "
-                   "file in the mix (repeatable)")  # fmt: skip
+                   "conversations), Spec-Bench-style questions with answers, a folder of "
+                   "token-id shards, or debian:NAME (an installed Debian package's English "
+                   "text; debian:DIR, one unpacked); :W weights a file in the mix "
+                   "(repeatable)")  # fmt: skip
     p.add_argument(
         "--eval-data",
         action="append",
