@@ -20,7 +20,7 @@ from specviz import __version__
 MODULES = {
     "run": "run", "models": "models", "inspect": "inspect", "lab": "lab", "tune": "tune",
     "serve": "serve", "bench": "bench.bench", "doctor": "bench.doctor",
-    "check-head": "field.check_head", "train-head": "field.train_head", "cache": "field.cache",
+    "check-head": "field.check_head", "train-head": "field.train_head", "cache": "cache",
 }  # fmt: skip
 COMMANDS = tuple(MODULES)
 
