@@ -15,6 +15,7 @@ from specviz.cli.main import main
 from specviz.core.decoding.block import block_numbers, verify_block
 from specviz.core.decoding.verify import verify
 from specviz.core.lab.sequence import compare, run_rule, shared_draws
+from specviz.core.trace.records import with_extras
 from tests.test_sampling import LEVEL, chi2_pvalue
 
 PAPER_P, PAPER_Q = (1 / 3, 2 / 3), (2 / 3, 1 / 3)  # Sun et al.'s example, K = 2
@@ -204,7 +205,7 @@ def test_block_rounds_keep_the_caches_exact_and_the_trace_valid(pair, tmp_path):
     session = Session(engine.prefill("And the earth was", calibrate=False))
     for rnd in engine.run(max_rounds=10):
         session.append(rnd)
-        assert rnd.block is not None and len(rnd.block["h"]) == rnd.n_drafted
+        assert rnd.block is not None and len(rnd.block.h) == rnd.n_drafted
         assert_caches_fresh(engine, pair)
     assert check_session(session) == []
     path = tmp_path / "block.jsonl"
@@ -213,9 +214,9 @@ def test_block_rounds_keep_the_caches_exact_and_the_trace_valid(pair, tmp_path):
     assert [r.block for r in back.rounds] == [r.block for r in session.rounds]
     assert check_session(back) == []
     # A round whose kept prefix contradicts its block numbers is named.
-    bad = dataclasses.replace(
+    bad = with_extras(
         session.rounds[0],
-        block={**session.rounds[0].block, "u": [1.0] * session.rounds[0].n_drafted},
+        block={**session.rounds[0].block.to_json(), "u": [1.0] * session.rounds[0].n_drafted},
     )
     problems = check_session(Session(session.header, [bad, *session.rounds[1:]]))
     assert any(p.field == "block.u" for p in problems) or session.rounds[0].n_accepted == 0
@@ -241,7 +242,7 @@ def test_the_window_offers_block_and_explains_a_block_position(pair, qtbot):
     rnd = engine.step()
     bars = position_bars(rnd, 0)
     weight, h, u = bars.block
-    assert (weight, h, u) == (rnd.block["weights"][0], rnd.block["h"][0], rnd.block["u"][0])
+    assert (weight, h, u) == (rnd.block.weights[0], rnd.block.h[0], rnd.block.u[0])
     text = summary_html(bars)
     assert "judged as a block" in text and f"{rnd.n_accepted} of them" in text
 
@@ -306,5 +307,5 @@ def test_the_stream_marks_what_the_block_kept_beyond_the_token_wise_stop(pair, q
     assert dotted == view.char_format(0, beyond[0]).UnderlineStyle.DotLine
     assert view.char_format(0, 0).underlineStyle() != dotted or 0 in beyond
     assert "beyond the token-wise stop" in view.tooltip_at((0, beyond[0]))
-    token_round = dataclasses.replace(rnd, settings=Settings(k=6), block=None)
+    token_round = with_extras(dataclasses.replace(rnd, settings=Settings(k=6)), block=None)
     assert kept_beyond_token_stop(token_round) == set()

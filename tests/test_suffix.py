@@ -147,8 +147,8 @@ def test_tree_sessions_follow_p(pair):
         engine.generator = gen
         rounds = list(engine.run())
         sequences.append(tuple(t.id for r in rounds for t in r.tokens if t.emitted))
-        fates.update(f for r in rounds for f in (*r.tree["fate"], *(t.status for t in r.tokens)))
-        widest = max([widest, *(r.tree["parent"].count(-1) for r in rounds)])
+        fates.update(f for r in rounds for f in (*r.tree.fate, *(t.status for t in r.tokens)))
+        widest = max([widest, *(r.tree.parent.count(-1) for r in rounds)])
     assert {"accepted", "rejected", "discarded", "resampled", "bonus"} <= fates
     assert widest == 3  # trees, not chains
     assert sequence_pvalue(pair, prompt_ids, sequences, SamplingConfig(1.5)) > LEVEL
@@ -165,8 +165,8 @@ def test_the_target_cache_equals_a_fresh_forward_and_rounds_record_the_match(pai
         cached = probe(pair.target, engine.t_cache, ids, pair.vocab_size)
         torch_close(cached, fresh_logits(pair.target, ids, pair.vocab_size))
     matched = [r for r in session.rounds if r.matched]
-    assert matched and all(r.n_drafted == len(r.matched["probs"]) for r in matched)
-    assert all(r.matched["source"] == "request" and r.matched["count"] >= 1 for r in matched)
+    assert matched and all(r.n_drafted == len(r.matched.probs) for r in matched)
+    assert all(r.matched.source == "request" and r.matched.count >= 1 for r in matched)
     unmatched = [r for r in session.rounds if not r.matched]
     assert all(r.n_drafted == 0 and r.stop in ("no_match", "limit") for r in unmatched)
     assert check_session(session) == []
@@ -304,10 +304,10 @@ def test_the_window_shows_what_a_round_matched(qtbot, window):  # noqa: F811
     view = window.stream.view
     matched = [s for s in view.extraSelections()
                if s.format.background().color().name() == palette.COPIED]  # fmt: skip
-    assert len(matched) == rnd.matched["length"]  # the context's last tokens, in blue
+    assert len(matched) == rnd.matched.length  # the context's last tokens, in blue
     label = window.stream.round_label.text()
-    assert f"suffix match: the last {rnd.matched['length']} tokens" in label
-    assert f"seen {rnd.matched['count']}x" in label
+    assert f"suffix match: the last {rnd.matched.length} tokens" in label
+    assert f"seen {rnd.matched.count}x" in label
     assert "this path's probability" in view.tooltip_at((rnd.index, 0))
 
 
