@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
 from specviz.core.metrics.position_bars import position_of, tokens_at
 from specviz.core.trace import verifiers
-from specviz.core.trace.records import Round, SessionHeader
+from specviz.core.trace.records import DRAFTED, Round, SessionHeader
 from specviz.core.trace.rule_numbers import kept_beyond_token_stop, token_wise_stop
 from specviz.core.trace.tree_nodes import tree_levels
 from specviz.gui import palette
@@ -69,18 +69,9 @@ def token_tooltip(rnd: Round, index: int) -> str:
                 f"accepted beyond the token-wise stop (dotted): with the same draws the "
                 f"token-wise rule would have stopped at position {token_wise_stop(rnd) + 1}"
             )
-    if rnd.copied_from is not None and event.status in ("accepted", "rejected", "discarded"):
-        start, end = rnd.copied_from.span
-        lines.append(
-            f"copied by prompt lookup from context [{start}, {end}) (blue when selected): "
-            "q is one-hot, so it is accepted with probability p"
-        )
-    if rnd.matched is not None and event.status in ("accepted", "rejected", "discarded"):
-        probs = rnd.matched.probs if rnd.tree is None else ()  # a tree's are by node
-        p_path = f"; this path's probability {fmt(probs[index])}" if index < len(probs) else ""
-        lines.append(
-            f"{_html(matched_text(rnd))}{p_path}: q is one-hot, accepted with probability p"
-        )
+    if event.status in DRAFTED:  # what the round's extras say of a draft (core.trace.extras)
+        notes = (extra.token_note(rnd, index, fmt) for extra in rnd.extras.values())
+        lines.extend(_html(note) for note in notes if note)
     if event.status == "discarded":
         lines.append("drafted after the first rejection: never judged")
     if event.status == "resampled":
@@ -117,26 +108,16 @@ def k_text(rnd: Round) -> str:
         parts.append(f"stopped: drafted a tree of {len(parents)} nodes, {levels} levels")
     elif rnd.stop:
         parts.append(f"stopped: {STOPS.get(rnd.stop, rnd.stop)}")
-    if rnd.copied_from is not None:
-        start, end = rnd.copied_from.span
-        parts.append(f"copied from context [{start}, {end})")
-    if rnd.matched is not None:
-        parts.append(matched_text(rnd))
+    notes = (extra.round_note(rnd) for extra in rnd.extras.values())  # core.trace.extras
+    parts.extend(note for note in notes if note)
     return " \u00b7 ".join(parts)
 
 
-def matched_text(rnd: Round) -> str:
-    """What a suffix-decoding round matched, in words (plain text)."""
-    m = rnd.matched
-    where = "this request" if m.source == "request" else "earlier outputs"
-    return f"suffix match: the last {m.length} tokens (blue), seen {m.count}x in {where}"
-
-
 def matched_span(rnd: Round) -> tuple[int, int] | None:
-    """[start, end): the context tokens a proposal copied from or (suffix) matched."""
-    if rnd.matched is not None:
-        return rnd.matched.span(rnd.context_len)
-    return None if rnd.copied_from is None else rnd.copied_from.span
+    """[start, end): the context tokens a proposal copied from or (suffix) matched, as its
+    extras say (the registry's last that has one)."""
+    spans = [extra.context_span(rnd) for extra in rnd.extras.values()]
+    return next((span for span in reversed(spans) if span is not None), None)
 
 
 def _html(text: str) -> str:

@@ -14,7 +14,11 @@ An extra says
 - `check(rnd, settings, header)`: what it must agree with in its round (a classmethod: it
   also names an extra that is missing where its rule calls for one), as (field, message);
 - `read_tokens(tokens)`: the round's tokens as the current schema writes them (a tree's
-  1.5-1.8 tokens, core.trace.extras.tree); most extras leave them as read.
+  1.5-1.8 tokens, core.trace.extras.tree); most extras leave them as read;
+- what the window says of it, in plain text, where it has something to say: `round_note`
+  (the round's line in the stream), `token_note` (a drafted token's hover) and
+  `context_span` (the context tokens the proposal came from, shown in blue). The stream
+  loops over a round's extras for these: no branch of its own per extra.
 
 The registry (core.trace.extras.registry) lists them; the reader, the writer, the checks
 and make_round loop over it. Pure Python, no torch.
@@ -22,7 +26,7 @@ and make_round loop over it. Pure Python, no torch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -60,3 +64,16 @@ class Extra:
 
     def read_tokens(self, tokens: tuple[TokenEvent, ...]) -> tuple[TokenEvent, ...]:
         return tokens
+
+    def round_note(self, rnd: Round) -> str | None:
+        """A few words for the round's line in the stream; None: nothing to say."""
+        return None
+
+    def token_note(self, rnd: Round, index: int, fmt: Callable[[float], str]) -> str | None:
+        """A line of rnd.tokens[index]'s hover (a drafted token's: accepted, rejected or
+        discarded); fmt shows a probability as the window does. None: nothing to say."""
+        return None
+
+    def context_span(self, rnd: Round) -> tuple[int, int] | None:
+        """[start, end): the context tokens the round's proposal came from; None: none."""
+        return None

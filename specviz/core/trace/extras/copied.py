@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from specviz.core.trace.extras.base import Extra
-from specviz.core.trace.records import TraceError
+from specviz.core.trace.records import Round, TraceError
 
 
 @dataclass(frozen=True)
@@ -37,3 +38,15 @@ class CopiedFrom(Extra):
 
     def to_json(self) -> list[int]:
         return [self.start, self.end]
+
+    def round_note(self, rnd: Round) -> str:
+        return f"copied from context [{self.start}, {self.end})"
+
+    def token_note(self, rnd: Round, index: int, fmt: Callable[[float], str]) -> str:
+        return (
+            f"copied by prompt lookup from context [{self.start}, {self.end}) (blue when "
+            "selected): q is one-hot, so it is accepted with probability p"
+        )
+
+    def context_span(self, rnd: Round) -> tuple[int, int]:
+        return self.span

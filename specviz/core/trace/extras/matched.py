@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from specviz.core.trace.extras.base import Extra
-from specviz.core.trace.records import MAX_TREE_BUDGET, TraceError
+from specviz.core.trace.records import MAX_TREE_BUDGET, Round, TraceError
 
 SOURCES = ("request", "cache")
 CUTS = ("k", "spec_factor", "min_prob", "eos", "end", "policy")
@@ -62,3 +62,15 @@ class SuffixMatch(Extra):
     def span(self, context_len: int) -> tuple[int, int]:
         """[start, end): the context positions the match covers (its last tokens)."""
         return context_len - self.length, context_len
+
+    def round_note(self, rnd: Round) -> str:
+        where = "this request" if self.source == "request" else "earlier outputs"
+        return f"suffix match: the last {self.length} tokens (blue), seen {self.count}x in {where}"
+
+    def token_note(self, rnd: Round, index: int, fmt: Callable[[float], str]) -> str:
+        probs = self.probs if rnd.tree is None else ()  # a tree's are by node
+        p_path = f"; this path's probability {fmt(probs[index])}" if index < len(probs) else ""
+        return f"{self.round_note(rnd)}{p_path}: q is one-hot, accepted with probability p"
+
+    def context_span(self, rnd: Round) -> tuple[int, int]:
+        return self.span(rnd.context_len)
