@@ -189,7 +189,7 @@ def test_a_match_in_a_trace_is_checked(pair, tmp_path):
     line = {"type": "round", "session_id": "s", "index": 0, "context_len": 4, "draft_ms": 1.0,
             "verify_ms": 1.0, "n_drafted": 0, "n_accepted": 0, "tokens": []}  # fmt: skip
     good = {"source": "cache", "length": 3, "count": 2, "probs": [0.5], "cut": "k"}
-    assert round_from_json({**line, "matched": good}, "s", 2).matched == good
+    assert round_from_json({**line, "matched": good}, "s", 2).matched.to_json() == good
     for bad in ({**good, "source": "elsewhere"}, {**good, "probs": [2.0]},
                 {**good, "length": 0}, {**good, "extra": 1}, {"source": "cache"}):  # fmt: skip
         with pytest.raises(TraceError, match="matched"):
