@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             stop_fd=sys.stdin.fileno() if args.stop_with_stdin else None,
             drafting=drafting,
         )
-        server.chat = args.chat  # a session whose client does not say (None: instruct chats)
+        server.host.chat = args.chat  # a start that does not say (None: instruct chats)
     except ServeError as e:
         return fail(str(e))
     set_threads(args.threads)

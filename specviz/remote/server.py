@@ -135,18 +135,6 @@ class Server(ModelQueries, SweepOps):
         """The pair (loaded after the socket is bound: a port in use is said at once)."""
         self.host = SessionHost(pair, self.host.drafting, self.host.chat)
 
-    @property
-    def drafting(self) -> tuple:
-        return self.host.drafting
-
-    @property
-    def chat(self) -> bool | None:
-        return self.host.chat
-
-    @chat.setter
-    def chat(self, chat: bool | None) -> None:
-        self.host.chat = chat
-
     # ------------------------------------------------------------------------------ loop
 
     def serve_forever(self) -> None:
@@ -331,7 +319,7 @@ class Server(ModelQueries, SweepOps):
                     "draft_spec": self.specs[1],
                     "target": dataclasses.asdict(pair.target_info),
                     "draft": dataclasses.asdict(pair.draft_info) if pair.draft_info else None,
-                    **P.drafting_to_json(*self.drafting),
+                    **P.drafting_to_json(*self.host.drafting),
                     "device": str(pair.device),
                     "vocab_size": pair.vocab_size,
                     "instruct": pair_instruct_reason(pair),  # why chat is on by default, or None
@@ -350,7 +338,7 @@ class Server(ModelQueries, SweepOps):
         if any(type(flag) is not bool for flag in flags) or type(chat) not in (bool, type(None)):
             raise P.BadMessage("'calibrate', 'trace' and 'chat' must be true or false")
         calibrate, trace = flags
-        drafting = P.drafting_from_json(request, self.drafting)
+        drafting = P.drafting_from_json(request, self.host.drafting)
         before = self.host.session
         try:
             header = self.host.start(prompt, settings, calibrate, trace, chat, drafting)
