@@ -263,9 +263,9 @@ def test_the_verifier_seam_names_the_rules_the_trace_knows(pair, monkeypatch):
     calls = []
 
     class Counting(verifier_module.TokenVerifier):
-        def judge(self, p, q, drafts, generator, settings=None):
+        def verdict(self, p, q, drafts, generator, settings=None):
             calls.append(int(drafts.shape[0]))
-            return super().judge(p, q, drafts, generator, settings)
+            return super().verdict(p, q, drafts, generator, settings)
 
     counting = dataclasses.replace(verifiers.SPECS["token"], factory=Counting)
     monkeypatch.setitem(verifiers.SPECS, "token", counting)

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from specviz.cli.drafting_options import add_drafter_options, drafting_from, pair_specs
+from specviz.core.decoding.proposal import Proposal
 from specviz.core.drafters import registry
-from specviz.core.drafters.base import Drafter, Proposal
+from specviz.core.drafters.base import Drafter
 from specviz.core.drafters.registry import DrafterConfig, make_drafter
 from specviz.core.drafters.spec import DrafterParam, DrafterSpec
 from specviz.core.engine.speculative import SpeculativeEngine
@@ -35,7 +36,7 @@ class RepeatDrafter(Drafter):
         tokens = [ids[-1]] * min(k, self.times)
         q = torch.zeros((len(tokens), self.vocab))
         q[torch.arange(len(tokens)), torch.tensor(tokens, dtype=torch.long)] = 1.0
-        return Proposal(tokens, q, "k")
+        return Proposal.chain(tokens, q, "k")
 
     def measure_ms(self, ids, n_tokens) -> float:
         return 0.001
@@ -124,7 +125,7 @@ def _policy():
 
 def test_a_spec_says_whether_its_drafter_drafts_trees():
     """DrafterSpec.drafts_trees is the one declaration (issue 51): every drafter module's
-    Drafter has propose_tree and keep_tree exactly when its spec says it drafts trees."""
+    Drafter has its own propose_tree exactly when its spec says it drafts trees."""
     import importlib
 
     checked = []
@@ -133,7 +134,7 @@ def test_a_spec_says_whether_its_drafter_drafts_trees():
         classes = [c for c in vars(module).values() if isinstance(c, type)]
         drafters = [c for c in classes if issubclass(c, Drafter) and c.kind == spec.kind]
         assert len(drafters) == 1, (spec.kind, drafters)
-        can = all(callable(getattr(drafters[0], m, None)) for m in ("propose_tree", "keep_tree"))
+        can = drafters[0].propose_tree is not Drafter.propose_tree
         assert can == spec.drafts_trees, spec.kind
         checked.append(spec.kind)
     assert {"model", "lookup", "eagle3"} <= set(checked)

@@ -330,9 +330,10 @@ def test_lookup_matches_transformers_prompt_lookup():
             proposal = ours.propose(ids, k, SamplingConfig(), None, None)
             assert proposal.tokens == expected, (ids, k)
             if expected:
-                start, end = proposal.copied_from
+                start, end = proposal.extras["copied_from"]
                 assert ids[start:end] == expected
-                assert proposal.q.sum(1).tolist() == [1.0] * len(expected)  # one-hot
+                q = proposal.q_rows(6)  # [k, V]
+                assert q.sum(1).tolist() == [1.0] * len(expected)  # one-hot
             assert proposal.stop == ("k" if len(expected) == k else "no_match")
 
 

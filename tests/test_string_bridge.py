@@ -66,9 +66,9 @@ def test_the_sequence_test_catches_the_drafts_own_q(bridged, monkeypatch):  # no
 
     def claimed(self, ids, k, config, generator, keep_drafting):
         proposal = real(self, ids, k, config, generator, keep_drafting)
-        q = proposal.q.clone()
+        q = proposal.q_rows(bridged.vocab_size)  # [k, V] (a copy)
         q[q == 1.0] = 0.01  # "drawn with probability 0.01": kept with min(1, 100 p)
-        return dataclasses.replace(proposal, q=q)
+        return dataclasses.replace(proposal, q=dict(zip(proposal.parents, q, strict=True)))
 
     monkeypatch.setattr(string_bridge.StringDrafter, "propose", claimed)
     prompt_ids = bridged.tokenizer(PROMPTS[0])["input_ids"]
@@ -91,7 +91,8 @@ def test_a_proposal_is_the_drafts_text_cut_by_the_target(bridged):  # noqa: F811
                                      pad_token_id=0)  # fmt: skip
     text = drafter.draft_tok.decode(out[0, len(d_ids) :].tolist())
     assert proposal.tokens and text.startswith(bridged.tokenizer.decode(proposal.tokens))
-    assert torch.equal(proposal.q.sum(-1), torch.ones(len(proposal.tokens)))
+    q = proposal.q_rows(bridged.vocab_size)  # [k, V]
+    assert torch.equal(q.sum(-1), torch.ones(len(proposal.tokens)))
 
 
 def test_the_command_line_runs_a_string_bridged_pair(tmp_path, pair_dirs, draft_tok, capsys):  # noqa: F811

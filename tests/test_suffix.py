@@ -79,7 +79,7 @@ def test_a_tree_takes_the_likeliest_paths_first():
     tree, probs = suffix.best_tree(follows, 4, 2, 2, 0.1, None, 10, "cpu")
     assert tree.tokens == [X, A, Y, C] and tree.parents == [-1, 0, -1, 0]
     assert probs == pytest.approx([0.75, 0.5, 0.25, 0.25]) and tree.rule == "topk"
-    assert tree.q_at[-1][X] == pytest.approx(0.75) and set(tree.q_at) == {-1, 0}
+    assert tree.q[-1][X] == pytest.approx(0.75) and set(tree.q) == {-1, 0}
 
 
 def session_tokens(pair, drafter, settings, prompt):

@@ -120,9 +120,10 @@ def test_the_sequence_test_catches_a_q_of_other_tokens(bridged, monkeypatch):
 
     def misplaced(self, ids, k, config, generator, keep_drafting):
         proposal = real(self, ids, k, config, generator, keep_drafting)
-        q = torch.zeros_like(proposal.q)
-        q[:, self.t_ids] = proposal.q[:, self.t_ids.roll(1)]
-        return dataclasses.replace(proposal, q=q)
+        rows = proposal.q_rows(self.vocab)  # [k, V]
+        q = torch.zeros_like(rows)
+        q[:, self.t_ids] = rows[:, self.t_ids.roll(1)]
+        return dataclasses.replace(proposal, q=dict(zip(proposal.parents, q, strict=True)))
 
     monkeypatch.setattr(tli.TliDrafter, "propose", misplaced)
     prompt_ids = bridged.tokenizer(PROMPTS[0])["input_ids"]

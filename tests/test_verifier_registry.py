@@ -22,9 +22,9 @@ JUDGED: list[int] = []
 class CountingVerifier(TokenVerifier):
     """Leviathan's rule, counting the drafts it judges."""
 
-    def judge(self, p, q, drafts, generator, settings):
+    def verdict(self, p, q, drafts, generator, settings):
         JUDGED.append(len(drafts))
-        return super().judge(p, q, drafts, generator, settings)
+        return super().verdict(p, q, drafts, generator, settings)
 
 
 COUNTED = verifiers.VerifierSpec(

@@ -140,7 +140,7 @@ class BlockVerifier(ChainVerifier):
 
     kind = "block"
 
-    def judge(self, p, q, drafts, generator, settings=None):
+    def verdict(self, p, q, drafts, generator, settings=None):
         if drafts.shape[0] == 0:  # nothing drafted: the bonus token, as token-wise
             return verify(p, q, drafts, generator), {}
         block = verify_block(p, q, drafts, generator)

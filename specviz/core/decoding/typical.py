@@ -72,7 +72,7 @@ class TypicalVerifier(ChainVerifier):
 
     kind = "typical"
 
-    def judge(self, p, q, drafts, generator, settings=None):
+    def verdict(self, p, q, drafts, generator, settings=None):
         epsilon = settings.typical_epsilon if settings is not None else TYPICAL_EPSILON
         delta = settings.typical_delta if settings is not None else TYPICAL_DELTA
         verdict, threshold = verify_typical(p, q, drafts, generator, epsilon, delta)

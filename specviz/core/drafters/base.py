@@ -1,9 +1,11 @@
-"""The drafter seam: what a drafter is (Drafter) and what it proposes (Proposal); what the
-registry knows of one (DrafterSpec, DrafterParam) is in core.drafters.spec, without torch.
+"""The drafter seam: what a drafter is (Drafter); what it proposes (Proposal) and the shape
+it is asked for (TreeShape) are core.decoding.proposal's; what the registry knows of one
+(DrafterSpec, DrafterParam) is in core.drafters.spec, without torch.
 
 A drafter proposes up to k tokens after the context, with q [k, V]: the distribution each
-token was drawn from (one-hot for a deterministic drafter). `verify()` judges them the same
-way whatever drafted them, so the output follows the target's p for every drafter.
+token was drawn from (one-hot for a deterministic drafter); one whose spec says drafts_trees
+also proposes token trees (propose_tree). Every rule judges a Proposal the same way whatever
+drafted it, so the output follows the target's p for every drafter.
 
 A drafter is one module here (draft_model.py, prompt_lookup.py, early_exit.py), which
 defines its Drafter and its build(params, pair), and one spec in registry.py; the command
@@ -15,13 +17,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward
+from specviz.core.decoding.proposal import Proposal, TreeShape
 from specviz.core.decoding.warp import SamplingConfig, sample, warp
 from specviz.core.trace.records import ModelInfo
 
@@ -30,33 +32,11 @@ KeepDrafting = Callable[[float], bool]
 DRAFTER_CONTEXT = 128  # context tokens a drafter without a cache of its own is timed on
 
 
-@dataclass(frozen=True)
-class Proposal:
-    """What a drafter proposed for one round."""
-
-    tokens: list[int]  # the drafted tokens, k or fewer
-    q: torch.Tensor  # [len(tokens), V] the distribution each token was drawn from
-    stop: str  # why drafting stopped: "k", "eos", "threshold" or "no_match" (STOP_REASONS)
-    copied_from: tuple[int, int] | None = None  # lookup: [start, end) in the context ids
-    matched: dict[str, Any] | None = None  # suffix: what it matched (Round.matched)
-    pieces: dict[str, Any] | None = None  # a bridged draft's own cut (Round.draft_pieces)
-
-    @property
-    def parents(self) -> list[int]:
-        """A chain is a tree of width 1: each token the child of the one before (-1: of
-        the context), as a TreeProposal's parents."""
-        return list(range(-1, len(self.tokens) - 1))
-
-    @property
-    def depth(self) -> int:
-        """The levels below the context: a chain's length (TreeProposal.depth)."""
-        return len(self.tokens)
-
-
 class Drafter:
     """The interface, called on the engine's thread only: prefill once per session, then per
-    round propose, observe and rollback; between rounds the cost probes call step_ms. The
-    target's cache is handed to prefill, and a drafter may share it (early exit)."""
+    round draft (propose, or propose_tree for a tree), observe and keep; between rounds the
+    cost probes call step_ms. The target's cache is handed to prefill, and a drafter may
+    share it (early exit)."""
 
     kind = "?"
     info: ModelInfo  # the trace header's "draft": what drafted
@@ -75,6 +55,21 @@ class Drafter:
     def prefill(self, ids: list[int], target_cache: DynamicCache) -> None:
         """A new session on ids; the target's cache already covers ids[:-1]."""
 
+    def draft(
+        self,
+        ids: list[int],
+        shape: TreeShape,
+        config: SamplingConfig,
+        generator: torch.Generator,
+        keep_drafting: KeepDrafting | None,
+    ) -> Proposal:
+        """The round's proposal in `shape` (depth >= 1): a chain of up to shape.depth tokens
+        (width 1: propose, keep_drafting the confidence policy's question) or a token tree
+        (propose_tree)."""
+        if shape.chain:
+            return self.propose(ids, shape.depth, config, generator, keep_drafting)
+        return self.propose_tree(ids, shape, config, generator)
+
     def propose(
         self,
         ids: list[int],
@@ -83,7 +78,15 @@ class Drafter:
         generator: torch.Generator,
         keep_drafting: KeepDrafting | None,
     ) -> Proposal:
+        """Up to k tokens after ids (Proposal.chain), each drawn from its q."""
         raise NotImplementedError
+
+    def propose_tree(
+        self, ids: list[int], shape: TreeShape, config: SamplingConfig, generator: torch.Generator
+    ) -> Proposal:
+        """A token tree after ids, `shape.depth` levels, at most shape.width children a node
+        and shape.budget nodes: only a drafter whose spec says drafts_trees has one."""
+        raise NotImplementedError(f"the {self.kind} drafter drafts chains only")
 
     def next_q(self, ids: list[int], config: SamplingConfig) -> tuple[torch.Tensor, ...] | None:
         """(q_raw, q) [V] each, float64: what this drafter would draw its first token after
@@ -100,7 +103,13 @@ class Drafter:
         that adapts, as transformers' update_candidate_strategy, learns from it)."""
 
     def rollback(self, length: int) -> None:
-        """After verification: only ids[:length] are valid context from now on."""
+        """Only ids[:length] are valid context from now on."""
+
+    def keep(self, path: tuple[int, ...], length: int) -> None:
+        """After verification: the proposal's nodes `path` (root to leaf) were accepted and
+        only ids[:length] are valid context from now on. A chain's path is a prefix of what
+        was drafted: rollback(length); a tree drafter also drops the other branches."""
+        self.rollback(length)
 
     def accept_states(self, states: torch.Tensor) -> None:
         """The target's hidden states of `target_layers` ([n, len x H]) at the next n
@@ -180,8 +189,7 @@ def draft_loop(
             if not keep_drafting(float(confidence)):
                 stop = "threshold"
                 break
-    q = torch.stack(q_rows) if q_rows else torch.zeros((0, vocab), device=cache_device(model))
-    return Proposal(tokens, q, stop)
+    return Proposal.chain(tokens, q_rows, stop)
 
 
 def cache_device(model: torch.nn.Module) -> torch.device:

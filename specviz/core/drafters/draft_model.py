@@ -9,8 +9,9 @@ from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward, max_positions, measure_ms_per_token, pick
 from specviz.core.decoding.kv_cache import crop_to
-from specviz.core.drafters.base import Drafter, Proposal, draft_loop, fresh_q
-from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, draft_tree, keep_tree_path
+from specviz.core.decoding.proposal import Proposal, TreeShape
+from specviz.core.drafters.base import Drafter, draft_loop, fresh_q
+from specviz.core.drafters.tree_draft import TreeDraft, draft_tree, keep_tree_path
 from specviz.core.trace.records import ModelInfo
 
 
@@ -23,9 +24,10 @@ class ModelDrafter(Drafter):
         self.model, self.info, self.vocab, self.eos = model, info, vocab, eos
         self.max_positions = max_positions(model)
         self.cache = DynamicCache()
+        self._tree: TreeDraft | None = None  # this round's tree, until keep cuts to its path
 
     def prefill(self, ids: list[int], target_cache: DynamicCache) -> None:
-        self.cache = DynamicCache()
+        self.cache, self._tree = DynamicCache(), None
         if len(ids) > 1:
             forward(self.model, ids[:-1], self.cache, self.vocab, keep=1)
 
@@ -35,18 +37,20 @@ class ModelDrafter(Drafter):
             self.model, self.cache, feed, k, config, generator, keep_drafting, self.vocab, self.eos
         )
 
-    def propose_tree(self, ids, shape: TreeShape, config, generator) -> TreeProposal:
+    def propose_tree(self, ids, shape: TreeShape, config, generator) -> Proposal:
         """A token tree after ids (core.drafters.tree_draft), on this drafter's cache."""
         feed = ids[self.cache.get_seq_length() :]
         self._tree = draft_tree(self.model, self.cache, feed, shape, config, generator,
                                 self.vocab, self.eos)  # fmt: skip
         self._tree_context = len(ids)
-        return self._tree
+        return self._tree.proposal()
 
-    def keep_tree(self, path: tuple[int, ...], length: int) -> None:
-        """After a tree round: the cache keeps the context and the accepted nodes it was fed,
-        then at most `length` positions (the new ids[:-1])."""
-        keep_tree_path(self.cache, self._tree, self._tree_context, path)
+    def keep(self, path: tuple[int, ...], length: int) -> None:
+        """After a round: a tree's cache keeps the context and the accepted nodes it was fed;
+        then, chain or tree, at most `length` positions (the new ids[:-1])."""
+        if self._tree is not None:
+            keep_tree_path(self.cache, self._tree, self._tree_context, path)
+            self._tree = None
         self.rollback(length)
 
     def next_q(self, ids, config):

@@ -26,12 +26,13 @@ from transformers import DynamicCache
 
 from specviz.core.decoding.forward import max_positions
 from specviz.core.decoding.kv_cache import crop_to
+from specviz.core.decoding.proposal import Proposal, TreeShape
 from specviz.core.decoding.warp import sample, warp
-from specviz.core.drafters.base import Drafter, Proposal
+from specviz.core.drafters.base import Drafter
 from specviz.core.drafters.eagle3_fit import fit, misfit_note, probe_sequence
 from specviz.core.drafters.eagle3_format import HeadError, build_head
 from specviz.core.drafters.eagle3_head import Eagle3Head, HeadCache, HeadConfig
-from specviz.core.drafters.tree_draft import TreeProposal, TreeShape, _expanded, grow_level
+from specviz.core.drafters.tree_draft import TreeDraft, _expanded, grow_level
 from specviz.core.models.kept import PerModel
 from specviz.core.trace.records import ModelInfo
 from specviz.core.trace.tree_nodes import node_depths
@@ -124,7 +125,7 @@ class Eagle3Drafter(Drafter):
 
     def propose(self, ids, k, config, generator, keep_drafting) -> Proposal:
         if len(ids) < 2:  # no target state yet: the target's own token this round
-            return Proposal([], torch.zeros((0, self.vocab)), "limit")
+            return Proposal.empty("limit")
         logits, out = self._catch_up(ids)
         tokens, q_rows, stop = [], [], "k"
         for i in range(k):
@@ -144,14 +145,14 @@ class Eagle3Drafter(Drafter):
                 step_logits, step_out = self._step([token], out[None], [len(ids) + i])
                 logits, out = step_logits[0], step_out[0]
                 self.last_out = out
-        return Proposal(tokens, torch.stack(q_rows), stop)
+        return Proposal.chain(tokens, q_rows, stop)
 
-    def propose_tree(self, ids, shape: TreeShape, config, generator) -> TreeProposal:
+    def propose_tree(self, ids, shape: TreeShape, config, generator) -> Proposal:
         """A token tree (core.drafters.tree_draft's shapes and draws) on the head: a level
         per head pass, each node fed with its parent's output state at context + depth."""
-        out = TreeProposal(rule=shape.rule(config))
+        out = TreeDraft(rule=shape.rule(config))
         if len(ids) < 2:
-            return out
+            return out.proposal()
         logits, state = self._catch_up(ids)
         node_logits, node_state = {-1: logits}, {-1: state}
         context = self.cache.get_seq_length()  # the true pairs
@@ -179,10 +180,7 @@ class Eagle3Drafter(Drafter):
             if not grown or len(out.tokens) >= shape.budget:
                 break
             frontier = grown
-        return out
-
-    def keep_tree(self, path: tuple[int, ...], length: int) -> None:
-        self.rollback(length)  # the tree's entries go; the path's states come from the target
+        return out.proposal()  # keep: rollback, the path's states come from the target
 
     def next_q(self, ids, config):
         """(q_raw, q) [V] float64 after ids from a fresh target pass and a fresh head."""

@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
+from specviz.core.decoding.proposal import Proposal
 from specviz.core.drafters.base import (
     Drafter,
-    Proposal,
     ms_per_call,
     one_hot,
     one_hot_next,
@@ -52,14 +52,14 @@ class LookupDrafter(Drafter):
     def propose(self, ids, k, config, generator, keep_drafting) -> Proposal:
         span = self.find(ids, k)
         if span is None:
-            return Proposal([], torch.zeros((0, self.vocab), device=self.device), "no_match")
+            return Proposal.empty("no_match")
         tokens = ids[span[0] : span[1]]
         stop = "k" if len(tokens) == k else "no_match"  # the copy ran into the context's end
         if self.eos is not None and self.eos in tokens:
             tokens = tokens[: tokens.index(self.eos) + 1]
             span, stop = (span[0], span[0] + len(tokens)), "eos"
         q = one_hot(tokens, self.vocab, self.device)  # [k, V]
-        return Proposal(tokens, q, stop, copied_from=span)
+        return Proposal.chain(tokens, q, stop, {"copied_from": span})
 
     def next_q(self, ids, config):
         """One-hot at the token the lookup would copy first (raw and warped alike: nothing

@@ -78,7 +78,7 @@ class DrafterSpec:
     # (parameter values, ModelPair) -> the drafter; built_by(module) for specviz's own
     build: Callable[[Mapping[str, Any], Any], Drafter]
     words: Callable[[Mapping[str, Any]], str]  # what drafts, in words (Models box, status)
-    # Its Drafter has propose_tree / keep_tree, for tree_width > 1: said here only; the engine,
+    # Its Drafter has propose_tree, for tree_width > 1: said here only; the engine,
     # the command line and the Drafting box read it (registry.check_tree_kind)
     drafts_trees: bool = False
     # Why a round of this drafter drafted nothing short of a length limit (its stop reason

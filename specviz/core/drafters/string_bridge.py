@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from specviz.core.drafters.base import Proposal, one_hot, one_hot_next
+from specviz.core.decoding.proposal import Proposal
+from specviz.core.drafters.base import one_hot, one_hot_next
 from specviz.core.drafters.recut import RecutDraft
 from specviz.core.models.vocab_bridge import VocabBridgeError, shared_ids
 
@@ -72,7 +73,8 @@ class StringDrafter(RecutDraft):
         elif len(tokens) == k:
             stop = "k"
         pieces = self.pieces(start, drafted, ids, tokens)
-        return Proposal(tokens, one_hot(tokens, self.vocab, self.device), stop, pieces=pieces)
+        q = one_hot(tokens, self.vocab, self.device)
+        return Proposal.chain(tokens, q, stop, {"draft_pieces": pieces})
 
     def next_q(self, ids, config):
         with torch.inference_mode():

@@ -33,14 +33,14 @@ import numpy as np
 import torch
 
 from specviz.core import resources
+from specviz.core.decoding.proposal import Proposal
 from specviz.core.drafters.base import (
     Drafter,
-    Proposal,
     ms_per_call,
     one_hot,
     one_hot_next,
 )
-from specviz.core.drafters.tree_draft import TreeProposal
+from specviz.core.drafters.tree_draft import TreeDraft
 from specviz.core.trace.records import ModelInfo
 
 FORMAT = "specviz.suffix-cache/1"
@@ -104,11 +104,11 @@ def best_chain(follows: list[list[int]], length: int, min_prob: float, eos: int 
 
 
 def best_tree(follows, budget: int, depth: int, width: int, min_prob: float, eos, vocab: int,
-              device) -> tuple[TreeProposal, list[float]]:  # fmt: skip
+              device) -> tuple[TreeDraft, list[float]]:  # fmt: skip
     """(tree, probs): the likeliest paths first (a node's probability: the share of
     occurrences that continue with its path), at most `budget` nodes, `width` children a
     node (the most frequent), `depth` levels, none below min_prob; parents before children."""
-    out = TreeProposal(rule="topk")
+    out = TreeDraft(rule="topk")
     probs: list[float] = []
     heap: list = []  # (-prob, order, parent, token, level, its continuations)
     total, order = len(follows), 0
@@ -124,7 +124,7 @@ def best_tree(follows, budget: int, depth: int, width: int, min_prob: float, eos
         q = torch.zeros(vocab, device=device)  # [V] the continuations' frequencies here
         for token, group in groups.items():
             q[token] = len(group)
-        out.q_at[node] = q / q.sum()
+        out.q[node] = q / q.sum()
         for token, group in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:width]:
             if len(group) / total >= min_prob:
                 heapq.heappush(heap, (-len(group) / total, order, node, token, level + 1, group))
@@ -139,7 +139,7 @@ def best_tree(follows, budget: int, depth: int, width: int, min_prob: float, eos
         if token != eos:  # nothing after an end-of-text token can be emitted
             expand(len(out.tokens) - 1, level, group)
     with_children = set(out.parents)
-    out.q_at = {node: q for node, q in out.q_at.items() if node in with_children}
+    out.q = {node: q for node, q in out.q.items() if node in with_children}
     return out, probs
 
 
@@ -320,7 +320,7 @@ class SuffixDrafter(Drafter):
     def propose(self, ids, k, config, generator, keep_drafting) -> Proposal:
         found = self.find(ids, k) if k >= 1 else None
         if found is None:
-            return Proposal([], torch.zeros((0, self.vocab), device=self.device), "no_match")
+            return Proposal.empty("no_match")
         tokens, probs, cut, matched = found
         stop = {"k": "k", "eos": "eos", "end": "no_match"}.get(cut, "threshold")
         if keep_drafting is not None:  # the threshold policy, on the path's probability
@@ -329,23 +329,21 @@ class SuffixDrafter(Drafter):
                     tokens, stop = tokens[: i + 1], "threshold"
                     matched = {**matched, "probs": matched["probs"][: i + 1], "cut": "policy"}
                     break
-        return Proposal(tokens, one_hot(tokens, self.vocab, self.device), stop, matched=matched)
+        q = one_hot(tokens, self.vocab, self.device)
+        return Proposal.chain(tokens, q, stop, {"matched": matched})
 
-    def propose_tree(self, ids, shape, config, generator) -> TreeProposal:
+    def propose_tree(self, ids, shape, config, generator) -> Proposal:
         """The best source's tree: at most tree_budget nodes (and spec_factor x the match's
         length), tree_width children a node, K levels."""
-        best, best_score = TreeProposal(rule=shape.rule(config)), 0.0  # none: as the settings
+        best, best_score = TreeDraft(rule=shape.rule(config)), 0.0  # none: as the settings
         for source, m, ends, follows, budget in self._matches(ids, shape.budget):
             tree, probs = best_tree(follows, budget, shape.depth, shape.width, self.min_prob,
                                     self.eos, self.vocab, self.device)  # fmt: skip
             if tree.tokens and sum(probs) > best_score:
-                tree.matched = {"source": source, "length": m, "count": len(ends),
-                                "probs": [round(p, 6) for p in probs]}  # fmt: skip
+                tree.extras["matched"] = {"source": source, "length": m, "count": len(ends),
+                                          "probs": [round(p, 6) for p in probs]}  # fmt: skip
                 best, best_score = tree, sum(probs)
-        return best
-
-    def keep_tree(self, path, length: int) -> None:
-        """Nothing to cut: the drafter reads the context it is given."""
+        return best.proposal()  # nothing to cut after the round: it reads the context given
 
     def next_q(self, ids, config):
         """One-hot at the token the chain would draft first, None without a match."""

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from specviz.core.decoding.proposal import Proposal
 from specviz.core.decoding.warp import sample, warp
-from specviz.core.drafters.base import Proposal
 from specviz.core.drafters.recut import RecutDraft
 from specviz.core.models.vocab_bridge import VocabBridgeError, shared_ids
 
@@ -69,9 +69,8 @@ class TliDrafter(RecutDraft):
                 if not keep_drafting(float(confidence)):
                     stop = "threshold"
                     break
-        q = torch.stack(rows) if rows else torch.zeros((0, self.vocab), device=self.device)
         pieces = self.pieces(start, [self.to_draft[t] for t in tokens], ids, tokens, True)
-        return Proposal(tokens, q, stop, pieces=pieces)
+        return Proposal.chain(tokens, rows, stop, {"draft_pieces": pieces})
 
     def next_q(self, ids, config):
         with torch.inference_mode():

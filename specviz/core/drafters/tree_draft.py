@@ -12,61 +12,44 @@ Under greedy decoding (T = 0) q is one-hot: the children are the top `width` of 
 raw softmax instead, and the rule is "topk" (the longest path the target's argmax takes).
 
 A node's children are never pruned after they are drawn (core.tree.walk says why);
-an end-of-text node gets none (nothing after it can be emitted).
+an end-of-text node gets none (nothing after it can be emitted). The shape asked for
+(TreeShape) and the round's Proposal are core.decoding.proposal's.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward
+from specviz.core.decoding.proposal import Proposal, TreeShape
 from specviz.core.decoding.warp import SamplingConfig, sample, warp
-from specviz.core.trace.tree_nodes import node_depths
 from specviz.core.tree.attention import keep_positions, tree_forward
 
 
-@dataclass(frozen=True)
-class TreeShape:
-    """How a tree is drafted: trace Settings' tree fields, with K as the depth."""
-
-    depth: int  # levels below the context (K)
-    width: int  # children per node, at most
-    budget: int  # nodes in all, at most
-    draw: str = "sample"  # "sample" | "topk"
-    shape: str = "full"  # "full" | "dynamic"
-
-    def rule(self, config: SamplingConfig) -> str:
-        """The multi-draft rule the children's law calls for (core.tree.walk)."""
-        return "topk" if self.draw == "topk" or config.greedy else "sample"
-
-    @classmethod
-    def of(cls, settings, depth: int) -> TreeShape:
-        return cls(depth, settings.tree_width, settings.tree_budget, settings.tree_draw,
-                   settings.tree_shape)  # fmt: skip
-
-
 @dataclass
-class TreeProposal:
-    """What the drafter proposed: nodes parents-first, and the q each node's children were
-    drawn from ({node, -1 for the root: q [V] float32})."""
+class TreeDraft:
+    """A tree being drafted, the drafter's own (mutable) record: nodes parents-first, the q
+    each node's children were drawn from ({node, -1 for the root: q [V] float32}) and each
+    fed node's position in the draft's cache; `proposal()` is what the round gets."""
 
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
-    q_at: dict[int, torch.Tensor] = field(default_factory=dict)
+    q: dict[int, torch.Tensor] = field(default_factory=dict)
     rule: str = "sample"
     # {node: its position in the draft's cache}: the nodes fed to the draft this round
     slots: dict[int, int] = field(default_factory=dict)
-    matched: dict | None = None  # suffix decoding: what it matched (Round.matched)
-    asked: bool = True  # False: no drafter was asked (no room left), nothing to keep_tree
+    extras: dict[str, Any] = field(default_factory=dict)  # Round extras (suffix: "matched")
 
-    @property
-    def depth(self) -> int:
-        """The tree's levels below the context (0: nothing drafted)."""
-        return max(node_depths(self.parents), default=0)
+    def proposal(self) -> Proposal:
+        """The round's Proposal of this tree (a tree's stop reason is "k": the engine says
+        "limit" when its depth was cut short)."""
+        return Proposal(list(self.tokens), list(self.parents), dict(self.q), "k",
+                        dict(self.extras), self.rule)  # fmt: skip
 
 
 def _children(logits: torch.Tensor, q: torch.Tensor, n: int, rule: str, greedy: bool,
@@ -86,11 +69,11 @@ def draft_tree(
     generator: torch.Generator,
     vocab: int,
     eos: int | None,
-) -> TreeProposal:
+) -> TreeDraft:
     """A tree after the context: `feed` (>= 1 token) catches the cache up to it, then one
-    forward per level. The cache ends holding the context and the fed nodes (proposal.slots);
+    forward per level. The cache ends holding the context and the fed nodes (its slots);
     keep_tree_path cuts it back to the accepted ones."""
-    out = TreeProposal(rule=shape.rule(config))
+    out = TreeDraft(rule=shape.rule(config))
     logits = forward(model, feed, cache, vocab, keep=1)  # [1, V]
     context = cache.get_seq_length()
     frontier = [-1]
@@ -108,17 +91,17 @@ def draft_tree(
     return out
 
 
-def grow_level(out: TreeProposal, chosen: list[int], logits, shape: TreeShape,
+def grow_level(out: TreeDraft, chosen: list[int], logits, shape: TreeShape,
                config: SamplingConfig, generator, cumulative: dict[int, float],
                eos: int | None) -> list[int]:  # fmt: skip
     """Give each chosen node its children (logits[row] is the draft's at chosen[row]), within
-    the budget: out's tokens, parents and q_at grow, cumulative gets the children's log q
+    the budget: out's tokens, parents and q grow, cumulative gets the children's log q
     along the path; the children that may grow further (not end-of-text) are returned."""
     grown = []
     for row, node in enumerate(chosen):
         room = shape.budget - len(out.tokens)
         q = warp(logits[row], config)  # [V]
-        out.q_at[node] = q
+        out.q[node] = q
         for token in _children(logits[row], q, min(shape.width, room), out.rule,
                                config.greedy, generator):  # fmt: skip
             out.tokens.append(token)
@@ -140,13 +123,13 @@ def _expanded(frontier: list[int], cumulative: dict[int, float], shape: TreeShap
     return [node for node in frontier if node in best]
 
 
-def keep_tree_path(cache: DynamicCache, proposal: TreeProposal, context: int,
+def keep_tree_path(cache: DynamicCache, tree: TreeDraft, context: int,
                    path: tuple[int, ...]) -> None:  # fmt: skip
     """Cut the draft's cache to the context's `context` positions and the accepted nodes it
     was fed (a prefix of the path: a fed node's ancestors were fed before it)."""
     kept = []
     for node in path:
-        if node not in proposal.slots:
+        if node not in tree.slots:
             break
-        kept.append(proposal.slots[node])
+        kept.append(tree.slots[node])
     keep_positions(cache, [*range(context), *kept])

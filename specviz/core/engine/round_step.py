@@ -1,12 +1,13 @@
 """One round, whatever its proposal's shape: draft -> one target pass -> verify -> Round.
 
-A chain is a token tree of width 1: every proposal carries parent links (a chain's
-Proposal.parents, each node the child of the one before) and a verdict is the accepted path
-through it plus the round's own token. `run_round` is the round's one skeleton and the
-engine's one place a Round is made (records.make_round, which the trace reader shares); a
-shape says how its proposal is drafted, judged in the target's one pass, committed to the
-caches and recorded: ChainStep here (the settings' chain verifier,
-core.decoding.verifier), TreeStep in core.engine.tree_rounds (the multi-draft rule).
+A chain is a token tree of width 1. The settings say the shape as data (a TreeShape: K
+levels, width 1 for a chain; core.decoding.proposal); the drafter answers it with one
+Proposal (nodes with parents, the q each was drawn from); the settings' Verifier
+(core.decoding.verifier: token, block, typical or tree, the same four stages for each) scores
+it in the target's one pass, judges it (the accepted path plus the round's own token),
+commits the target's cache and writes the token records; the drafter keeps the path.
+`run_round` is the engine's one place a Round is made (records.make_round, which the trace
+reader shares).
 
 Cache invariant between rounds (core.engine.speculative): `ids` holds prompt + emitted
 tokens; the target's cache covers ids[:-1]; a drafter's, if it has one, a prefix of that.
@@ -16,58 +17,48 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
-from typing import Any
 
-import torch
-
-from specviz.core.decoding.token_events import round_events
+from specviz.core.decoding.proposal import Proposal, TreeShape
 from specviz.core.decoding.verifier import verifier_for
 from specviz.core.decoding.warp import SamplingConfig
-from specviz.core.drafters.base import Proposal
-from specviz.core.trace.records import Round, TokenEvent, make_round
+from specviz.core.trace.records import Round, make_round
 
 
-@dataclass(frozen=True)
-class Verified:
-    """What the target's one pass over a proposal and the rule decided."""
-
-    p: torch.Tensor  # [n + 1, V] the target's warped rows: after the last token, then per node
-    q: Any  # the draft's q on the target's device: a chain's [n, V], a tree's {node: [V]}
-    states: torch.Tensor | None  # the hidden states the drafter asked for, per row of p
-    path: tuple[int, ...]  # the accepted nodes, root to leaf (a chain's: 0 .. n_accepted - 1)
-    next_token: int  # the round's own token: resampled or bonus
-    judgement: Any  # the rule's own record: a chain's Verdict, a tree's TreeWalk
-    numbers: dict[str, Any]  # the rule's Round fields ({"block": ...}, {"typical": ...}) or {}
-    past: int  # the target cache's length before the pass
-
-
-def run_round(engine, shape, config: SamplingConfig) -> Round:
-    """One round of `engine` (a SpeculativeEngine past prefill) in `shape` (ChainStep or
-    TreeStep): draft and verify timed apart (the appending and the cache commits count as
-    verification), then the token records, timed apart (events_ms); after the times, the
-    cost probes and, in a greedy half-precision session, where the text first leaves the
-    target alone's greedy decoding (greedy_diff)."""
-    settings = engine.settings
+def run_round(engine, config: SamplingConfig) -> Round:
+    """One round of `engine` (a SpeculativeEngine past prefill) in the shape its settings
+    ask for (a chain, or a tree when tree_width > 1): draft and verify timed apart (the
+    appending and the cache commits count as verification), then the token records, timed
+    apart (events_ms); after the times, the cost probes and, in a greedy half-precision
+    session, where the text first leaves the target alone's greedy decoding (greedy_diff)."""
+    settings, pair, drafter = engine.settings, engine.pair, engine.drafter
     context_len = len(engine.ids)
     generated = engine.n_generated  # before the round: where its tokens start
     policy_k = engine.policy.next_k()
+    verifier = verifier_for(settings.verifier)
 
     clock = engine.clock()
     clock.mark()
-    proposal, stop = shape.draft(engine, policy_k, config)
+    proposal = draft(engine, TreeShape.of(settings, engine.room(policy_k)), policy_k, config)
     clock.mark()
-    verified = shape.verify(engine, proposal, config)
-    accepted = [proposal.tokens[node] for node in verified.path]
-    emitted, finish = engine.emit([*accepted, verified.next_token])
-    shape.commit(engine, proposal, verified, len(emitted))
+    proposal = proposal.to(pair.device)  # a draft may live apart
+    past = engine.t_cache.get_seq_length()
+    p, states = verifier.score(pair.target, engine.ids[-1], proposal, engine.t_cache,
+                               pair.vocab_size, config, drafter.target_layers)  # fmt: skip
+    judged = verifier.judge(proposal, p, engine.generator, settings)
+    path = judged.path
+    emitted, finish = engine.emit([*(proposal.tokens[node] for node in path), judged.next_token])
+    verifier.commit(engine.t_cache, past, path, len(engine.ids) - 1)
+    drafter.observe(len(path), len(proposal.tokens))
+    drafter.keep(path, len(engine.ids) - 1)
+    if states is not None:  # the last token's row and the path's, one per emitted token
+        drafter.accept_states(states[[0, *(node + 1 for node in path)][: len(emitted)]])
     clock.mark()
     draft_ms, verify_ms = clock.spans()
-    engine.policy.update(proposal.depth, len(verified.path))
+    engine.policy.update(proposal.depth, len(path))
 
     start = time.perf_counter()
     top_n = settings.top_n if engine.trace else 0
-    tokens, fields = shape.records(engine, proposal, verified, len(emitted), top_n)
+    tokens, numbers = verifier.events(proposal, p, judged, len(emitted), engine.text, top_n)
     events_ms = 1000 * (time.perf_counter() - start)
 
     engine.finish_reason = finish
@@ -82,73 +73,32 @@ def run_round(engine, shape, config: SamplingConfig) -> Round:
         draft_ms=draft_ms,
         verify_ms=verify_ms,
         n_drafted=len(proposal.tokens),
-        n_accepted=len(verified.path),
+        n_accepted=len(path),
         tokens=tokens,
         settings=settings,
         finish_reason=finish,
         extras={
             "k": policy_k,
-            "stop": stop,
+            "stop": proposal.stop,
             "events_ms": events_ms,
-            "matched": proposal.matched,
             "probes": probes,
             "greedy_diff": greedy_diff,
-            **fields,
+            **proposal.extras,
+            **numbers,
         },
     )
     engine.round_index += 1
     return rnd
 
 
-class ChainStep:
-    """A chain's round: the drafter's up to K tokens, the settings' verifier (token, block,
-    typical) over [last token, drafts] in one pass, the caches cropped to what was kept."""
-
-    def draft(self, engine, policy_k: int, config: SamplingConfig) -> tuple[Proposal, str]:
-        """(the proposal of up to K tokens, why drafting stopped): fewer near the length
-        limits, and then the stop reason is "limit"."""
-        k = engine.room(policy_k)
-        if k == 0:  # one token left: the target's own
-            empty = torch.zeros((0, engine.pair.vocab_size), device=engine.pair.device)
-            return Proposal([], empty, "limit"), "limit"
-        policy = engine.policy
-        keep = policy.keep_drafting if policy.uses_confidence else None
-        proposal = engine.drafter.propose(engine.ids, k, config, engine.generator, keep)
-        if k < policy_k and proposal.stop == "k":
-            proposal = dataclasses.replace(proposal, stop="limit")
-        return proposal, proposal.stop
-
-    def verify(self, engine, proposal: Proposal, config: SamplingConfig) -> Verified:
-        """The settings' verifier scores the last emitted token and every draft in one
-        target pass (p [k+1, V] and the states the drafter asked for) and judges them."""
-        pair, drafted = engine.pair, proposal.tokens
-        q = proposal.q.to(pair.device)  # [K, V]; a draft may live apart
-        verifier = verifier_for(engine.settings.verifier)
-        past = engine.t_cache.get_seq_length()
-        layers = engine.drafter.target_layers
-        p, states = verifier.score(pair.target, engine.ids[-1], drafted, engine.t_cache,
-                                   pair.vocab_size, config, layers)  # fmt: skip
-        draft_tokens = torch.tensor(drafted, dtype=torch.long, device=pair.device)  # [K]
-        verdict, numbers = verifier.judge(p, q, draft_tokens, engine.generator, engine.settings)
-        path = tuple(range(verdict.n_accepted))
-        return Verified(p, q, states, path, verdict.next_token, verdict, numbers, past)
-
-    def commit(self, engine, proposal: Proposal, verified: Verified, n_emitted: int) -> None:
-        """The target keeps ids[:-1] of the new sequence, the drafter at most that; the
-        drafter gets the target's states of the last token and the drafts kept."""
-        verifier_for(engine.settings.verifier).commit(engine.t_cache, len(engine.ids) - 1)
-        engine.drafter.observe(len(verified.path), len(proposal.tokens))
-        engine.drafter.rollback(len(engine.ids) - 1)
-        if verified.states is not None:  # one row per emitted token
-            engine.drafter.accept_states(verified.states[:n_emitted])
-
-    def records(self, engine, proposal: Proposal, verified: Verified, n_emit: int,
-                top_n: int) -> tuple[tuple[TokenEvent, ...], dict[str, Any]]:  # fmt: skip
-        """(the round's tokens, its shape's own Round fields)."""
-        tokens = round_events(verified.p, verified.q, proposal.tokens, verified.judgement,
-                              n_emit, engine.text, top_n)  # fmt: skip
-        fields = {"copied_from": proposal.copied_from, "draft_pieces": proposal.pieces}
-        return tokens, {**fields, **verified.numbers}
-
-
-CHAIN = ChainStep()
+def draft(engine, shape: TreeShape, policy_k: int, config: SamplingConfig) -> Proposal:
+    """The drafter's proposal in `shape` (core.decoding.proposal: K levels, fewer near the
+    length limits, and then its stop reason is "limit"); none when no room is left."""
+    if shape.depth == 0:  # one token left: the target's own
+        return Proposal.empty("limit", shape.rule(config))
+    policy = engine.policy
+    keep = policy.keep_drafting if policy.uses_confidence else None
+    proposal = engine.drafter.draft(engine.ids, shape, config, engine.generator, keep)
+    if shape.depth < policy_k and proposal.stop == "k":
+        proposal = dataclasses.replace(proposal, stop="limit")
+    return proposal

@@ -27,8 +27,7 @@ from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.drafters.registry import DrafterConfig, check_tree_kind, make_drafter
 from specviz.core.engine.clock import PhaseClock, on_cuda
 from specviz.core.engine.cost_probes import Prober
-from specviz.core.engine.round_step import CHAIN, run_round
-from specviz.core.engine.tree_rounds import TREE
+from specviz.core.engine.round_step import run_round
 from specviz.core.models.pair import ModelPair
 from specviz.core.trace.records import Round, SessionHeader, Settings
 
@@ -204,7 +203,7 @@ class SpeculativeEngine:
             raise RuntimeError(f"the session has finished ({self.finish_reason})")
         settings = self.settings
         config = SamplingConfig(settings.temperature, settings.top_k, settings.top_p)
-        return run_round(self, TREE if settings.tree else CHAIN, config)
+        return run_round(self, config)
 
     def emit(self, emitted: list[int]) -> tuple[list[int], str | None]:
         """Append a round's tokens (up to an end-of-text token) to ids: (what was appended,

@@ -1,5 +1,5 @@
 """One speculative round on a full token tree from fresh forwards, outside the engine: the
-reference the engine's tree rounds (core.engine.tree_rounds) are tested against. The draft
+reference the engine's tree rounds (core.engine.round_step) are tested against. The draft
 proposes `width` children per node to `depth` levels, each node's q from a fresh forward of
 its path; the target scores every node in one pass (core.tree.attention); the multi-draft
 rule walks it (core.tree.walk; core.lab.multidraft is its lab version).
