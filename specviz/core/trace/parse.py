@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from specviz.core.trace.extras.registry import EXTRAS
+from specviz.core.trace.extras import registry
 from specviz.core.trace.fields import as_float, get_field, type_error
 from specviz.core.trace.records import (
     EVENT_LISTS,
@@ -180,7 +180,7 @@ def _round_extras(obj: dict[str, Any], line: int) -> dict[str, Any]:
             )
     if "events_ms" in obj:
         extras["events_ms"] = get_field(obj, "events_ms", float, line, optional=True)
-    for cls in EXTRAS:
+    for cls in registry.EXTRAS:
         if cls.key in obj:
             value = get_field(obj, cls.key, cls.json_type, line, optional=True)
             if value is not None:

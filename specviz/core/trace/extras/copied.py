@@ -25,6 +25,9 @@ class CopiedFrom(Extra):
     def span(self) -> tuple[int, int]:
         return self.start, self.end
 
+    def __iter__(self):  # start, end = rnd.copied_from
+        return iter(self.span)
+
     @classmethod
     def from_json(cls, value: list, line: int | None) -> CopiedFrom:
         if len(value) != 2 or not set(map(type, value)) <= {int} or not 0 <= value[0] <= value[1]:
