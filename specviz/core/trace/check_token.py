@@ -292,7 +292,7 @@ def _verdict(event: TokenEvent, rule: str = "token") -> tuple[str, str] | None:
             "accept_prob",
             f"{accept_prob!r}, but min(1, {names}) = min(1, {p!r}/{q!r}) = {expected!r}",
         )
-    if not verifiers.token_fates(rule):  # the round's rule numbers decide (rule_numbers)
+    if not verifiers.token_fates(rule):  # the round's rule numbers decide (core.trace.extras)
         return None
     if event.status == "accepted" and not u < accept_prob:
         return (

@@ -37,7 +37,7 @@ class VerifierSpec:
     # The Settings fields the rule reads: in a trace only under this rule (typical_epsilon).
     options: tuple[str, ...] = ()
     # A judged token's status is its u against its own min(1, p/q); False: the rule's own
-    # numbers in the round decide (block, typical), checked by core.trace.rule_numbers.
+    # numbers in the round decide (block, typical), checked by their extras (core.trace.extras).
     token_fates: bool = True
 
     @property

@@ -1,6 +1,6 @@
 """A tree round's records: the chain view (`tokens`: the accepted path, the last rejected
 child where the round ended on one, the resampled or bonus token) and every node in columns
-(Round.tree, schema 1.5; core.trace.tree_numbers checks them).
+(Round.tree, schema 1.5; core.trace.extras.tree reads and checks them).
 
 The chain view is built by round_events from the rows along the path, so its tokens carry
 what a chain's do (top-N lists, alpha, the residual), p and q the target's p(x) and the
