@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from specviz.cli.tune import parse_ks  # noqa: E402
+from specviz.cli.tune.tune import parse_ks  # noqa: E402
 from specviz.core.decoding.forward import decode  # noqa: E402
 from specviz.core.decoding.warp import SamplingConfig  # noqa: E402
 from specviz.core.metrics import costmodel  # noqa: E402

@@ -276,7 +276,7 @@ def test_bad_parameters_exit_2_before_loading(capsys):
 
 
 def test_tune_exports_vllms_suffix_fields():
-    from specviz.cli.export_config import Best, vllm_config
+    from specviz.cli.tune.export_config import Best, vllm_config
 
     params = DrafterConfig("suffix", suffix_min_prob=0.2).values()
     config = vllm_config(Best("suffix", params, "constant", 0.5, 12, "token", None))
@@ -323,7 +323,7 @@ def test_a_sweep_gives_trees_to_the_drafters_that_draft_them():
 
 
 def test_tune_says_when_runs_of_one_prompt_share_the_cache(capsys):
-    from specviz.cli.tune import _note_shared_cache
+    from specviz.cli.tune.tune import _note_shared_cache
     from specviz.core.tune.sweep import SweepConfig
 
     _note_shared_cache(SweepConfig(drafter=SUFFIX, ks=(2, 4)))

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from specviz.cli import tune as tune_command
 from specviz.cli.main import main
+from specviz.cli.tune import tune as tune_command
 from specviz.core.trace.records import Settings
 from specviz.core.tune.promptsets import Prompt, PromptSetError, load_prompt_set, shipped_set
 from specviz.core.tune.sweep import SweepConfig, run_sweep, sweep_plan

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from specviz.cli.export_config import Best, export, vllm_config
 from specviz.cli.main import main
+from specviz.cli.tune.export_config import Best, export, vllm_config
 
 # vllm/config/speculative.py's SpeculativeConfig fields that the export may use.
 VLLM_FIELDS = {

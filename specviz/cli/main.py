@@ -18,7 +18,7 @@ from specviz import __version__
 
 # name -> module under specviz.cli, each with add_parser(subparsers) and run(args).
 MODULES = {
-    "run": "run", "models": "models", "inspect": "inspect", "lab": "lab", "tune": "tune",
+    "run": "run", "models": "models", "inspect": "inspect", "lab": "lab", "tune": "tune.tune",
     "serve": "serve", "bench": "bench.bench", "doctor": "bench.doctor",
     "check-head": "field.check_head", "train-head": "field.train_head", "cache": "cache",
 }  # fmt: skip

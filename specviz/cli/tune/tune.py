@@ -24,8 +24,8 @@ from specviz.cli.drafting_options import (
     pair_spec,
     rule_list,
 )
-from specviz.cli.export_config import ENGINES
 from specviz.cli.options import UsageError, add_model_args, fail, interruptible
+from specviz.cli.tune.export_config import ENGINES
 from specviz.core.engine.threads import set_threads
 
 
@@ -184,7 +184,7 @@ def _note_shared_cache(config) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.from_trace:
-        from specviz.cli.tune_trace import run_from_trace
+        from specviz.cli.tune.tune_trace import run_from_trace
 
         return run_from_trace(args)
     from specviz.core.trace.records import Settings
@@ -347,7 +347,7 @@ def sweep(pair, prompts, config, progress, trace_dir=None):
 
 def _export(args, result, drafters, policies, draft) -> dict | None:
     """The best configuration in --export's engine form, or None."""
-    from specviz.cli.export_config import Best, export
+    from specviz.cli.tune.export_config import Best, export
     from specviz.core.tune.table import tables_by_category
 
     if not args.export or not result.runs:
