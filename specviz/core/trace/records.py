@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from specviz.core.trace import verifiers
+from specviz.core.trace.extras.base import NO_EXTRAS, Extras
 
 if TYPE_CHECKING:
     from specviz.core.trace.extras.block import BlockNumbers
@@ -308,34 +309,6 @@ class TokenEvent:
     @property
     def emitted(self) -> bool:
         return self.status in EMITTED
-
-
-class Extras(Mapping[str, Any]):
-    """A round's extras by key (core.trace.extras), in the line's order: read-only and
-    hashable, as the frozen round that holds them."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: Mapping[str, Any] | None = None) -> None:
-        self._items = dict(items or {})
-
-    def __getitem__(self, key: str) -> Any:
-        return self._items[key]
-
-    def __iter__(self):
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self._items.items()))
-
-    def __repr__(self) -> str:
-        return f"Extras({self._items!r})"
-
-
-NO_EXTRAS = Extras()
 
 
 @dataclass(frozen=True)
