@@ -196,7 +196,7 @@ def test_run_without_a_prompt_asks_a_chat_pair_a_question(smollm2_tokenizer):
     the tiny pair's Bible verse (issue 48); --no-chat or a text pair: the continuation."""
     from argparse import Namespace
 
-    from specviz.cli.run import _example_prompt
+    from specviz.cli.session.run import _example_prompt
     from specviz.core.resources import chat_example_prompts, example_prompts
 
     chat_pair = fake_pair(smollm2_tokenizer, "builtin:smollm2", "/c/smollm2-135m-instruct/target")

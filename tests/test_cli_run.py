@@ -208,7 +208,7 @@ def test_run_connect_holds_each_round_to_the_checks(pair, tmp_path, capsys, faul
     import argparse
     import dataclasses
 
-    from specviz.cli.session_loop import Formats, drive
+    from specviz.cli.session.session_loop import Formats, drive
     from specviz.core.host.session_host import SessionHost
     from specviz.core.trace.check_session import check_session
     from specviz.core.trace.files import load

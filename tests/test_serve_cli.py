@@ -257,7 +257,7 @@ def test_a_child_engine_stops_when_its_parent_goes(pair_dirs):
     ],
 )
 def test_run_and_the_window_check_connect_flags_alike(capsys, monkeypatch, args):
-    """--connect/--token are defined and checked once (cli/run_connected.py)."""
+    """--connect/--token are defined and checked once (cli/session/run_connected.py)."""
     monkeypatch.delenv("SPECVIZ_TOKEN", raising=False)
     monkeypatch.setattr("specviz.gui.app.main", lambda *a, **k: pytest.fail("window opened"))
     errors = []

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from specviz.cli.main import main
-from specviz.cli.run import format_summary
+from specviz.cli.session.run import format_summary
 from specviz.core.metrics.costmodel import figures
 from specviz.core.metrics.running import WINDOW, summary
 from specviz.core.trace.files import save

@@ -18,9 +18,10 @@ from specviz import __version__
 
 # name -> module under specviz.cli, each with add_parser(subparsers) and run(args).
 MODULES = {
-    "run": "run", "models": "models", "inspect": "inspect", "lab": "lab", "tune": "tune.tune",
-    "serve": "serve", "bench": "bench.bench", "doctor": "bench.doctor",
-    "check-head": "field.check_head", "train-head": "field.train_head", "cache": "cache",
+    "run": "session.run", "models": "models", "inspect": "inspect", "lab": "lab",
+    "tune": "tune.tune", "serve": "session.serve", "bench": "bench.bench",
+    "doctor": "bench.doctor", "check-head": "field.check_head",
+    "train-head": "field.train_head", "cache": "cache",
 }  # fmt: skip
 COMMANDS = tuple(MODULES)
 
@@ -197,7 +198,7 @@ def _open_window(args: argparse.Namespace) -> int:
 
 
 def _add_engine_args(parser: argparse.ArgumentParser) -> None:
-    from specviz.cli.run_connected import add_connect_args
+    from specviz.cli.session.run_connected import add_connect_args
 
     group = add_connect_args(parser, "where the engine runs", timeout=False)
     group.add_argument(
@@ -212,7 +213,7 @@ def _add_engine_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _engine_choice(args: argparse.Namespace) -> dict:
-    from specviz.cli.run_connected import connect_token
+    from specviz.cli.session.run_connected import connect_token
 
     engine = args.engine or ("thread" if args.connect else "process")  # --connect: the server's
     token = connect_token(args) if args.connect else None  # checked by _engine_problem
@@ -227,6 +228,6 @@ def _engine_problem(args: argparse.Namespace) -> str | None:
         return None
     if args.engine == "process":
         return "--connect uses the server's engine: drop --engine process"
-    from specviz.cli.run_connected import connect_problem
+    from specviz.cli.session.run_connected import connect_problem
 
     return connect_problem(args)

@@ -2,7 +2,7 @@
 
 Two implementations: core.host.session_host.SessionHost (the pair in this process) and
 remote.client.RemoteEngine (a `specviz serve` elsewhere, or the window's child process).
-`specviz run` and `run --connect` drive either through one loop (cli.session_loop), the
+`specviz run` and `run --connect` drive either through one loop (cli.session.session_loop), the
 window through its one worker (gui.session.worker), a Tune sweep included. Every
 method is called from one thread, the engine's owner; round records come back as the
 trace's own values (core.trace.records.Round), so every view works on each.

@@ -2,11 +2,11 @@
 the Engine seam's operations on it (core.engine.protocol), implemented once.
 
 Three drivers share it: the window's in-process engine (gui.session.local_link), `specviz
-run` (cli.run, through cli.session_loop) and `specviz serve` (remote.server, a transport that
-parses a request, calls the host and frames the reply). What a session cannot do is a
-HostError (a ValueError, so a user reads its text as it is) with the wire protocol's error
-code: the server frames it as that error, the window and `run` say it. Not thread-safe: one
-owner thread (the engine worker's, the main thread, the serving thread)."""
+run` (cli.session.run, through cli.session.session_loop) and `specviz serve` (remote.server,
+a transport that parses a request, calls the host and frames the reply). What a session
+cannot do is a HostError (a ValueError, so a user reads its text as it is) with the wire
+protocol's error code: the server frames it as that error, the window and `run` say it. Not
+thread-safe: one owner thread (the engine worker's, the main thread, the serving thread)."""
 
 from __future__ import annotations
 

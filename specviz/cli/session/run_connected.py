@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from specviz.cli.options import UsageError, fail
-from specviz.cli.session_loop import Formats, drive
+from specviz.cli.session.session_loop import Formats, drive
 
 
 def add_connect_args(
@@ -92,8 +92,8 @@ def _connect(args: argparse.Namespace):
 def run_connected(
     args: argparse.Namespace, settings, prompt: str, drafting: tuple, formats: Formats
 ) -> int:
-    """cli/run.py's run, whose formats it is given, on the engine at args.connect (the one
-    loop: cli.session_loop.drive)."""
+    """cli/session/run.py's run, whose formats it is given, on the engine at args.connect (the one
+    loop: cli.session.session_loop.drive)."""
     from specviz.remote.protocol import RemoteError
 
     try:

@@ -31,7 +31,7 @@ class RefusedRound(Exception):
 
 @dataclass(frozen=True)
 class Formats:
-    """How a round and the summary read on a terminal (cli.run's)."""
+    """How a round and the summary read on a terminal (cli.session.run's)."""
 
     round: Callable[..., str]
     summary: Callable[[dict], str]

@@ -17,8 +17,8 @@ from specviz.cli.options import (
     fail,
     settings_from,
 )
-from specviz.cli.run_connected import add_connect_args, run_connected
-from specviz.cli.session_loop import Formats, drive
+from specviz.cli.session.run_connected import add_connect_args, run_connected
+from specviz.cli.session.session_loop import Formats, drive
 from specviz.cli.terminal import printable
 from specviz.core.engine.threads import set_threads
 from specviz.core.models.tensor_parallel import Lockstep, TensorParallelError, tp_context
