@@ -131,3 +131,47 @@ def test_a_pruned_head_saves_loads_and_drafts_only_its_vocabulary(pair, head, tm
     q = torch.softmax(full[0], -1)
     allowed = set(pruned.draft_to_target.tolist())
     assert set(q.nonzero().flatten().tolist()) <= allowed
+
+
+def session_drafter(pair, head_folder, prompt_ids):
+    """A drafter after a prefill of prompt_ids, as the engine leaves it."""
+    from specviz.core.decoding.forward import forward_states
+
+    drafter = make_drafter(DrafterConfig("eagle3", head=str(head_folder)), target_only(pair))
+    with torch.inference_mode():
+        _, states = forward_states(pair.target, prompt_ids[:-1], DynamicCache(),
+                                   pair.vocab_size, 1, drafter.target_layers)  # fmt: skip
+        drafter.accept_states(states)
+        drafter.prefill(prompt_ids, DynamicCache())
+    return drafter
+
+
+def test_a_greedy_chain_skips_the_targets_vocabulary_and_drafts_the_same(pair, head, tmp_path):
+    from specviz.core.decoding.warp import SamplingConfig, sample, warp
+    from specviz.core.drafters.eagle3_format import save_head
+
+    save_head(head, tmp_path, verifier="fixture", dtype=torch.float32)
+    ids = pair.tokenizer("the cat and the dog and the cat sat")["input_ids"]
+    fast, general = session_drafter(pair, tmp_path, ids), session_drafter(pair, tmp_path, ids)
+    assert fast._ordered
+    greedy = SamplingConfig(temperature=0)
+    g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+    calls = []
+    monkey = fast._full
+    fast._full = lambda logits: calls.append(1) or monkey(logits)
+    with torch.inference_mode():
+        a = fast.propose(ids, 5, greedy, g1, None)  # the fast path
+        b = general.propose(ids, 5, greedy, g2, lambda confidence: True)  # warp and sample
+    assert calls == []  # no step put its logits on the target's vocabulary
+    assert a.tokens == b.tokens and len(a.tokens) == 5
+    for node in a.q:
+        assert torch.equal(a.q[node], b.q[node])
+    assert torch.equal(g1.get_state(), g2.get_state())  # the same draws were taken
+    # a tie at the maximum: the first draft id, which is the first target id as well
+    logits = torch.zeros(head.config.draft_vocab)
+    logits[[5, 2, 9]] = 3.0
+    g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    token, q = fast._greedy(logits, g1)
+    q_ref = warp(general._full(logits), greedy)
+    assert token == sample(q_ref, g2) == int(head.draft_to_target[2])
+    assert torch.equal(q, q_ref) and torch.equal(g1.get_state(), g2.get_state())

@@ -54,6 +54,9 @@ class Eagle3Drafter(Drafter):
         self._in_vocab = to_target < vocab  # [Vd] the draft ids the target can take
         self._target_ids = to_target[self._in_vocab]
         self._all_in = bool(self._in_vocab.all())  # then _full needs no mask per step
+        # a greedy chain step can then skip the target's vocabulary (_greedy): every draft id
+        # is the target's and in the same order, so an argmax tie goes to the same token
+        self._ordered = self._all_in and bool((to_target[1:] > to_target[:-1]).all())
         self.cache = HeadCache()
         self.fed = 0
         self.pending = self._empty()
@@ -79,23 +82,38 @@ class Eagle3Drafter(Drafter):
 
     def _step(self, tokens, states, positions, mask=None, cache=None):
         """(logits [T, V] on the target's vocabulary, out [T, H]) of the head on pairs."""
+        logits, out = self._head_step(tokens, states, positions, mask, cache)
+        return self._full(logits), out
+
+    def _head_step(self, tokens, states, positions, mask=None, cache=None):
+        """(logits [T, Vd] on the draft vocabulary, out [T, H]) of the head on pairs."""
         device = self.head.fc.weight.device
         ids = torch.tensor(tokens, device=self.embed.device)
         embeds = self.embed.index_select(0, ids).to(device)  # [T, H]
         pos = torch.tensor(positions, dtype=torch.long, device=device)
-        logits, out = self.head(embeds, states, pos, mask, self.cache if cache is None else cache)
-        return self._full(logits), out
+        return self.head(embeds, states, pos, mask, self.cache if cache is None else cache)
+
+    def _greedy(self, logits: torch.Tensor, generator) -> tuple[int, torch.Tensor]:
+        """(token, q [V]) as sample(warp(_full(logits))) gives them at T 0, from the draft
+        logits [Vd] alone (for an ordered map, _ordered): the argmax (the first of a tie, in
+        draft and target order alike) mapped to its target id, q one-hot there, and the one
+        uniform draw sample() takes from the generator, so that its stream stays the same."""
+        torch.rand((), generator=generator, dtype=torch.float64, device=logits.device)
+        token = int(self._target_ids[int(logits.argmax())])
+        q = torch.zeros(self.vocab, device=logits.device)
+        q[token] = 1.0
+        return token, q
 
     def _catch_up(self, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Feed the pending pairs (j = fed .. len(ids) - 2): the logits [V] of the token after
-        ids and the head's output state there."""
+        """Feed the pending pairs (j = fed .. len(ids) - 2): the draft-vocabulary logits [Vd]
+        of the token after ids and the head's output state there."""
         n = self.pending.shape[0]
         if self.fed + n != len(ids) - 1:
             raise RuntimeError(f"eagle3: {self.fed} pairs fed and {n} states pending for a "
                                f"context of {len(ids)} tokens")  # fmt: skip
         tokens = ids[self.fed + 1 : self.fed + 1 + n]
         positions = list(range(self.fed + 1, self.fed + 1 + n))
-        logits, out = self._step(tokens, self.head.project(self.pending), positions)
+        logits, out = self._head_step(tokens, self.head.project(self.pending), positions)
         self.fed += n
         self.pending = self._empty()
         self.last_out = out[-1]
@@ -112,8 +130,8 @@ class Eagle3Drafter(Drafter):
         with torch.inference_mode():
             if self.pending.shape[0] > 1:
                 rows, self.pending = self.pending[:-1], self.pending[-1:]
-                self._step(ids[1 : 1 + rows.shape[0]], self.head.project(rows),
-                           list(range(1, 1 + rows.shape[0])))  # fmt: skip
+                self._head_step(ids[1 : 1 + rows.shape[0]], self.head.project(rows),
+                                list(range(1, 1 + rows.shape[0])))  # fmt: skip
                 self.fed = rows.shape[0]
 
     def accept_states(self, states: torch.Tensor) -> None:
@@ -126,23 +144,28 @@ class Eagle3Drafter(Drafter):
     def propose(self, ids, k, config, generator, keep_drafting) -> Proposal:
         if len(ids) < 2:  # no target state yet: the target's own token this round
             return Proposal.empty("limit")
-        logits, out = self._catch_up(ids)
+        logits, out = self._catch_up(ids)  # [Vd], [H]
         tokens, q_rows, stop = [], [], "k"
+        fast = config.greedy and keep_drafting is None and self._ordered
         for i in range(k):
-            q = warp(logits, config)  # [V]
-            token = sample(q, generator)
+            if fast:  # the same token, q and draws without the target's vocabulary
+                token, q = self._greedy(logits, generator)
+            else:
+                full = self._full(logits)  # [V]
+                q = warp(full, config)  # [V]
+                token = sample(q, generator)
             tokens.append(token)
             q_rows.append(q)
             if token == self.eos:
                 stop = "eos"
                 break
             if keep_drafting is not None and len(tokens) < k:
-                confidence = torch.softmax(logits, -1)[token] if config.greedy else q[token]
+                confidence = torch.softmax(full, -1)[token] if config.greedy else q[token]
                 if not keep_drafting(float(confidence)):
                     stop = "threshold"
                     break
             if i + 1 < k:  # the next pair: this draft and the head's own state
-                step_logits, step_out = self._step([token], out[None], [len(ids) + i])
+                step_logits, step_out = self._head_step([token], out[None], [len(ids) + i])
                 logits, out = step_logits[0], step_out[0]
                 self.last_out = out
         return Proposal.chain(tokens, q_rows, stop)
@@ -154,7 +177,7 @@ class Eagle3Drafter(Drafter):
         if len(ids) < 2:
             return out.proposal()
         logits, state = self._catch_up(ids)
-        node_logits, node_state = {-1: logits}, {-1: state}
+        node_logits, node_state = {-1: self._full(logits)}, {-1: state}
         context = self.cache.get_seq_length()  # the true pairs
         frontier, cumulative = [-1], {-1: 0.0}
         for level in range(shape.depth):
