@@ -16,10 +16,17 @@ import pytest
 
 from specviz.core.trace.check_session import check_session
 from specviz.core.trace.extras import registry
-from specviz.core.trace.extras.base import Extra, Found
+from specviz.core.trace.extras.base import Extra, Found, PositionTest
 from specviz.core.trace.files import parse_lines, round_text, session_lines
 from specviz.core.trace.parse import parse_round
-from specviz.core.trace.records import Round, SessionHeader, Settings, TraceError, make_round
+from specviz.core.trace.records import (
+    Round,
+    SessionHeader,
+    Settings,
+    TokenEvent,
+    TraceError,
+    make_round,
+)
 from specviz.core.trace.session import Session
 from tests.fixtures import synthetic_session
 
@@ -58,6 +65,12 @@ class Chosen(Extra):
 
     def token_note(self, rnd: Round, index: int, fmt: Callable[[float], str]) -> str | None:
         return "chosen" if index in self.drafts else None
+
+    def position_test(self, rnd: Round, position: int, drafted: TokenEvent | None):
+        if position not in self.drafts or drafted is None or drafted.u is None:
+            return None
+        u = drafted.u
+        return PositionTest("u vs c", u, 0.5, u < 0.5, False, "u", "c", "a made-up rule")
 
 
 @pytest.fixture
@@ -110,3 +123,45 @@ def test_the_stream_says_what_a_registered_extra_says(registered, qtbot):
     rnd = with_chosen(synthetic_session(2).rounds[1], {"drafts": [0]})
     assert "chose 1 of the drafts" in k_text(rnd)
     assert "chosen" in token_tooltip(rnd, 0) and "chosen" not in token_tooltip(rnd, 1)
+
+
+def test_the_distribution_panel_shows_a_registered_rules_test(registered, qtbot):
+    from specviz.core.metrics.position_bars import position_bars
+    from specviz.gui.distribution.accept_gauge import accept_test, axis_label
+    from specviz.gui.distribution.text import summary_html
+
+    rnd = with_chosen(synthetic_session(2).rounds[1], {"drafts": [0]})
+    bars = position_bars(rnd, 0)
+    assert bars.test is not None and bars.test.mark == rnd.tokens[0].u
+    sign = "<" if bars.test.passes else "\u2265"
+    assert accept_test(bars).label.startswith("u ") and f"{sign} c 0.500" in accept_test(bars).label
+    assert axis_label(bars) == "u vs c"
+    assert "judged by the round's rule (u vs c); a made-up rule: u = " in summary_html(bars)
+
+
+def test_block_and_typical_give_their_test_as_the_panel_showed_it():
+    """The tests the block and typical extras give at a position are the numbers the panel
+    read from them before (its own words for these two rules are kept)."""
+    from pathlib import Path
+
+    from specviz.core.metrics.position_bars import position_bars, positions
+    from specviz.core.trace.files import load
+
+    folder = Path(__file__).parent / "data" / "old_traces"
+    seen = 0
+    for name in ("block-1.3.jsonl", "typical-1.4.jsonl"):
+        session = load(folder / name)
+        for rnd in session.rounds:
+            for position in range(positions(rnd)):
+                bars = position_bars(session.details(rnd.index), position)
+                if bars.accept_prob is None:
+                    assert bars.test is None
+                    continue
+                if bars.block is not None:
+                    assert (bars.test.mark, bars.test.line) == (bars.block[2], bars.block[1])
+                    seen += 1
+                elif bars.typical_threshold is not None:
+                    assert bars.test.line == bars.typical_threshold and bars.test.above
+                    assert bars.test.passes == bars.accepted
+                    seen += 1
+    assert seen >= 4

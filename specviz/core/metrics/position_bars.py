@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specviz.core.trace.extras.base import PositionTest
 from specviz.core.trace.records import DRAFTED, JUDGED, Round, TokenEvent
 
 REST_LABEL = "(everything else)"
@@ -62,6 +63,9 @@ class PositionBars:
     # token's p was held against at this judged position; None elsewhere.
     typical_threshold: float | None = None
     typical: bool = False  # the round was verified by the typical rule
+    # The accept test the round's rule ran here, from its recorded numbers (a round extra's
+    # position_test: block, typical, or any rule registered since); None: token-wise.
+    test: PositionTest | None = None
     round_drafted: int | None = None  # the round's n_drafted (0: nothing was drafted)
     round_stop: str | None = None  # why the round's drafting stopped (Round.stop)
 
@@ -279,9 +283,16 @@ def position_bars(
         block_kept=rnd.n_accepted if rnd.block is not None else None,
         typical_threshold=_typical_at(rnd, position),
         typical=rnd.typical is not None,
+        test=_rule_test(rnd, position, drafted) if judged else None,
         round_drafted=rnd.n_drafted,
         round_stop=rnd.stop,
     )
+
+
+def _rule_test(rnd: Round, position: int, drafted: TokenEvent | None) -> PositionTest | None:
+    """The first of the round's extras that holds the test its rule ran here."""
+    tests = (extra.position_test(rnd, position, drafted) for extra in rnd.extras.values())
+    return next((test for test in tests if test is not None), None)
 
 
 def _typical_at(rnd: Round, position: int) -> float | None:

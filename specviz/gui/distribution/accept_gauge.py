@@ -42,6 +42,14 @@ def accept_test(bars: PositionBars | None) -> AcceptTest | None:
         shown = fmt_pair(p, t)
         sign = ">" if p > t else "≤"
         return AcceptTest(p, t, p > t, True, f"p {shown[0]} {sign} {shown[1]}")
+    if bars.test is not None:  # another rule's recorded test (a round extra's position_test)
+        t = bars.test
+        shown = fmt_pair(t.mark, t.line)
+        sign = (">" if t.passes else "≤") if t.above else _lt(t.passes)
+        line = f"{t.line_name} {shown[1]}" if t.line_name else shown[1]
+        return AcceptTest(
+            t.mark, t.line, t.passes, t.above, f"{t.mark_name} {shown[0]} {sign} {line}"
+        )
     if bars.u is None:
         return None
     u, a = bars.u, bars.accept_prob
@@ -164,7 +172,10 @@ _AXIS_TEST = {"token": "u vs min(1,p/q)", "block": "u vs h_i", "typical": "p vs 
 def axis_label(bars: PositionBars | None) -> str:
     """The gauge's test in words: a tree's token tested against p_tried (a later sibling),
     or p_tried alone (the topk rule: q_tried = 1), says so (schema 1.9)."""
-    return _AXIS_TEST[_rule(bars)]
+    rule = _rule(bars)
+    if rule == "token" and bars is not None and bars.test is not None:
+        return bars.test.axis  # another rule's, from its extra
+    return _AXIS_TEST[rule]
 
 
 def _rule(bars: PositionBars | None) -> str:

@@ -124,6 +124,8 @@ def summary_html(bars: PositionBars | None, drafter: str | None = None) -> str:
                 f"= {fmt(t)}, whatever q is: p {relation} {fmt(t)}, "
                 f"<b style='color:{colour}'>{verdict}</b>"
             )
+        elif bars.test is not None:  # another rule's test, from its extra (position_test)
+            parts.append(_rule_test(bars, colour))
         elif bars.accepted is not None:
             below = bars.u is not None and bars.u < bars.accept_prob
             relation = "&lt;" if below else "&ge;"
@@ -175,6 +177,20 @@ def summary_html(bars: PositionBars | None, drafter: str | None = None) -> str:
             "is the residual's mass."
         )
     return text
+
+
+def _rule_test(bars: PositionBars, colour: str) -> str:
+    """A rule's recorded test at the position (PositionTest), read out."""
+    t, drafted = bars.test, bars.drafted_event
+    mark, line = fmt_pair(t.mark, t.line)
+    relation = ("&gt;" if t.passes else "&le;") if t.above else ("&lt;" if t.passes else "&ge;")
+    name = f"{t.line_name} " if t.line_name else ""
+    why = f"; {html.escape(t.why, quote=False)}" if t.why else ""
+    return (
+        f"the target gives it p = {fmt(drafted.p)}; judged by the round's rule "
+        f"({html.escape(t.axis, quote=False)}){why}: {t.mark_name} = {mark} {relation} "
+        f"{name}{line}: <b style='color:{colour}'>{drafted.status}</b>"
+    )
 
 
 def _tried(drafted) -> str:

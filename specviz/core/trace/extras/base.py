@@ -18,7 +18,9 @@ An extra says
 - what the window says of it, in plain text, where it has something to say: `round_note`
   (the round's line in the stream), `token_note` (a drafted token's hover) and
   `context_span` (the context tokens the proposal came from, shown in blue). The stream
-  loops over a round's extras for these: no branch of its own per extra.
+  loops over a round's extras for these: no branch of its own per extra;
+- `position_test(rnd, position, drafted)`: a rule's numbers as the accept test it ran at a
+  judged position (PositionTest), what the distribution panel's gauge and text show there.
 
 The registry (core.trace.extras.registry) lists them; the reader, the writer, the checks
 and make_round loop over it. Pure Python, no torch.
@@ -27,6 +29,7 @@ and make_round loop over it. Pure Python, no torch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -36,6 +39,22 @@ if TYPE_CHECKING:
 
 Found = Iterator[tuple[str, str]]  # (field, message) of a check
 JUDGED = ("accepted", "rejected")
+
+
+@dataclass(frozen=True)
+class PositionTest:
+    """The accept test a rule ran at one judged position: `mark` held against `line`, kept
+    above it (`above`: p against a threshold) or below it (a draw u), and the numbers' own
+    verdict. The distribution panel draws it as a gauge and reads it out."""
+
+    axis: str  # the test in a few words, under the gauge: "u vs h_i"
+    mark: float  # the value held against the line: a draw u, or p
+    line: float  # what it is held against: h_i, a threshold, min(1, p/q)
+    passes: bool  # the numbers' verdict: mark < line (mark > line when above)
+    above: bool  # kept above the line (a threshold on p) rather than below it (a draw)
+    mark_name: str = "u"  # "u", "p"
+    line_name: str = ""  # "h"; "" for a line named by the axis alone
+    why: str = ""  # one sentence on the rule, for the panel's text ("" for none)
 
 
 class Extra:
@@ -76,6 +95,13 @@ class Extra:
 
     def context_span(self, rnd: Round) -> tuple[int, int] | None:
         """[start, end): the context tokens the round's proposal came from; None: none."""
+        return None
+
+    def position_test(
+        self, rnd: Round, position: int, drafted: TokenEvent | None
+    ) -> PositionTest | None:
+        """The accept test the round's rule ran at a drafted position, from these numbers
+        (drafted: the token drafted there); None where they hold none."""
         return None
 
 

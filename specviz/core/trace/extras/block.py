@@ -9,8 +9,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.core.trace.extras.base import JUDGED, Extra, Found
-from specviz.core.trace.records import MAX_K, Round, SessionHeader, Settings, TraceError
+from specviz.core.trace.extras.base import JUDGED, Extra, Found, PositionTest
+from specviz.core.trace.records import (
+    MAX_K,
+    Round,
+    SessionHeader,
+    Settings,
+    TokenEvent,
+    TraceError,
+)
 
 
 def unit_lists(value: dict[str, Any], keys: tuple[str, ...], line: int | None, rule: str) -> dict:
@@ -59,6 +66,16 @@ class BlockNumbers(Extra):
         if not 0 <= position < len(self.u):
             return None
         return self.weights[position], self.h[position], self.u[position]
+
+    def position_test(
+        self, rnd: Round, position: int, drafted: TokenEvent | None
+    ) -> PositionTest | None:
+        numbers = self.at(position)
+        if numbers is None:
+            return None
+        _, h, u = numbers
+        why = "judged as a block (Sun et al.): kept up to the last position whose u < h"
+        return PositionTest("u vs h_i", u, h, u < h, False, "u", "h", why)
 
     @classmethod
     def check(cls, rnd: Round, settings: Settings, header: SessionHeader) -> Found:

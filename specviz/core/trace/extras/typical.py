@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.core.trace.extras.base import JUDGED, Extra, Found
+from specviz.core.trace.extras.base import JUDGED, Extra, Found, PositionTest
 from specviz.core.trace.extras.block import unit_lists
-from specviz.core.trace.records import Round, SessionHeader, Settings
+from specviz.core.trace.records import Round, SessionHeader, Settings, TokenEvent
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,16 @@ class TypicalThresholds(Extra):
         """The accept test at a judged position, as the distribution panel shows it: the
         threshold the drafted token's p was held against; None past the judged ones."""
         return self.threshold[position] if 0 <= position < len(self.threshold) else None
+
+    def position_test(
+        self, rnd: Round, position: int, drafted: TokenEvent | None
+    ) -> PositionTest | None:
+        threshold = self.at(position)
+        if threshold is None or drafted is None or drafted.p is None:
+            return None
+        p = drafted.p
+        why = "judged by typical acceptance (Medusa, LOSSY): kept while p > its threshold"
+        return PositionTest("p vs threshold", p, threshold, p > threshold, True, "p", "", why)
 
     @classmethod
     def check(cls, rnd: Round, settings: Settings, header: SessionHeader) -> Found:
