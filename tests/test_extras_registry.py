@@ -165,3 +165,18 @@ def test_block_and_typical_give_their_test_as_the_panel_showed_it():
                     assert bars.test.passes == bars.accepted
                     seen += 1
     assert seen >= 4
+
+
+def test_an_extra_in_another_order_writes_back_as_read():
+    """A hand-written match or probe, its fields in another order (null ones kept), is
+    written back byte for byte, as the reader kept it before the extras were typed."""
+    rnd = synthetic_session(1).rounds[0]
+    line = json.loads(round_text(rnd))
+    line["matched"] = {"probs": [1, 0.5], "source": "cache", "count": 2, "length": 3}
+    line["probes"] = {"t1_ms": [2, 2.5], "context_len": None, "target_ms": [[1, 2.0]], "x": 1}
+    back = parse_round(line, rnd.session_id, 2)
+    written = json.loads(round_text(back))
+    assert json.dumps(written["matched"]) == json.dumps(line["matched"])
+    assert json.dumps(written["probes"]) == json.dumps(
+        {"t1_ms": [2.0, 2.5], "context_len": None, "target_ms": [[1, 2.0]], "x": 1}
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from specviz.core.trace.extras.base import Extra
@@ -29,6 +29,8 @@ class SuffixMatch(Extra):
     count: int
     probs: tuple[float, ...]  # as recorded (an integer 0 or 1 stays one)
     cut: str | None = None
+    # the fields in the order recorded, so a match is written back as it was read
+    order: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def from_json(cls, value: dict[str, Any], line: int | None) -> SuffixMatch:
@@ -50,14 +52,14 @@ class SuffixMatch(Extra):
     @classmethod
     def from_value(cls, value: Mapping[str, Any]) -> SuffixMatch:
         return cls(value["source"], value["length"], value["count"], tuple(value["probs"]),
-                   value.get("cut"))  # fmt: skip
+                   value.get("cut"), tuple(value))  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         obj = {"source": self.source, "length": self.length, "count": self.count,
                "probs": list(self.probs)}  # fmt: skip
         if self.cut is not None:
             obj["cut"] = self.cut
-        return obj
+        return {key: obj[key] for key in self.order} if self.order else obj
 
     def span(self, context_len: int) -> tuple[int, int]:
         """[start, end): the context positions the match covers (its last tokens)."""
