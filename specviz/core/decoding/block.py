@@ -24,6 +24,7 @@ import torch
 from specviz.core.decoding.verifier import ChainVerifier
 from specviz.core.decoding.verify import Verdict, judge, residual_distribution, verify
 from specviz.core.decoding.warp import sample
+from specviz.core.trace.extras.block import BlockNumbers
 
 
 @dataclass(frozen=True)
@@ -144,5 +145,5 @@ class BlockVerifier(ChainVerifier):
         if drafts.shape[0] == 0:  # nothing drafted: the bonus token, as token-wise
             return verify(p, q, drafts, generator), {}
         block = verify_block(p, q, drafts, generator)
-        numbers = {"weights": list(block.weights), "h": list(block.h), "u": list(block.u)}
+        numbers = BlockNumbers(tuple(block.weights), tuple(block.h), tuple(block.u))
         return block_as_verdict(block, p, q, drafts), {"block": numbers}

@@ -18,6 +18,7 @@ import torch
 from specviz.core.decoding.verifier import ChainVerifier
 from specviz.core.decoding.verify import Verdict, drafted_numbers, judge
 from specviz.core.decoding.warp import sample
+from specviz.core.trace.extras.typical import TypicalThresholds
 
 # Medusa's evaluate_posterior defaults (posterior_threshold, posterior_alpha); its
 # medusa_generate passes them the other way round (0.09, 0.3).
@@ -76,4 +77,4 @@ class TypicalVerifier(ChainVerifier):
         epsilon = settings.typical_epsilon if settings is not None else TYPICAL_EPSILON
         delta = settings.typical_delta if settings is not None else TYPICAL_DELTA
         verdict, threshold = verify_typical(p, q, drafts, generator, epsilon, delta)
-        return verdict, {"typical": {"threshold": threshold}}
+        return verdict, {"typical": TypicalThresholds(tuple(threshold))}

@@ -18,6 +18,7 @@ import torch
 
 from specviz.core.decoding.token_events import round_events
 from specviz.core.decoding.verify import Verdict
+from specviz.core.trace.extras.tree import TokenTree
 from specviz.core.trace.records import JUDGED, TokenEvent
 from specviz.core.tree.walk import TreeWalk
 
@@ -63,22 +64,23 @@ def tree_events(
     return tuple(events), tree_record(tokens, parents, p_rows, q_at, walk, rule, text)
 
 
-def tree_record(tokens, parents, p_rows, q_at, walk: TreeWalk, rule: str, text) -> dict:
-    """Round.tree: every node's columns (records.Round.tree says what each holds)."""
+def tree_record(tokens, parents, p_rows, q_at, walk: TreeWalk, rule: str, text) -> TokenTree:
+    """Round.tree: every node's columns (core.trace.extras.tree.TokenTree says what each
+    holds)."""
     index = torch.tensor(tokens, dtype=torch.long, device=p_rows.device)
     rows = torch.tensor([parent + 1 for parent in parents], dtype=torch.long,
                         device=p_rows.device)  # fmt: skip
     p = p_rows[rows, index].tolist() if tokens else []
     q = [float(q_at[parent][token]) for parent, token in zip(parents, tokens, strict=True)]
-    return {
-        "rule": rule,
-        "parent": list(parents),
-        "token": list(tokens),
-        "text": [text(token) for token in tokens],
-        "fate": list(walk.fates),
-        "q": q,
-        "p": p,
-        "p_tried": list(walk.p_tried),
-        "accept_prob": list(walk.accept_probs),
-        "u": list(walk.u),
-    }
+    return TokenTree(
+        rule=rule,
+        parent=tuple(parents),
+        token=tuple(tokens),
+        text=tuple(text(token) for token in tokens),
+        fate=tuple(walk.fates),
+        q=tuple(q),
+        p=tuple(p),
+        p_tried=tuple(walk.p_tried),
+        accept_prob=tuple(walk.accept_probs),
+        u=tuple(walk.u),
+    )
