@@ -20,8 +20,8 @@ from specviz import __version__
 MODULES = {
     "run": "session.run", "models": "models", "inspect": "inspect", "lab": "lab",
     "tune": "tune.tune", "serve": "session.serve", "bench": "bench.bench",
-    "doctor": "bench.doctor", "check-head": "field.check_head",
-    "train-head": "field.train_head", "cache": "cache",
+    "doctor": "bench.doctor", "check-head": "heads.check_head",
+    "train-head": "heads.train_head", "cache": "cache",
 }  # fmt: skip
 COMMANDS = tuple(MODULES)
 

@@ -185,7 +185,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _check_head(run_, say) -> dict | None:
     """check-head's measurement of the written head (the target's greedy answers)."""
-    from specviz.cli.field.check_head import describe, measure
+    from specviz.cli.heads.check_head import describe, measure
 
     ns = argparse.Namespace(head=str(run_.out), prompts=None, steps=4, tokens=64,
                             no_chat=False, device=str(run_.teacher.device))  # fmt: skip
