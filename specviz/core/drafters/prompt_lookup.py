@@ -18,6 +18,7 @@ from specviz.core.drafters.base import (
     one_hot,
     one_hot_next,
 )
+from specviz.core.trace.extras.copied import CopiedFrom
 from specviz.core.trace.records import ModelInfo
 
 
@@ -59,7 +60,7 @@ class LookupDrafter(Drafter):
             tokens = tokens[: tokens.index(self.eos) + 1]
             span, stop = (span[0], span[0] + len(tokens)), "eos"
         q = one_hot(tokens, self.vocab, self.device)  # [k, V]
-        return Proposal.chain(tokens, q, stop, {"copied_from": span})
+        return Proposal.chain(tokens, q, stop, {"copied_from": CopiedFrom(*span)})
 
     def next_q(self, ids, config):
         """One-hot at the token the lookup would copy first (raw and warped alike: nothing

@@ -11,13 +11,12 @@ round's draft_pieces, trace schema 1.8).
 
 from __future__ import annotations
 
-from typing import Any
-
 from transformers import DynamicCache
 
 from specviz.core.decoding.forward import forward, max_positions, measure_ms_per_token
 from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.drafters.base import Drafter, cache_device
+from specviz.core.trace.extras.pieces import DraftPieces
 from specviz.core.trace.records import ModelInfo
 
 
@@ -77,7 +76,7 @@ class RecutDraft(Drafter):
         return measure_ms_per_token(self.model, self.draft_ids(ids), n_tokens, self.draft_vocab)
 
     def pieces(self, d_before: list[int], drafted: list[int], ids: list[int],
-               tokens: list[int], one_to_one: bool = False) -> dict[str, Any]:  # fmt: skip
+               tokens: list[int], one_to_one: bool = False) -> DraftPieces:  # fmt: skip
         """The round's draft_pieces: the draft's tokens `drafted` after its ids d_before,
         and the range of the target's `tokens` (proposed after ids) each one's text falls
         in; one_to_one: token i is piece i (TLI's, one string in both vocabularies)."""
@@ -86,7 +85,7 @@ class RecutDraft(Drafter):
             target = [(i, i + 1) for i in range(len(drafted))]
         else:
             target = align(text, piece_texts(self.target_tok, ids, tokens))
-        return {"ids": list(drafted), "text": text, "target": [list(s) for s in target]}
+        return DraftPieces(tuple(drafted), tuple(text), tuple((a, b) for a, b in target))
 
 
 TAIL = 8  # context tokens decoded before new ones: a token's text reads as in its context

@@ -41,6 +41,7 @@ from specviz.core.drafters.base import (
     one_hot_next,
 )
 from specviz.core.drafters.tree_draft import TreeDraft
+from specviz.core.trace.extras.matched import SuffixMatch
 from specviz.core.trace.records import ModelInfo
 
 FORMAT = "specviz.suffix-cache/1"
@@ -330,7 +331,7 @@ class SuffixDrafter(Drafter):
                     matched = {**matched, "probs": matched["probs"][: i + 1], "cut": "policy"}
                     break
         q = one_hot(tokens, self.vocab, self.device)
-        return Proposal.chain(tokens, q, stop, {"matched": matched})
+        return Proposal.chain(tokens, q, stop, {"matched": SuffixMatch.from_value(matched)})
 
     def propose_tree(self, ids, shape, config, generator) -> Proposal:
         """The best source's tree: at most tree_budget nodes (and spec_factor x the match's
@@ -340,8 +341,8 @@ class SuffixDrafter(Drafter):
             tree, probs = best_tree(follows, budget, shape.depth, shape.width, self.min_prob,
                                     self.eos, self.vocab, self.device)  # fmt: skip
             if tree.tokens and sum(probs) > best_score:
-                tree.extras["matched"] = {"source": source, "length": m, "count": len(ends),
-                                          "probs": [round(p, 6) for p in probs]}  # fmt: skip
+                tree.extras["matched"] = SuffixMatch(source, m, len(ends),
+                                                     tuple(round(p, 6) for p in probs))  # fmt: skip
                 best, best_score = tree, sum(probs)
         return best.proposal()  # nothing to cut after the round: it reads the context given
 
