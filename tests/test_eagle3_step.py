@@ -175,3 +175,23 @@ def test_a_greedy_chain_skips_the_targets_vocabulary_and_drafts_the_same(pair, h
     q_ref = warp(general._full(logits), greedy)
     assert token == sample(q_ref, g2) == int(head.draft_to_target[2])
     assert torch.equal(q, q_ref) and torch.equal(g1.get_state(), g2.get_state())
+
+
+def test_the_cost_probe_times_the_step_a_greedy_chain_takes(pair, head, tmp_path):
+    from specviz.core.decoding.warp import SamplingConfig
+    from specviz.core.drafters.eagle3_format import save_head
+
+    save_head(head, tmp_path, verifier="fixture", dtype=torch.float32)
+    ids = pair.tokenizer("the cat and the dog and the cat sat")["input_ids"]
+    drafter = session_drafter(pair, tmp_path, ids)
+    calls = []
+    full = drafter._full
+    drafter._full = lambda logits: calls.append(1) or full(logits)
+    length = drafter.cache.get_seq_length()
+    g1, g2 = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+    with torch.inference_mode():
+        assert drafter.step_ms(ids, SamplingConfig(temperature=0), g1, "cpu") > 0
+        assert calls == [] and drafter.cache.get_seq_length() == length  # cropped back
+        drafter.step_ms(ids, SamplingConfig(temperature=1.0), g2, "cpu")
+    assert calls == [1]  # sampling: warp and sample over the target's vocabulary
+    assert torch.equal(g1.get_state(), g2.get_state())  # one draw each way

@@ -238,8 +238,8 @@ class Eagle3Drafter(Drafter):
 
     @torch.inference_mode()
     def step_ms(self, ids, config, generator, device) -> float:
-        """One draft step on the session's cache (the head's last state, warp, sample),
-        cropped back."""
+        """One draft step on the session's cache (the head's last state, warp, sample; at T 0
+        the step propose takes, _greedy), cropped back."""
         length = self.cache.get_seq_length()
         state = (
             self.last_out
@@ -247,8 +247,12 @@ class Eagle3Drafter(Drafter):
             else torch.zeros(self.head.config.hidden, device=self.head.fc.weight.device)
         )
         start = time.perf_counter()
-        logits, _ = self._step([ids[-1]], state[None], [length + 1])
-        sample(warp(logits[0].to(device), config), generator)
+        if config.greedy and self._ordered:
+            logits, _ = self._head_step([ids[-1]], state[None], [length + 1])
+            self._greedy(logits[0], generator)
+        else:
+            logits, _ = self._step([ids[-1]], state[None], [length + 1])
+            sample(warp(logits[0].to(device), config), generator)
         ms = 1000 * (time.perf_counter() - start)
         crop_to(self.cache, length)
         return ms
