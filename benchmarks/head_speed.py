@@ -77,8 +77,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--clock", choices=tuple(CLOCK), default=None,
-                        help="cpu (one torch thread only) or wall; default cpu with one thread")
+    parser.add_argument(
+        "--clock",
+        choices=tuple(CLOCK),
+        default=None,
+        help="cpu (one torch thread only) or wall; default cpu with one thread",
+    )
     parser.add_argument("--threads", type=int, default=None, help="default: the engine's")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -232,6 +232,7 @@ def main() -> int:
             f"{'step/floor':>20}{'T(1) ms':>9}{'T(K+1) ms':>10}{'c = step/T(1)':>24}")  # fmt: skip
     print(head)
     for r in rows:
+
         def cell(s, fmt):
             return f"{fmt.format(s['median'])} [{fmt.format(s['min'])}-{fmt.format(s['max'])}]"
 

@@ -95,8 +95,12 @@ def main() -> int:
     parser.add_argument("--counts", type=Path, required=True, help="token-id shards to count")
     parser.add_argument("--sizes", default="4096,8192,12288")
     parser.add_argument("--out", type=Path, required=True, help="writes OUT/vocab-N heads")
-    parser.add_argument("--questions", type=Path, default=None,
-                        help="held-out questions (default resources/prompts/chat.jsonl)")
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        default=None,
+        help="held-out questions (default resources/prompts/chat.jsonl)",
+    )
     parser.add_argument("--tokens", type=int, default=64, help="answer tokens per question")
     parser.add_argument("--steps", type=int, default=4, help="draft positions (K)")
     parser.add_argument("--json", action="store_true")
@@ -122,8 +126,10 @@ def main() -> int:
         folder = args.out / f"vocab-{size}"
         save_head(pruned, folder, verifier=name, with_lm_head=False)
         kept_ids = set(pruned.draft_to_target.tolist())
-        fits = [fit(pruned, embed, pair.target, [seq], [start], args.steps, shifts=(0,))[0]
-                for seq, start in zip(sequences, starts, strict=True)]  # per question
+        fits = [
+            fit(pruned, embed, pair.target, [seq], [start], args.steps, shifts=(0,))[0]
+            for seq, start in zip(sequences, starts, strict=True)
+        ]  # per question
         per_question[size] = fits
         rates = pooled_rates(fits, range(len(fits)), args.steps)
         rows.append({
@@ -145,8 +151,10 @@ def main() -> int:
     if args.json:
         print(json.dumps(report, indent=1))
         return 0
-    print(f"{name}: counted {counted} answer tokens in {args.counts}; held out: {len(held)} "
-          f"answer tokens of {len(sequences)} questions ({questions.name}), K {args.steps}")
+    print(
+        f"{name}: counted {counted} answer tokens in {args.counts}; held out: {len(held)} "
+        f"answer tokens of {len(sequences)} questions ({questions.name}), K {args.steps}"
+    )
     print(f"{'Vd':>6} {'coverage':>9} {'held-out':>9} {'acceptance by position':>28} "
           f"{'#MAT':>6} {'E[first]':>9} {'#MAT / full [95%]':>24}")  # fmt: skip
     for r in rows:
