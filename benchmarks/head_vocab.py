@@ -3,7 +3,7 @@ keeps the head's most used draft tokens (counted in token-id shards of the targe
 chats, e.g. scripts/head_data.py's, written apart from the held-out questions: each token's
 uses plus its expected uses, the target's probability of it summed over the answer
 positions, which ranks the tokens a small sample never shows), slices
-lm_head's rows and d2t (core.drafters.eagle3_head.prune_draft_vocab) and is written as a
+lm_head's rows and d2t (core.drafters.eagle3.head.prune_draft_vocab) and is written as a
 head folder (the cost side: benchmarks/head_step.py --head PAIR=DIR).
 
 The acceptance side is check-head's (`specviz check-head`: the target's greedy answers to the
@@ -30,9 +30,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from specviz.core.drafters.eagle3_fit import fit  # noqa: E402
-from specviz.core.drafters.eagle3_format import save_head  # noqa: E402
-from specviz.core.drafters.eagle3_head import prune_draft_vocab  # noqa: E402
+from specviz.core.drafters.eagle3.fit import fit  # noqa: E402
+from specviz.core.drafters.eagle3.format import save_head  # noqa: E402
+from specviz.core.drafters.eagle3.head import prune_draft_vocab  # noqa: E402
 from specviz.core.drafters.registry import DrafterConfig, make_drafter  # noqa: E402
 from specviz.core.engine.threads import set_threads  # noqa: E402
 from specviz.core.models.builtin import resources_dir  # noqa: E402

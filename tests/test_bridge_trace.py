@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from specviz.core.decoding.k_policy import PolicyConfig
-from specviz.core.drafters.recut import align, piece_texts
+from specviz.core.drafters.bridge.recut import align, piece_texts
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.check_session import check_session

@@ -1,4 +1,4 @@
-"""The EAGLE-3 drafter (core.drafters.eagle3): a head on the target's hidden states.
+"""The EAGLE-3 drafter (core.drafters.eagle3.drafter): a head on the target's hidden states.
 
 Exact as every drafter must be: greedy chains and trees equal the target's greedy decoding;
 whole sampled sequences (chain and tree, T 1 and 0.7) follow the target's p; after every
@@ -16,8 +16,8 @@ import torch
 from transformers import DynamicCache, LlamaConfig
 
 from specviz.core.decoding.warp import SamplingConfig
-from specviz.core.drafters.eagle3_format import HeadError, build_head, save_head
-from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig
+from specviz.core.drafters.eagle3.format import HeadError, build_head, save_head
+from specviz.core.drafters.eagle3.head import Eagle3Head, HeadConfig
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.records import Settings

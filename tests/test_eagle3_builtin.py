@@ -13,7 +13,7 @@ import torch
 
 from specviz.cli.main import main
 from specviz.core.decoding.warp import SamplingConfig
-from specviz.core.drafters.eagle3_fit import Fit, misfit_note, z_score
+from specviz.core.drafters.eagle3.fit import Fit, misfit_note, z_score
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.models.builtin import builtin_head
@@ -174,7 +174,7 @@ def test_a_head_is_loaded_and_probed_once_per_process_until_its_files_change(
 ):
     """A bench or the window makes a drafter per session: the head's files are read and its
     layers probed (a target pass) once; a rewritten folder is read again."""
-    from specviz.core.drafters import eagle3
+    from specviz.core.drafters.eagle3 import drafter as eagle3
     from specviz.core.drafters.registry import make_drafter
 
     folder = tmp_path / "eagle3"

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from specviz.core.drafters.eagle3_format import HeadError, build_head, read_config
+from specviz.core.drafters.eagle3.format import HeadError, build_head, read_config
 
 
 @pytest.fixture(scope="module")

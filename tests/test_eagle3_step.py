@@ -12,8 +12,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from specviz.core.drafters.eagle3_format import build_head
-from specviz.core.drafters.eagle3_head import HeadCache, causal_mask, prune_draft_vocab
+from specviz.core.drafters.eagle3.format import build_head
+from specviz.core.drafters.eagle3.head import HeadCache, causal_mask, prune_draft_vocab
 from specviz.core.drafters.registry import DrafterConfig, make_drafter
 from tests.test_eagle3 import random_head, target_only
 
@@ -82,7 +82,7 @@ def test_a_draft_step_neither_recomputes_rope_nor_builds_a_mask(head, monkeypatc
     full = head(e, s, pos, None, cache)[0]
     calls = []
     monkeypatch.setattr(head.rotary_emb, "forward", lambda *a: calls.append(a))
-    monkeypatch.setattr("specviz.core.drafters.eagle3_head.causal_mask",
+    monkeypatch.setattr("specviz.core.drafters.eagle3.head.causal_mask",
                         lambda *a: calls.append(a))  # fmt: skip
     e1, s1, pos1 = pairs(head, 1, 8, seed=1)
     step = head(e1, s1, pos1, None, cache)[0]
@@ -113,7 +113,7 @@ def test_a_pruned_vocabulary_keeps_the_kept_rows_logits_and_target_ids(head):
 
 
 def test_a_pruned_head_saves_loads_and_drafts_only_its_vocabulary(pair, head, tmp_path):
-    from specviz.core.drafters.eagle3_format import save_head
+    from specviz.core.drafters.eagle3.format import save_head
 
     pruned = prune_draft_vocab(head, torch.arange(0, head.config.draft_vocab, 3))
     save_head(pruned, tmp_path, verifier="fixture", dtype=torch.float32)
@@ -148,7 +148,7 @@ def session_drafter(pair, head_folder, prompt_ids):
 
 def test_a_greedy_chain_skips_the_targets_vocabulary_and_drafts_the_same(pair, head, tmp_path):
     from specviz.core.decoding.warp import SamplingConfig, sample, warp
-    from specviz.core.drafters.eagle3_format import save_head
+    from specviz.core.drafters.eagle3.format import save_head
 
     save_head(head, tmp_path, verifier="fixture", dtype=torch.float32)
     ids = pair.tokenizer("the cat and the dog and the cat sat")["input_ids"]
@@ -179,7 +179,7 @@ def test_a_greedy_chain_skips_the_targets_vocabulary_and_drafts_the_same(pair, h
 
 def test_the_cost_probe_times_the_step_a_greedy_chain_takes(pair, head, tmp_path):
     from specviz.core.decoding.warp import SamplingConfig
-    from specviz.core.drafters.eagle3_format import save_head
+    from specviz.core.drafters.eagle3.format import save_head
 
     save_head(head, tmp_path, verifier="fixture", dtype=torch.float32)
     ids = pair.tokenizer("the cat and the dog and the cat sat")["input_ids"]

@@ -284,7 +284,7 @@ def test_a_tree_chosen_with_a_new_drafter_waits_for_its_session(qtbot, window):
 
 def test_an_eagle3_head_typed_in_the_drafting_box_drafts_the_next_session(qtbot, window, pair,
                                                                           tmp_path):  # fmt: skip
-    from specviz.core.drafters.eagle3_format import save_head
+    from specviz.core.drafters.eagle3.format import save_head
     from tests.test_eagle3 import random_head
 
     folder = tmp_path / "eagle3"

@@ -1,4 +1,4 @@
-"""The string bridge (core.drafters.string_bridge): a draft of another tokenizer drafts
+"""The string bridge (core.drafters.bridge.string_draft): a draft of another tokenizer drafts
 greedily and its text, re-cut by the target's tokenizer, is the proposal with a one-hot q.
 Exact as every drafter is: greedy equals the target's generate, whole sequences follow p at
 T 1 and 0.7, and the sequence test catches the draft's own probabilities handed to verify()
@@ -13,7 +13,7 @@ import torch
 
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.decoding.warp import SamplingConfig
-from specviz.core.drafters import string_bridge
+from specviz.core.drafters.bridge import string_draft as string_bridge
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.records import Settings

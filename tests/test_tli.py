@@ -1,4 +1,4 @@
-"""TLI, a draft whose tokenizer differs (core.drafters.tli, core.models.vocab_bridge): the
+"""TLI, a draft whose tokenizer differs (core.drafters.bridge.tli, core.models.vocab_bridge): the
 shared vocabulary; exact as every drafter is (greedy equals the target's generate, whole
 sequences follow p at T 1 and 0.7, and the sequence test catches a q that is not the one
 the token was drawn from); the draft's cache equals a fresh pass over its own cut of the
@@ -16,7 +16,7 @@ from specviz.core.decoding.forward import forward
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.decoding.warp import SamplingConfig
-from specviz.core.drafters import tli
+from specviz.core.drafters.bridge import tli
 from specviz.core.drafters.registry import DrafterConfig, make_drafter
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.models.pair import ModelLoadError, load_pair

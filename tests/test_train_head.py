@@ -135,7 +135,7 @@ def test_llama_and_qwen_targets_train_and_their_heads_load(tmp_path, capsys, kin
 
     import transformers
 
-    from specviz.core.drafters.eagle3_format import build_head
+    from specviz.core.drafters.eagle3.format import build_head
     from specviz.core.models.builtin import get_pair
 
     tiny, _ = get_pair("tiny").resolve()

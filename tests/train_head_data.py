@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specviz.core.drafters.eagle3_fit import PROBE
+from specviz.core.drafters.eagle3.fit import PROBE
 from specviz.core.models.builtin import resources_dir
 
 

@@ -1,7 +1,7 @@
 """`specviz check-head HEAD --target T`: does an EAGLE-3 head fit this target, on its layers?
 
 The target writes its own greedy answer to each prompt; the head drafts over it (teacher
-forced, as training-time test runs: core.drafters.eagle3_fit) and the acceptance of its
+forced, as training-time test runs: core.drafters.eagle3.fit) and the acceptance of its
 greedy drafts is measured per draft position, with the head's aux layer ids and with each
 shifted by -1 and +1. The shift that keeps most drafts is named: `best_shift` 0 is a head on
 the layers it says; -1 or +1 is a config whose ids are off by one.
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 def measure(args: argparse.Namespace, target: str) -> dict:
     import torch
 
-    from specviz.core.drafters.eagle3_fit import CLEAR, best, fit, z_score
+    from specviz.core.drafters.eagle3.fit import CLEAR, best, fit, z_score
     from specviz.core.drafters.registry import DrafterConfig, make_drafter
     from specviz.core.models.builtin import resources_dir
     from specviz.core.models.chat import render
@@ -119,7 +119,7 @@ def measure(args: argparse.Namespace, target: str) -> dict:
 
 
 def describe(report: dict) -> str:
-    from specviz.core.drafters.eagle3_fit import CLEAR
+    from specviz.core.drafters.eagle3.fit import CLEAR
 
     lines = [
         f"head {printable(report['head'])} on {printable(report['target'])}: aux layers "

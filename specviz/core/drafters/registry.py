@@ -164,7 +164,7 @@ SPECS: dict[str, DrafterSpec] = {
                     text=True,
                 ),
             ),
-            build=built_by("specviz.core.drafters.eagle3"),
+            build=built_by("specviz.core.drafters.eagle3.drafter"),
             words=lambda params: f"the EAGLE-3 head {params.get('head') or '(the pair’s own)'}",
             drafts_trees=True,
         ),
@@ -177,7 +177,7 @@ SPECS: dict[str, DrafterSpec] = {
             "vocabularies share (--vocab-bridge tli)",
             needs_draft_model=True,
             params=(),
-            build=built_by("specviz.core.drafters.tli"),
+            build=built_by("specviz.core.drafters.bridge.tli"),
             words=lambda params: "the draft model, on the tokens both vocabularies share",
         ),
         DrafterSpec(
@@ -189,7 +189,7 @@ SPECS: dict[str, DrafterSpec] = {
             "the target (--vocab-bridge string)",
             needs_draft_model=True,
             params=(),
-            build=built_by("specviz.core.drafters.string_bridge"),
+            build=built_by("specviz.core.drafters.bridge.string_draft"),
             words=lambda params: "the draft model's greedy text, re-cut by the target's tokenizer",
         ),
     )

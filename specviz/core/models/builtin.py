@@ -146,7 +146,7 @@ BUILTIN_PAIRS: dict[str, BuiltinPair] = {pair.name: pair for pair in (TINY, SMOL
 
 def builtin_head(name: str) -> Path:
     """The EAGLE-3 head folder of a built-in pair ("builtin:smollm2"), BuiltinError if it
-    has none (core.drafters.eagle3 loads it; a head stored without lm_head takes the
+    has none (core.drafters.eagle3.drafter loads it; a head stored without lm_head takes the
     target's rows by d2t)."""
     pair = get_pair(name)
     folder = pair.folder / "eagle3"

@@ -51,7 +51,7 @@ class LoadOptions:
     trust_remote_code: bool = False  # run Python code shipped in a model's repository
     tp_size: int = 1  # the target split over this many torchrun ranks (tensor_parallel.py)
     # A draft whose tokenizer differs: None refuses it; "tli" keeps its own tokenizer and
-    # drafts the tokens both vocabularies share (core.models.vocab_bridge, drafters.tli).
+    # drafts the tokens both vocabularies share (core.models.vocab_bridge, drafters.bridge.tli).
     vocab_bridge: str | None = None
 
 

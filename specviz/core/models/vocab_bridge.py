@@ -1,6 +1,6 @@
 """Pairs whose tokenizers differ: the check that refuses one, and the shared vocabulary a
-bridged draft drafts from (core.drafters.tli; core.drafters.string_bridge only refuses a
-draft that shares none).
+bridged draft drafts from (core.drafters.bridge.tli; core.drafters.bridge.string_draft only
+refuses a draft that shares none).
 
 A token is shared when both tokenizers have a (non-special) token of the same string: for
 two byte-level BPE vocabularies ("Ġthe") the same bytes. The draft may propose only those;
@@ -11,7 +11,8 @@ verify() judges them as target tokens, so the output stays the target's (Timor e
 from __future__ import annotations
 
 # --vocab-bridge: tli, the draft restricted to the tokens both vocabularies share
-# (core.drafters.tli); string, its greedy text re-tokenized (core.drafters.string_bridge)
+# (core.drafters.bridge.tli); string, its greedy text re-tokenized
+# (core.drafters.bridge.string_draft)
 BRIDGES = ("tli", "string")
 
 

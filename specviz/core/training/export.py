@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from specviz.core.drafters.eagle3_format import save_head
-from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig
+from specviz.core.drafters.eagle3.format import save_head
+from specviz.core.drafters.eagle3.head import Eagle3Head, HeadConfig
 from specviz.core.training.config import TrainError
 
 # What SGLang's LlamaForCausalLMEagle3.load_weights needs (SpecForge checks the same): a

@@ -3,7 +3,7 @@
 Rows are speculators' shifted pairs, packed over sequences: row t of a sequence is (token
 x_{t+1}, the target's aux states at t) and predicts x_{t+2}; training-time test step s feeds
 the head its own states of step s - 1 and predicts x_{t+2+s}
-(core.drafters.eagle3_fit.ttt_passes). The loss at step s is the KL divergence from the
+(core.drafters.eagle3.fit.ttt_passes). The loss at step s is the KL divergence from the
 target's distribution over the draft vocabulary (or, with topk N, its N likeliest tokens
 renormalised) to the head's, on rows whose predicted token is trained (an assistant's, or any
 of plain text), weighted decay ** s, and averaged over the rows of the whole global batch (the
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.core.drafters.eagle3_fit import ttt_passes
+from specviz.core.drafters.eagle3.fit import ttt_passes
 from specviz.core.training.examples import Example
 from specviz.core.training.teacher import Teacher, pad_batch
 

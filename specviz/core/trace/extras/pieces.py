@@ -1,4 +1,4 @@
-"""A bridged round's draft pieces (schema 1.8, --vocab-bridge; core.drafters.recut): the
+"""A bridged round's draft pieces (schema 1.8, --vocab-bridge; core.drafters.bridge.recut): the
 drafted text as the draft's own tokenizer cut it, and where those pieces fall among the
 round's drafted tokens; grouped where the two cuts differ (DraftPieces.groups).
 """
@@ -55,7 +55,7 @@ class DraftPieces(Extra):
 
     @classmethod
     def from_value(cls, value: Mapping[str, Any]) -> DraftPieces:
-        """The bridge's record (core.drafters.recut)."""
+        """The bridge's record (core.drafters.bridge.recut)."""
         return cls(tuple(value["ids"]), tuple(value["text"]),
                    tuple((a, b) for a, b in value["target"]))  # fmt: skip
 

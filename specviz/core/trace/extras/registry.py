@@ -33,7 +33,7 @@ EXTRAS: tuple[type[Extra], ...] = (
     TokenTree,  # 1.5 a token tree's nodes (core.tree)
     GreedyDiff,  # 1.6 where greedy half precision leaves the target alone
     SuffixMatch,  # 1.6 suffix decoding's match (core.drafters.suffix)
-    DraftPieces,  # 1.8 a bridged draft's own cut (core.drafters.recut)
+    DraftPieces,  # 1.8 a bridged draft's own cut (core.drafters.bridge.recut)
 )
 BY_KEY: dict[str, type[Extra]] = {cls.key: cls for cls in EXTRAS}
 

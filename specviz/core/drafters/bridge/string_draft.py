@@ -1,7 +1,7 @@
 """A draft model whose tokenizer differs, bridged by strings (transformers' universal
 assisted generation; Timor et al., arXiv:2502.05202, section on string-level exact match).
 
-The draft reads the target's text as its own tokenizer cuts it (core.drafters.recut), drafts
+The draft reads the target's text as its own tokenizer cuts it (core.drafters.bridge.recut), drafts
 greedily in its own vocabulary, and its new text, re-tokenized by the target's tokenizer, is
 the proposal. Drafted greedily, the proposal is a function of the context, so its q is
 one-hot, as prompt lookup's: a token x is kept with probability p(x) and a rejection draws
@@ -16,7 +16,7 @@ import torch
 
 from specviz.core.decoding.proposal import Proposal
 from specviz.core.drafters.base import one_hot, one_hot_next
-from specviz.core.drafters.recut import RecutDraft
+from specviz.core.drafters.bridge.recut import RecutDraft
 from specviz.core.models.vocab_bridge import VocabBridgeError, shared_ids
 
 

@@ -10,7 +10,7 @@ head's norm and a head over the draft vocabulary; `d2t` maps a draft id to the t
 (target id = draft id + d2t[draft id]).
 
 Parameter names are speculators' (fc, layers.0.*, norm, lm_head), so a state dict loads and
-saves as the format stores it (core.drafters.eagle3_format).
+saves as the format stores it (core.drafters.eagle3.format).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from transformers.models.llama.modeling_llama import (
 
 @dataclass(frozen=True)
 class HeadConfig:
-    """What a head is, read from its config.json (core.drafters.eagle3_format)."""
+    """What a head is, read from its config.json (core.drafters.eagle3.format)."""
 
     layer: LlamaConfig  # transformer_layer_config: the decoder layer's shapes and RoPE
     aux_layers: tuple[int, ...]  # the target's layers whose inputs the head reads

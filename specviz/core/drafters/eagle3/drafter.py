@@ -29,9 +29,9 @@ from specviz.core.decoding.kv_cache import crop_to
 from specviz.core.decoding.proposal import Proposal, TreeShape
 from specviz.core.decoding.warp import sample, warp
 from specviz.core.drafters.base import Drafter
-from specviz.core.drafters.eagle3_fit import fit, misfit_note, probe_sequence
-from specviz.core.drafters.eagle3_format import HeadError, build_head
-from specviz.core.drafters.eagle3_head import Eagle3Head, HeadCache, HeadConfig
+from specviz.core.drafters.eagle3.fit import fit, misfit_note, probe_sequence
+from specviz.core.drafters.eagle3.format import HeadError, build_head
+from specviz.core.drafters.eagle3.head import Eagle3Head, HeadCache, HeadConfig
 from specviz.core.drafters.tree_draft import TreeDraft, _expanded, grow_level
 from specviz.core.models.kept import PerModel
 from specviz.core.trace.records import ModelInfo

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
-from specviz.core.drafters.eagle3_head import Eagle3Head
+from specviz.core.drafters.eagle3.head import Eagle3Head
 
 SHIFTS = (-1, 0, 1)
 # What the load-time probe reads: questions and answers the project wrote, in the target's

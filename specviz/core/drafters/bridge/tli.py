@@ -1,8 +1,8 @@
 """TLI: a draft model whose tokenizer differs from the target's (token-level intersection,
 Timor et al., "Lossless speculative decoding for heterogeneous vocabularies",
-arXiv:2502.05202; core.drafters.string_bridge re-tokenizes the draft's text instead).
+arXiv:2502.05202; core.drafters.bridge.string_draft re-tokenizes the draft's text instead).
 
-The draft reads the target's text as its own tokenizer cuts it (core.drafters.recut), and
+The draft reads the target's text as its own tokenizer cuts it (core.drafters.bridge.recut), and
 draws each token from its distribution restricted to the tokens both vocabularies share
 (core.models.vocab_bridge) and renormalised: the drafted token is the target token with the
 same string, and q (that restricted distribution, placed at the target's ids) is what
@@ -17,7 +17,7 @@ import torch
 
 from specviz.core.decoding.proposal import Proposal
 from specviz.core.decoding.warp import sample, warp
-from specviz.core.drafters.recut import RecutDraft
+from specviz.core.drafters.bridge.recut import RecutDraft
 from specviz.core.models.vocab_bridge import VocabBridgeError, shared_ids
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from specviz.core.drafters.eagle3_head import Eagle3Head, HeadConfig
+from specviz.core.drafters.eagle3.head import Eagle3Head, HeadConfig
 
 CONFIG_MAX = 1 << 20  # bytes of config.json read at most (a head's is about 2 KB)
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")

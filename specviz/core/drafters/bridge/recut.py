@@ -1,5 +1,5 @@
-"""A draft model with its own tokenizer (core.drafters.tli, core.drafters.string_bridge):
-it reads the target's text as its own tokenizer cuts it, on a cache of its own.
+"""A draft model with its own tokenizer (core.drafters.bridge: tli, string_draft): it reads
+the target's text as its own tokenizer cuts it, on a cache of its own.
 
 Each round re-cuts the context and keeps the cached positions the new cut agrees with (BPE
 may merge across the point where the text grew), so the cache always equals a fresh pass
