@@ -8,7 +8,7 @@ head folder (the cost side: benchmarks/head_step.py --head PAIR=DIR).
 
 The acceptance side is check-head's (`specviz check-head`: the target's greedy answers to the
 held-out questions, the head's greedy drafts over them teacher forced, core.drafters.
-eagle3_fit.fit) on the same answers for every size: per draft position the acceptance given
+eagle3.fit.fit) on the same answers for every size: per draft position the acceptance given
 the earlier drafts, the simulated #MAT at K (1 + the expected accepted drafts, the bonus
 counted), the first draft's expected acceptance at T 1, and the share of the answers' tokens
 the vocabulary holds. Sizes are paired on the same positions: the #MAT ratio to the full
