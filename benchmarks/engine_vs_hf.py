@@ -234,9 +234,9 @@ def main(argv=None) -> int:
 def chat_prompts(pair, path: str | None, count: int) -> list[str]:
     """The first turns of the question file's first `count` questions, in the target's chat
     template (special tokens are in the rendered text: tokenized without adding more)."""
+    from specviz.core.bench.questions import load_questions
     from specviz.core.models.chat import render
     from specviz.core.resources import resources_dir
-    from specviz.core.tune.questions import load_questions
 
     questions = load_questions(path or resources_dir() / "prompts" / "chat.jsonl", count)
     return [render(pair.tokenizer, q.turns[0]) for q in questions]

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from transformers import DynamicCache  # noqa: E402
 
+from specviz.core.bench.questions import load_questions  # noqa: E402
 from specviz.core.decoding.forward import forward, step  # noqa: E402
 from specviz.core.decoding.warp import SamplingConfig  # noqa: E402
 from specviz.core.drafters.registry import DrafterConfig  # noqa: E402
@@ -35,7 +36,6 @@ from specviz.core.models.builtin import resources_dir  # noqa: E402
 from specviz.core.models.chat import render  # noqa: E402
 from specviz.core.models.pair import load_pair  # noqa: E402
 from specviz.core.trace.records import Settings  # noqa: E402
-from specviz.core.tune.questions import load_questions  # noqa: E402
 
 GREEDY = SamplingConfig(temperature=0)
 CLOCK = {"cpu": time.thread_time, "wall": time.perf_counter}

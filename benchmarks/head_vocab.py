@@ -30,6 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from specviz.core.bench.questions import load_questions  # noqa: E402
 from specviz.core.drafters.eagle3.fit import fit  # noqa: E402
 from specviz.core.drafters.eagle3.format import save_head  # noqa: E402
 from specviz.core.drafters.eagle3.head import prune_draft_vocab  # noqa: E402
@@ -39,7 +40,6 @@ from specviz.core.models.builtin import resources_dir  # noqa: E402
 from specviz.core.models.chat import render  # noqa: E402
 from specviz.core.models.pair import load_pair  # noqa: E402
 from specviz.core.training.sources import read_id_shards  # noqa: E402
-from specviz.core.tune.questions import load_questions  # noqa: E402
 
 
 def answer_counts(folder: Path, target, vocab: int) -> tuple[torch.Tensor, torch.Tensor, int]:

@@ -10,6 +10,13 @@ import json
 import pytest
 
 from specviz.cli.main import main
+from specviz.core.bench.questions import (
+    MAX_QUESTIONS,
+    Question,
+    QuestionFileError,
+    load_questions,
+    shipped_questions,
+)
 from specviz.core.bench.runs import (
     TARGET,
     BenchConfig,
@@ -27,13 +34,6 @@ from specviz.core.bench.table import bench_rows, question_lines, rows_from_json
 from specviz.core.drafters import registry
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.trace.records import Settings
-from specviz.core.tune.questions import (
-    MAX_QUESTIONS,
-    Question,
-    QuestionFileError,
-    load_questions,
-    shipped_questions,
-)
 
 SPEC_BENCH = (
     '{"question_id": 81, "category": "writing", "turns": ["Compose a poem.", "Shorten it."]}\n'

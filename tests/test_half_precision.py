@@ -98,8 +98,8 @@ def test_the_reference_is_computed_once_per_prompt(half_pair, monkeypatch):
 def test_bench_does_not_decode_the_target_alone_beside_its_sessions(half_pair, monkeypatch):
     """bench times a session whole and compares its text with its own target-alone run: the
     watch's one more target pass a token would be counted in its wall time."""
+    from specviz.core.bench.questions import Question
     from specviz.core.bench.runs import BenchSettings, parse_configs, run_bench
-    from specviz.core.tune.questions import Question
 
     greedy_check._REFERENCES.clear()
     passes = []

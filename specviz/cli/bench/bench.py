@@ -103,8 +103,8 @@ def _pair_config(args, configs):
 
 def prepare(args):
     """(questions, configs, settings, pair spec), or UsageError / QuestionFileError."""
+    from specviz.core.bench.questions import load_questions
     from specviz.core.bench.runs import bench_settings, parse_configs
-    from specviz.core.tune.questions import load_questions
 
     settings = _settings(args)
     try:
@@ -123,8 +123,8 @@ def prepare(args):
 
 
 def run(args: argparse.Namespace) -> int:
+    from specviz.core.bench.questions import QuestionFileError
     from specviz.core.models.pair import ModelLoadError
-    from specviz.core.tune.questions import QuestionFileError
 
     try:
         questions, configs, settings, spec = prepare(args)

@@ -74,12 +74,12 @@ def run(args: argparse.Namespace) -> int:
 def measure(args: argparse.Namespace, target: str) -> dict:
     import torch
 
+    from specviz.core.bench.questions import load_questions
     from specviz.core.drafters.eagle3.fit import CLEAR, best, fit, z_score
     from specviz.core.drafters.registry import DrafterConfig, make_drafter
     from specviz.core.models.builtin import resources_dir
     from specviz.core.models.chat import render
     from specviz.core.models.pair import load_pair
-    from specviz.core.tune.questions import load_questions
 
     pair = load_pair(target, None, device=args.device)
     head = args.head

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from specviz.core.bench.questions import Question
 from specviz.core.decoding.forward import decode, max_positions
 from specviz.core.decoding.warp import SamplingConfig
 from specviz.core.drafters.registry import DrafterConfig, spec
@@ -42,7 +43,6 @@ from specviz.core.metrics.costmodel import tree_depth
 from specviz.core.metrics.positions import judged_pairs
 from specviz.core.trace import verifiers
 from specviz.core.trace.records import Round, Settings
-from specviz.core.tune.questions import Question
 from specviz.core.tune.sweep import SweepConfig, rule_fields, run_session
 
 TARGET = "target"  # the target alone's label in the runs
