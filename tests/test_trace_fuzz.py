@@ -275,9 +275,14 @@ def test_inspect_memory_does_not_grow_with_the_trace(tmp_path, capsys, top_n):
     for n in (500, 2_000) if top_n else (1_000, 4_000):
         path = tmp_path / f"t{top_n}-{n}.jsonl"
         path.write_text("".join(line + "\n" for line in synthetic_lines(n, top_n=top_n)))
-        code, peak = inspect_in_process(path, capsys, as_json=True)
-        assert code == 0
-        peaks.append(peak)
+        # The lower of two runs: what grows with the file shows in both; a one-time cost does
+        # not (in a test worker, 9 MB once appeared in one run of a 3.9 MB file, never again).
+        runs = [inspect_in_process(path, capsys, as_json=True) for _ in range(2)]
+        assert [code for code, _ in runs] == [0, 0]
+        peaks.append(min(peak for _, peak in runs))
         sizes.append(path.stat().st_size)
     assert peaks[1] < 0.5 * sizes[1], (peaks, sizes)
-    assert peaks[1] - peaks[0] < 0.25 * (sizes[1] - sizes[0]), (peaks, sizes)
+    # What does grow is the summary's per-round figures (a few numbers a round, 150-220 bytes
+    # as measured, which is 15-27% of a round line without top-N lists, depending on when
+    # the cycle collector runs); a parse that kept its rounds took 4.4x the file.
+    assert peaks[1] - peaks[0] < 0.4 * (sizes[1] - sizes[0]), (peaks, sizes)
