@@ -81,6 +81,15 @@ SPECS: dict[str, VerifierSpec] = {
             token_fates=False,
         ),  # fmt: skip
         VerifierSpec(
+            "lenient",
+            False,
+            "Leviathan et al.'s lenience, l = 0.5: keeps x with min(1, p/(l q)); LOSSY, "
+            "the output no longer follows the target",
+            "specviz.core.decoding.lenient:LenientVerifier",
+            label="lenient (LOSSY)",
+            token_fates=False,
+        ),  # fmt: skip
+        VerifierSpec(
             "tree",
             True,
             "a token tree, one node's children at a time: SpecInfer's "

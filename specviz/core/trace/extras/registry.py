@@ -16,6 +16,7 @@ from specviz.core.trace.extras.base import Extra, Found
 from specviz.core.trace.extras.block import BlockNumbers
 from specviz.core.trace.extras.copied import CopiedFrom
 from specviz.core.trace.extras.greedy_diff import GreedyDiff
+from specviz.core.trace.extras.lenient import LenientNumbers
 from specviz.core.trace.extras.matched import SuffixMatch
 from specviz.core.trace.extras.pieces import DraftPieces
 from specviz.core.trace.extras.probes import Probes
@@ -34,6 +35,7 @@ EXTRAS: tuple[type[Extra], ...] = (
     GreedyDiff,  # 1.6 where greedy half precision leaves the target alone
     SuffixMatch,  # 1.6 suffix decoding's match (core.drafters.suffix)
     DraftPieces,  # 1.8 a bridged draft's own cut (core.drafters.bridge.recut)
+    LenientNumbers,  # 1.10 lenient speculative sampling, lossy for l < 1 (core.decoding.lenient)
 )
 BY_KEY: dict[str, type[Extra]] = {cls.key: cls for cls in EXTRAS}
 
