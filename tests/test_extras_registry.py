@@ -180,3 +180,13 @@ def test_an_extra_in_another_order_writes_back_as_read():
     assert json.dumps(written["probes"]) == json.dumps(
         {"t1_ms": [2.0, 2.5], "context_len": None, "target_ms": [[1, 2.0]], "x": 1}
     )
+
+
+def test_no_registered_extra_is_newer_than_the_schema_written():
+    """A new extra's `since` raises records.SCHEMA with it: a trace holding it never says an
+    older minor (whose readers would not know its key or its rule)."""
+    from specviz.core.trace.records import SCHEMA, SCHEMA_MAJOR, SCHEMA_MINOR
+
+    newest = max(extra.since for extra in registry.EXTRAS)
+    assert newest <= (SCHEMA_MAJOR, SCHEMA_MINOR) == newest  # the schema is the newest extra's
+    assert SCHEMA == f"specviz.trace/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"

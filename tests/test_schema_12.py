@@ -144,7 +144,7 @@ def test_without_top_lists_the_tokens_own_p_is_recorded(pair, live):
 
 
 def test_a_1_2_trace_round_trips_and_is_valid(live, tmp_path, capsys):
-    assert SCHEMA == "specviz.trace/1.9"  # 1.3 to 1.9 added optional fields and values only
+    assert SCHEMA == "specviz.trace/1.10"  # 1.3 to 1.10 added optional fields and values only
     path = tmp_path / "live.jsonl"
     save(live, path)
     back = load(path)

@@ -22,7 +22,7 @@ def problems(event: TokenEvent, rule: str = "tree") -> list[tuple[str, str]]:
 
 
 def test_the_schema_is_1_8_and_names_the_fields():
-    assert SCHEMA == "specviz.trace/1.9" and SCHEMA_MINOR == 9
+    assert SCHEMA == "specviz.trace/1.10" and SCHEMA_MINOR == 10
     assert TRIED == ("p_tried", "q_tried")
 
 

@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 
 E = TypeVar("E")
 
-SCHEMA = "specviz.trace/1.9"
+SCHEMA = "specviz.trace/1.10"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 9  # each minor version added optional fields only, so an older file reads
+SCHEMA_MINOR = 10  # each minor version added optional fields only, so an older file reads
 # as a newer one without them: 1.1 k, stop, events_ms, probes, copied_from, drafter, policy,
 # eos_token_id; 1.2 the UNJUDGED numbers below; 1.3 a probe's t1_ms and rule_ms, and the
 # summary's speedup interval and status (core.metrics.speedup), settings.verifier and a
@@ -40,7 +40,8 @@ SCHEMA_MINOR = 9  # each minor version added optional fields only, so an older f
 # chat and dtype_choice, a round's greedy_diff and `matched` (suffix decoding); 1.7 the
 # verifier "tree" for a tree's rounds (1.5 and 1.6 wrote "token" there, read as "tree");
 # 1.8 a round's draft_pieces (a draft with another tokenizer); 1.9 a judged tree token's
-# p_tried and q_tried (TRIED below)
+# p_tried and q_tried (TRIED below); 1.10 the lossy verifier "lenient" and a round's
+# lenient numbers (each extra says its minor: core.trace.extras, `since`)
 # Why a round's drafting stopped: it reached the policy's K, drafted an end-of-text token,
 # the draft was unsure (threshold policy), a lookup found no match, or a length limit.
 STOP_REASONS = ("k", "eos", "threshold", "no_match", "limit")
