@@ -15,7 +15,7 @@ from specviz.cli.main import main
 from specviz.core.decoding.block import block_numbers, verify_block
 from specviz.core.decoding.verify import verify
 from specviz.core.lab.sequence import compare, run_rule, shared_draws
-from specviz.core.trace.records import with_extras
+from specviz.core.trace.rounds import with_extras
 from tests.test_sampling import LEVEL, chi2_pvalue
 
 PAPER_P, PAPER_Q = (1 / 3, 2 / 3), (2 / 3, 1 / 3)  # Sun et al.'s example, K = 2
@@ -149,8 +149,7 @@ BLOCK_CASES = {  # name: (K, sampling, tokens per session, weak draft)
     "K1": (1, dict(temperature=1.0), 4, False),
     "K4": (4, dict(temperature=1.0), 6, False),
     "K7-T0.7": (7, dict(temperature=0.7), 8, False),
-    "top-k": (4, dict(temperature=1.0, top_k=20), 6, False),
-    "top-p": (4, dict(temperature=1.0, top_p=0.9), 6, False),
+    "top-k-top-p": (4, dict(temperature=1.0, top_k=20, top_p=0.9), 6, False),  # both warps
     "weak-draft": (4, dict(temperature=1.0), 6, True),
 }
 
@@ -159,7 +158,7 @@ BLOCK_CASES = {  # name: (K, sampling, tokens per session, weak draft)
 def test_block_sessions_follow_the_target(pair, case):
     """The project's end-to-end test (whole emitted sequences against a fresh target
     forward at every prefix, tests/test_drafters.py) under --verifier block: K 1, 4 and 7,
-    T 1 and 0.7, top-k, top-p, and a weak draft."""
+    T 1 and 0.7, top-k with top-p, and a weak draft."""
     from specviz.core.decoding.k_policy import PolicyConfig
     from specviz.core.decoding.warp import SamplingConfig
     from specviz.core.drafters.registry import DrafterConfig

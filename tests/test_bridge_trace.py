@@ -17,7 +17,8 @@ from specviz.core.trace.check_session import check_session
 from specviz.core.trace.extras.pieces import MAX_PIECE_TEXT, DraftPieces
 from specviz.core.trace.files import load, save
 from specviz.core.trace.parse import parse_round
-from specviz.core.trace.records import MAX_K, Settings, TraceError, with_extras
+from specviz.core.trace.records import MAX_K, Settings, TraceError
+from specviz.core.trace.rounds import with_extras
 from specviz.core.trace.serialize import round_to_json
 from specviz.core.trace.session import Session
 from tests.test_drafters import PROMPTS

@@ -23,7 +23,8 @@ from specviz.core.metrics.costmodel import (
     theil_sen,
     whatif_acceptance,
 )
-from specviz.core.trace.records import Round, Settings, TokenEvent, with_extras
+from specviz.core.trace.records import Round, Settings, TokenEvent
+from specviz.core.trace.rounds import with_extras
 
 
 def make_round(index, fates, ms=10.0, k=None, probes=None, bonus=None):

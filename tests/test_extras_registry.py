@@ -25,8 +25,8 @@ from specviz.core.trace.records import (
     Settings,
     TokenEvent,
     TraceError,
-    make_round,
 )
+from specviz.core.trace.rounds import make_round
 from specviz.core.trace.session import Session
 from tests.fixtures import synthetic_session
 

@@ -13,7 +13,8 @@ import pytest
 from PySide6.QtGui import QTextCharFormat
 
 from specviz.core.metrics.position_bars import PositionBars
-from specviz.core.trace.records import Round, Settings, TokenEvent, with_extras
+from specviz.core.trace.records import Round, Settings, TokenEvent
+from specviz.core.trace.rounds import with_extras
 from specviz.core.trace.rule_numbers import kept_beyond_token_stop
 from specviz.gui import palette
 from specviz.gui.distribution.accept_gauge import AcceptGauge, accept_test

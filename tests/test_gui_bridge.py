@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QWidget
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.models.pair import LoadOptions
-from specviz.core.trace.records import with_extras
+from specviz.core.trace.rounds import with_extras
 from specviz.gui import dialogs, palette
 from specviz.gui.main_window import MainWindow
 from specviz.gui.session.remote_link import child_args, remote_engine_thread

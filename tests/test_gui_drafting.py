@@ -12,7 +12,7 @@ from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.metrics.running import RunningStats
 from specviz.core.metrics.speed_tracker import SpeedTracker, window_text
-from specviz.core.trace.records import with_extras
+from specviz.core.trace.rounds import with_extras
 from specviz.gui import dialogs, palette
 from specviz.gui.greedy_check import describe
 from specviz.gui.main_window import MainWindow

@@ -15,7 +15,8 @@ from PySide6.QtCore import QEvent, Qt  # noqa: E402
 from PySide6.QtGui import QColor, QHelpEvent  # noqa: E402
 
 from specviz.core.metrics.positions import depth_counts  # noqa: E402
-from specviz.core.trace.records import Round, Settings, TokenEvent, with_extras  # noqa: E402
+from specviz.core.trace.records import Round, Settings, TokenEvent  # noqa: E402
+from specviz.core.trace.rounds import with_extras  # noqa: E402
 from specviz.gui import palette  # noqa: E402
 from specviz.gui.stream.figures import fmt  # noqa: E402
 from specviz.gui.tree import view as tree_view  # noqa: E402

@@ -19,7 +19,8 @@ from specviz.core.models.pair import load_pair
 from specviz.core.trace.extras.greedy_diff import GreedyDiff
 from specviz.core.trace.files import load, save
 from specviz.core.trace.parse import parse_round
-from specviz.core.trace.records import Settings, TraceError, with_extras
+from specviz.core.trace.records import Settings, TraceError
+from specviz.core.trace.rounds import with_extras
 from specviz.core.trace.serialize import round_to_json
 from specviz.core.trace.session import Session
 

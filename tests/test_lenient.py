@@ -14,7 +14,8 @@ from specviz.core.decoding.verify import verify
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.check_session import check_session
 from specviz.core.trace.files import load, save
-from specviz.core.trace.records import Settings, with_extras
+from specviz.core.trace.records import Settings
+from specviz.core.trace.rounds import with_extras
 from specviz.core.trace.session import Session
 from specviz.core.trace.verifiers import spec
 from tests.test_sampling import LEVEL

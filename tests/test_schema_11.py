@@ -15,8 +15,8 @@ from specviz.core.trace.records import (
     SCHEMA_MINOR,
     Round,
     TraceError,
-    with_extras,
 )
+from specviz.core.trace.rounds import with_extras
 from tests.fixtures import synthetic_session
 
 

@@ -98,9 +98,9 @@ def _calls(name: str) -> list[str]:
 
 
 def test_a_round_is_built_in_one_place():
-    """Issue 51: records.make_round is the one Round(...) in specviz, and the engine's round
+    """Issue 51: rounds.make_round is the one Round(...) in specviz, and the engine's round
     (chains and trees) and the trace reader are what call it."""
-    assert _calls("Round") == ["specviz/core/trace/records.py:make_round"]
+    assert _calls("Round") == ["specviz/core/trace/rounds.py:make_round"]
     assert sorted(_calls("make_round")) == [
         "specviz/core/engine/round_step.py:run_round",
         "specviz/core/trace/parse.py:parse_round",

@@ -16,7 +16,7 @@ from specviz.core.metrics.running import summary
 from specviz.core.metrics.speed_tracker import SpeedTracker
 from specviz.core.metrics.speedup import MIN_STEPS, measure
 from specviz.core.trace.files import save
-from specviz.core.trace.records import with_extras
+from specviz.core.trace.rounds import with_extras
 from specviz.core.trace.session import Session
 from tests.fixtures import synthetic_session
 

@@ -15,7 +15,7 @@ from specviz.cli.session.run import format_summary
 from specviz.core.metrics.costmodel import figures
 from specviz.core.metrics.running import WINDOW, summary
 from specviz.core.trace.files import save
-from specviz.core.trace.records import with_extras
+from specviz.core.trace.rounds import with_extras
 from specviz.core.trace.session import Session
 from tests.fixtures import synthetic_session
 

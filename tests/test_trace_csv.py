@@ -9,7 +9,7 @@ import pytest
 from specviz.core.metrics.csv_export import COLUMNS, write_stats_csv
 from specviz.core.metrics.running import summary
 from specviz.core.trace import files as tracefile
-from specviz.core.trace.records import with_extras
+from specviz.core.trace.rounds import with_extras
 from tests.fixtures import synthetic_session
 
 

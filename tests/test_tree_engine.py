@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.core.trace.records import with_extras
+from specviz.core.trace.rounds import with_extras
 from tests.test_block import LEVEL, weak_draft
 
 TREE_CASES = {  # (K, draw, shape, sampling, tokens per session, weak draft)

@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from specviz.core.trace.records import Round, Settings, TokenEvent, with_extras
+from specviz.core.trace.records import Round, Settings, TokenEvent
+from specviz.core.trace.rounds import with_extras
 from specviz.gui.tune.panel import TunePanel
 
 

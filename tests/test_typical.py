@@ -15,7 +15,8 @@ from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.lab.sequence import run_rule, shared_draws
 from specviz.core.trace.check_session import check_session
 from specviz.core.trace.files import load, save
-from specviz.core.trace.records import Settings, with_extras
+from specviz.core.trace.records import Settings
+from specviz.core.trace.rounds import with_extras
 from specviz.core.trace.session import Session
 from tests.test_sampling import LEVEL
 

@@ -6,7 +6,7 @@ Proposal (nodes with parents, the q each was drawn from); the settings' Verifier
 (core.decoding.verifier: token, block, typical or tree, the same four stages for each) scores
 it in the target's one pass, judges it (the accepted path plus the round's own token),
 commits the target's cache and writes the token records; the drafter keeps the path.
-`run_round` is the engine's one place a Round is made (records.make_round, which the trace
+`run_round` is the engine's one place a Round is made (rounds.make_round, which the trace
 reader shares).
 
 Cache invariant between rounds (core.engine.speculative): `ids` holds prompt + emitted
@@ -21,7 +21,8 @@ import time
 from specviz.core.decoding.proposal import Proposal, TreeShape
 from specviz.core.decoding.verifier import verifier_for
 from specviz.core.decoding.warp import SamplingConfig
-from specviz.core.trace.records import Round, make_round
+from specviz.core.trace.records import Round
+from specviz.core.trace.rounds import make_round
 
 
 def run_round(engine, config: SamplingConfig) -> Round:

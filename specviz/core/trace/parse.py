@@ -31,8 +31,8 @@ from specviz.core.trace.records import (
     Settings,
     TokenEvent,
     TraceError,
-    make_round,
 )
+from specviz.core.trace.rounds import make_round
 
 _STATUSES = frozenset(STATUSES)
 _SCALARS = ROUND_SCALARS
