@@ -106,3 +106,31 @@ def test_token_id_shards_are_read_with_their_answer_starts_and_tokenizer(tokeniz
     (folder / "meta.json").write_text(json.dumps({**meta, "tokenizer_sha": "0" * 16}))
     with pytest.raises(TrainError, match="another tokenizer"):
         examples.encode_sources(tokenizer, [sources.read_source(str(folder))], 64, print)
+
+
+def test_the_token_budget_counts_the_positions_a_loss_falls_on(tokenizer, tmp_path):
+    """Issue 50 counts training tokens as positions that carry a loss: a run on chats whose
+    prompts are half of each sequence stops at --tokens trained positions, not at --tokens
+    read, and training.json says both."""
+    from specviz.cli.main import main
+    from tests.train_head_data import FAST
+
+    folder = tmp_path / "chats"
+    folder.mkdir()
+    rng = __import__("random").Random(3)
+    seqs = [([rng.randrange(5, 250) for _ in range(40)], 20) for _ in range(48)]
+    sources.write_id_shard(folder / "shard-0000.safetensors", seqs)
+    meta = {"format": sources.SHARDS, "target": "builtin:tiny",
+            "tokenizer_sha": sources.tokenizer_sha(tokenizer)}  # fmt: skip
+    (folder / "meta.json").write_text(json.dumps(meta))
+    out = tmp_path / "head"
+    code = main(["train-head", "--target", "builtin:tiny", "--data", str(folder), "--out",
+                 str(out), *FAST, "--epochs", "4", "--tokens", "400",
+                 "--eval-every", "100"])  # fmt: skip
+    assert code == 0
+    report = json.loads((out / "training.json").read_text())
+    per_step = 4 * 20  # 4 sequences, 20 answer positions each (ids 20..39)
+    assert report["stopped"] == "tokens"
+    assert 400 <= report["trained_tokens"] < 400 + per_step
+    assert report["tokens_seen"] == 2 * report["trained_tokens"]  # the prompts are read too
+    assert report["curve"][-1]["trained"] == report["trained_tokens"]

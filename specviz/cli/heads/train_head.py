@@ -66,7 +66,12 @@ def add_parser(sub) -> None:
         help="the target's: float32, bfloat16 (auto: bfloat16 on CUDA, else float32)",
     )
     p.add_argument("--minutes", type=float, default=0.0, help="time budget (0: none)")
-    p.add_argument("--tokens", type=int, default=0, help="training-token budget (0: none)")
+    p.add_argument(
+        "--tokens",
+        type=int,
+        default=0,
+        help="training-token budget: positions a loss falls on (0: none)",
+    )
     p.add_argument(
         "--resume",
         nargs="?",
@@ -159,7 +164,8 @@ def _train(args: argparse.Namespace) -> int:
             raise TrainError(str(e)) from None
         raise
     if resume is not None:
-        say(f"resumed {resume} at step {run_.state.step} ({run_.state.tokens_seen:,} tokens)")
+        state = run_.state
+        say(f"resumed {resume} at step {state.step} ({state.trained_seen:,} trained tokens)")
     say(plan_text(run_))
     reason = train(run_, say)
     out = run_.out

@@ -69,6 +69,7 @@ class RunState:
     step: int = 0
     total_steps: int = 0  # the schedule's length (epochs x steps per epoch)
     tokens_seen: int = 0  # prefill tokens over all ranks
+    trained_seen: int = 0  # of those, the positions a loss fell on (what --tokens counts)
     seconds: float = 0.0  # training time over every run of this checkpoint
     # the budgets this run was given (from TrainConfig; a resumed run may be given more)
     minutes: float = 0.0
@@ -87,7 +88,7 @@ class RunState:
             return "finished"
         if self.minutes and self.seconds + elapsed >= self.minutes * 60:
             return "minutes"
-        if self.tokens and self.tokens_seen >= self.tokens:
+        if self.tokens and self.trained_seen >= self.tokens:
             return "tokens"
         return ""
 
@@ -97,7 +98,10 @@ class RunState:
     @classmethod
     def from_json(cls, obj: dict) -> RunState:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in obj.items() if k in names})
+        state = cls(**{k: v for k, v in obj.items() if k in names})
+        if "trained_seen" not in obj:  # written before it was kept: plain text, a loss everywhere
+            state.trained_seen = state.tokens_seen
+        return state
 
 
 def default_layers(n_layers: int) -> tuple[int, ...]:

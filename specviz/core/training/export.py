@@ -127,7 +127,8 @@ def model_card(report: dict) -> str:
         f"# EAGLE-3 head for {report['target']}",
         "",
         f"Trained with `specviz train-head` ({report['date']}): {report['steps']} steps, "
-        f"{report['tokens_seen']:,} training tokens, {report['seconds']:.0f} s "
+        f"{report['tokens_seen']:,} tokens read, {report.get('trained_tokens', 0):,} of them "
+        f"trained, {report['seconds']:.0f} s "
         f"({report['stopped']}).",
         "",
         "## Use",

@@ -47,8 +47,9 @@ def _autocast(run: Run):
     return torch.autocast(run.teacher.device.type, dtype=run.autocast)
 
 
-def train_step(run: Run, batch: list[examples.Example]) -> tuple[float, int]:
-    """One optimizer step on a global batch: (its loss, its tokens over all ranks)."""
+def train_step(run: Run, batch: list[examples.Example]) -> tuple[float, int, int]:
+    """One optimizer step on a global batch: (its loss, its tokens and of those the positions
+    a loss fell on, over all ranks)."""
     c = run.config
     mine = batch[run.rank :: run.world]
     packs = [build_pack(run.teacher, g, run.pad) for g in split_packs(mine, c.pack_tokens)]
@@ -68,9 +69,9 @@ def train_step(run: Run, batch: list[examples.Example]) -> tuple[float, int]:
     _reduce_grads(run)
     torch.nn.utils.clip_grad_norm_(run.params, 1.0)
     run.optimizer.step()
-    tokens = torch.tensor([float(sum(len(ex.ids) for ex in mine)), loss_sum], dtype=torch.float64)
-    tokens, loss_sum = _all_sum(run, tokens).tolist()
-    return loss_sum, int(tokens)
+    sums = [float(sum(len(ex.ids) for ex in mine)), float(sum(ex.trained for ex in mine)), loss_sum]
+    tokens, trained, loss_sum = _all_sum(run, torch.tensor(sums, dtype=torch.float64)).tolist()
+    return loss_sum, int(tokens), int(trained)
 
 
 def _reduce_grads(run: Run) -> None:
@@ -97,7 +98,8 @@ def evaluate(run: Run, elapsed: float, loss: float) -> dict:
         figures = measure(run.head, run.teacher, run.held, run.draft_ids, steps,
                           run.config.pack_tokens, run.pad)  # fmt: skip
     s = run.state
-    entry = {"step": s.step, "tokens": s.tokens_seen, "seconds": round(s.seconds + elapsed, 1),
+    entry = {"step": s.step, "tokens": s.tokens_seen, "trained": s.trained_seen,
+             "seconds": round(s.seconds + elapsed, 1),
              "loss": round(loss, 4), **figures}  # fmt: skip
     s.curve.append(entry)
     if entry["mat_k4"] > s.best_mat * 1.001 or run.best is None:
@@ -158,8 +160,9 @@ def train(run: Run, say: Callable[[str], None]) -> str:
         run.head.train()
         while not (reason := _agreed_stop(run, s.budget_left(time.perf_counter() - start)
                                           or reason, bool(interrupted))):  # fmt: skip
-            loss, tokens = train_step(run, next(stream))
+            loss, tokens, trained = train_step(run, next(stream))
             s.step, s.tokens_seen = s.step + 1, s.tokens_seen + tokens
+            s.trained_seen += trained
             elapsed = time.perf_counter() - start
             if s.step % c.log_every == 0:
                 now = time.perf_counter()
@@ -201,10 +204,12 @@ def progress_line(run: Run, loss: float, rate: float, elapsed: float) -> str:
     left = (s.total_steps - s.step) * per_step
     if s.minutes:
         left = min(left, s.minutes * 60 - s.seconds - elapsed)
-    if s.tokens and rate > 0:
-        left = min(left, (s.tokens - s.tokens_seen) / rate)
+    if s.tokens and rate > 0 and s.trained_seen:
+        trained_rate = rate * s.trained_seen / max(s.tokens_seen, 1)
+        left = min(left, (s.tokens - s.trained_seen) / trained_rate)
     left = max(left, 0.0)
-    return (f"step {s.step}/{s.total_steps}  tokens {s.tokens_seen:,}  {rate:,.0f} tokens/s  "
+    return (f"step {s.step}/{s.total_steps}  tokens {s.tokens_seen:,} "
+            f"({s.trained_seen:,} trained)  {rate:,.0f} tokens/s  "
             f"loss {loss:.3f}  ~{int(left // 60)}m{int(left % 60):02d}s left")  # fmt: skip
 
 
@@ -250,6 +255,7 @@ def report(run: Run) -> dict:
         "steps": s.step,
         "total_steps": s.total_steps,
         "tokens_seen": s.tokens_seen,
+        "trained_tokens": s.trained_seen,
         "seconds": round(s.seconds, 1),
         "tokens_per_second": round(s.tokens_seen / s.seconds, 1) if s.seconds else None,
         "stopped": s.stopped,

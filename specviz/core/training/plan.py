@@ -45,8 +45,9 @@ def plan_text(run: Run) -> str:
     per_epoch = examples.steps_per_epoch(run.train, run.weights, c.batch)
     per_step = tokens / max(1, len(run.train)) * c.batch
     planned = (s.total_steps - s.step) * per_step
-    if s.tokens:
-        planned = min(planned, max(0.0, s.tokens - s.tokens_seen))
+    if s.tokens:  # the budget counts trained positions; the prefill reads all the tokens
+        share = max(1, sum(ex.trained for ex in run.train)) / max(1, tokens)
+        planned = min(planned, max(0.0, s.tokens - s.trained_seen) / share)
     seconds, probed = probe(run)
     rate = probed * run.world / max(seconds, 1e-9)  # tokens/s over all ranks
     eta = planned / rate
