@@ -122,9 +122,10 @@ def test_core_builtin_imports_no_qt():
     assert out.stdout.strip() == "False"
 
 
-def test_train_script_smoke(tmp_path):
-    """`scripts/train_tiny.py --smoke` runs end to end in seconds into a given folder."""
-    out = tmp_path / "tiny"
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """(folder, process) of one `scripts/train_tiny.py --smoke` run, shared by the tests below."""
+    out = tmp_path_factory.mktemp("smoke") / "tiny"
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "train_tiny.py"), "--smoke", "--out", str(out)],
         capture_output=True,
@@ -132,6 +133,12 @@ def test_train_script_smoke(tmp_path):
         cwd=REPO,
         timeout=120,
     )
+    return out, proc
+
+
+def test_train_script_smoke(smoke_run):
+    """`scripts/train_tiny.py --smoke` runs end to end in seconds into a given folder."""
+    out, proc = smoke_run
     if proc.returncode == 2 and "apt-get install" in proc.stdout:
         pytest.skip("corpus packages missing: " + proc.stdout.strip().splitlines()[-1].strip())
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -148,15 +155,13 @@ def test_train_script_smoke(tmp_path):
     AutoTokenizer.from_pretrained(out / "target", local_files_only=True)
 
 
-def test_train_script_goes_on_from_an_earlier_run(tmp_path):
+def test_train_script_goes_on_from_an_earlier_run(smoke_run, tmp_path):
     """--target-from/--draft-from reuse an earlier run's weights (the target's copied as they
     are) and --draft-objective tvd trains on 1 - sum min(p, q); --align-steps trains the
     target further against the frozen --draft-from draft (and needs one); training.json says
     so."""
     script = [sys.executable, str(REPO / "scripts" / "train_tiny.py"), "--smoke"]
-    first, second = tmp_path / "first", tmp_path / "second"
-    proc = subprocess.run([*script, "--out", str(first)], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)  # fmt: skip
+    (first, proc), second = smoke_run, tmp_path / "second"
     if proc.returncode == 2 and "apt-get install" in proc.stdout:
         pytest.skip("corpus packages missing")
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -45,11 +45,12 @@ def test_window_command_runs_as_written(command, folder):
         assert drafter == command.argv[command.argv.index("--drafter") + 1]
 
 
-@pytest.mark.parametrize("drafter", ["lookup", "suffix", "early-exit"])
+@pytest.mark.parametrize("drafter", ["lookup", "early-exit"])
 def test_a_drafter_without_a_draft_model_starts_in_the_child_engine(drafter, folder):
     """The window's child `specviz serve` is started for the drafter: it used to get
     `--draft ""` and no drafter, and refused to start ("give both --target and --draft").
-    eagle3 is the README's own `make run ARGS="--pair smollm2 --drafter eagle3"` above."""
+    eagle3 is the README's own `make run ARGS="--pair smollm2 --drafter eagle3"` above; suffix
+    takes lookup's path (no model, no layers of the target's), early-exit the target's layers."""
     proc = run_specviz(["--drafter", drafter], folder, CACHE, window=True)
     assert problems(proc) == [], proc.stderr[-3000:]
     assert smoke_line(proc).group(4) == drafter
