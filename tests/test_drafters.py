@@ -174,6 +174,19 @@ def test_the_sequence_test_rejects_a_wrong_rule(pair, monkeypatch):
     assert sequence_pvalue(pair, prompt_ids, sequences) < LEVEL
 
 
+def lookup_sequences(pair, verifier: str) -> tuple[list[int], list[tuple[int, ...]]]:
+    """Where a lossy rule shows in the end-to-end test: prompt lookup (a one-hot q) on the
+    target alone, K 2, N_RUNS sessions of 4 tokens from the looping prompt (seed 3), under
+    `verifier`: (the prompt's ids, the emitted sequences) for sequence_pvalue. The lossy rules'
+    tests (tests/test_typical.py, tests/test_lenient.py) show them failing it here."""
+    from specviz.core.decoding.k_policy import PolicyConfig
+
+    prompt_ids = looping_prompt(pair)
+    sequences = run_sequences(target_only(pair), LOOKUP, PolicyConfig(), 2, N_RUNS, 4,
+                              prompt_ids, seed=3, verifier=verifier)[0]  # fmt: skip
+    return prompt_ids, sequences
+
+
 def fresh_logits(model, ids, vocab):
     with torch.inference_mode():
         return model(input_ids=torch.tensor([ids])).logits[0, -1, :vocab]

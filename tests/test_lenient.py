@@ -80,25 +80,12 @@ def test_lenient_rounds_are_recorded_and_checked(pair, tmp_path):
 
 
 def test_the_end_to_end_test_passes_at_one_and_fails_at_a_half(pair, monkeypatch):
-    from specviz.core.decoding.k_policy import PolicyConfig
-    from tests.test_drafters import (
-        LOOKUP,
-        N_RUNS,
-        looping_prompt,
-        run_sequences,
-        sequence_pvalue,
-        target_only,
-    )
+    from tests.test_drafters import lookup_sequences, sequence_pvalue
 
-    prompt_ids = looping_prompt(pair)
-    used = target_only(pair)
     pvalues = {}
     for lenience in (1.0, 0.5):
         monkeypatch.setattr(lenient, "LENIENCE", lenience)
-        runs = run_sequences(
-            used, LOOKUP, PolicyConfig(), 2, N_RUNS, 4, prompt_ids, seed=3, verifier="lenient"
-        )[0]
-        pvalues[lenience] = sequence_pvalue(pair, prompt_ids, runs)
+        pvalues[lenience] = sequence_pvalue(pair, *lookup_sequences(pair, "lenient"))
     print(f"lenient end-to-end p-values: {pvalues}")
     assert pvalues[1.0] > LEVEL
     assert pvalues[0.5] < LEVEL

@@ -99,26 +99,11 @@ def test_the_end_to_end_test_fails_the_typical_rule(pair):
     instead of the target. Its first token's distance from p is far above the exact rule's
     on the same number of sessions. (With the fixture's draft model, random and as flat as
     its target, q is close enough to p that the test cannot tell at this size.)"""
-    from specviz.core.decoding.k_policy import PolicyConfig
     from specviz.core.decoding.warp import SamplingConfig, warp
-    from tests.test_drafters import (
-        LOOKUP,
-        N_RUNS,
-        TEMPERATURE,
-        looping_prompt,
-        run_sequences,
-        sequence_pvalue,
-        target_only,
-    )
+    from tests.test_drafters import TEMPERATURE, lookup_sequences, sequence_pvalue
 
-    prompt_ids = looping_prompt(pair)
-    used = target_only(pair)
-    runs = {
-        rule: run_sequences(
-            used, LOOKUP, PolicyConfig(), 2, N_RUNS, 4, prompt_ids, seed=3, verifier=rule
-        )[0]
-        for rule in ("token", "typical")
-    }
+    (prompt_ids, token), (_, typical) = (lookup_sequences(pair, r) for r in ("token", "typical"))
+    runs = {"token": token, "typical": typical}
     assert sequence_pvalue(pair, prompt_ids, runs["token"]) > LEVEL
     assert sequence_pvalue(pair, prompt_ids, runs["typical"]) < 1e-6 < LEVEL
     with torch.inference_mode():
