@@ -16,7 +16,6 @@ import argparse
 import json
 import random
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,20 +25,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from transformers import DynamicCache  # noqa: E402
 
+from benchmarks import head_step  # noqa: E402  (its clock and its --clock)
 from specviz.core.bench.questions import load_questions  # noqa: E402
 from specviz.core.decoding.forward import forward, step  # noqa: E402
 from specviz.core.decoding.warp import SamplingConfig  # noqa: E402
 from specviz.core.drafters.registry import DrafterConfig  # noqa: E402
 from specviz.core.engine.speculative import SpeculativeEngine  # noqa: E402
-from specviz.core.engine.threads import set_threads  # noqa: E402
 from specviz.core.models.builtin import resources_dir  # noqa: E402
-from specviz.core.models.chat import render  # noqa: E402
+from specviz.core.models.chat import render, template_of  # noqa: E402
 from specviz.core.models.pair import load_pair  # noqa: E402
 from specviz.core.trace.records import Settings  # noqa: E402
 
 GREEDY = SamplingConfig(temperature=0)
-CLOCK = {"cpu": time.thread_time, "wall": time.perf_counter}
-clock = time.thread_time  # main() sets it
 
 
 def alone(pair, ids: list[int], tokens: int) -> tuple[list[int], float]:
@@ -48,11 +45,11 @@ def alone(pair, ids: list[int], tokens: int) -> tuple[list[int], float]:
     with torch.inference_mode():
         token = int(forward(pair.target, ids, cache, pair.vocab_size, keep=1)[0].argmax())
         out = [token]
-        start = clock()
+        start = head_step.clock()
         while len(out) < tokens:
             token = step(pair.target, token, cache, pair.vocab_size, GREEDY, None)
             out.append(token)
-        return out, clock() - start
+        return out, head_step.clock() - start
 
 
 def session(pair, ids: list[int], tokens: int, k: int, head: str | None):
@@ -61,9 +58,9 @@ def session(pair, ids: list[int], tokens: int, k: int, head: str | None):
     engine = SpeculativeEngine(pair, settings, trace=False,
                                drafter=DrafterConfig("eagle3", head=head))  # fmt: skip
     engine.prefill("", prompt_ids=ids, calibrate=False)
-    start = clock()
+    start = head_step.clock()
     rounds = list(engine.run())
-    seconds = clock() - start
+    seconds = head_step.clock() - start
     emitted = [t.id for r in rounds for t in r.tokens if t.emitted]
     return emitted, len(rounds), seconds
 
@@ -77,26 +74,16 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--k", type=int, default=4)
-    parser.add_argument(
-        "--clock",
-        choices=tuple(CLOCK),
-        default=None,
-        help="cpu (one torch thread only) or wall; default cpu with one thread",
-    )
-    parser.add_argument("--threads", type=int, default=None, help="default: the engine's")
+    head_step.add_clock_arguments(parser)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    threads = set_threads(args.threads)
-    global clock
-    args.clock = args.clock or ("cpu" if threads == 1 else "wall")
-    if args.clock == "cpu" and threads != 1:
-        parser.error("--clock cpu measures one thread: give --threads 1")
-    clock = CLOCK[args.clock]
+    head_step.choose_clock(parser, args)
     name = f"builtin:{args.pair}"
     pair = load_pair(name, None, dtype=args.dtype)
     questions = load_questions(resources_dir() / "prompts" / "chat.jsonl")[: args.questions]
-    prompts = [pair.tokenizer(render(pair.tokenizer, q.turns[0]), add_special_tokens=False)
-               ["input_ids"] for q in questions]  # fmt: skip
+    chat = template_of(pair.tokenizer) is not None  # tiny has none: its questions as text
+    texts = [render(pair.tokenizer, q.turns[0]) if chat else q.turns[0] for q in questions]
+    prompts = [pair.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     heads = {"shipped": None, **{h: h for h in args.head}}
     runs = {n: [] for n in ["target alone", *heads]}  # (tokens, passes, seconds, same text)
     rng = random.Random(0)

@@ -141,6 +141,28 @@ CLOCK = {"cpu": time.thread_time, "wall": time.perf_counter}
 clock = time.thread_time  # main() sets it
 
 
+def add_clock_arguments(parser: argparse.ArgumentParser) -> None:
+    """--threads and --clock, as head_step.py and head_speed.py take them."""
+    parser.add_argument("--threads", type=int, default=None, help="default: the engine's")
+    parser.add_argument("--clock", choices=tuple(CLOCK), default=None,
+                        help="cpu: this thread's CPU time (time.thread_time: a process that "
+                        "other work takes the core from is not charged for the wait; one "
+                        "torch thread only); wall: elapsed time (default: cpu with one "
+                        "thread, else wall)")  # fmt: skip
+
+
+def choose_clock(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Set torch's threads and the module's clock from --threads and --clock (args.clock is
+    set to the name chosen); the threads."""
+    global clock
+    threads = set_threads(args.threads)
+    args.clock = args.clock or ("cpu" if threads == 1 else "wall")
+    if args.clock == "cpu" and threads != 1:
+        parser.error("--clock cpu measures one thread: give --threads 1")
+    clock = CLOCK[args.clock]
+    return threads
+
+
 def timed(fn, inner: int) -> float:
     """The fastest of `inner` calls, ms (the least disturbed by other processes)."""
     times = []
@@ -173,20 +195,10 @@ def main() -> int:
     parser.add_argument("--context", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--inner", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="default: the engine's")
-    parser.add_argument("--clock", choices=tuple(CLOCK), default=None,
-                        help="cpu: this thread's CPU time (time.thread_time: a process that "
-                        "other work takes the core from is not charged for the wait; one "
-                        "torch thread only); wall: elapsed time (default: cpu with one "
-                        "thread, else wall)")  # fmt: skip
+    add_clock_arguments(parser)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    threads = set_threads(args.threads)
-    global clock
-    args.clock = args.clock or ("cpu" if threads == 1 else "wall")
-    if args.clock == "cpu" and threads != 1:
-        parser.error("--clock cpu measures one thread: give --threads 1")
-    clock = CLOCK[args.clock]
+    threads = choose_clock(parser, args)
     extra = [h.split("=", 1) for h in args.head]
     configs = []
     for pair in args.pairs.split(","):
