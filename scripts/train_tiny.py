@@ -605,6 +605,8 @@ def main(argv: list[str] | None = None) -> int:
         "only a new draft from it",
     )
     args = ap.parse_args(argv)
+    if args.align_steps and not args.draft_from:  # before anything is loaded or trained
+        ap.error("--align-steps needs --draft-from DIR: the draft to align to")
 
     missing = missing_packages()
     if missing:
@@ -673,8 +675,6 @@ def main(argv: list[str] | None = None) -> int:
         copied = init_draft_from_target(draft, target)
         log(f"draft: initialised from the target's {len(copied)} tensors of the same name")
     if cfg.align_steps:  # the target moves toward what this draft can follow
-        if not args.draft_from:
-            raise SystemExit("--align-steps needs --draft-from DIR: the draft to align to")
         draft.eval()
         align_run = train(target, train_stream, cfg, cfg.align_steps, cfg.align_lr, "align",
                           args.seed + 2, held=held_stream, partner=draft)  # fmt: skip

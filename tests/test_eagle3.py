@@ -87,7 +87,9 @@ def test_greedy_equals_target_generate(pair, head_dir, width):
         assert sum(r.n_drafted for r in rounds) >= len(rounds) > 1  # the head drafted
 
 
-CASES = [(1, 1.0), (1, 0.7), (3, 1.0), (3, 0.7)]
+# A chain at T 0.7 and a tree at T 1 here; tests/test_eagle3_builtin.py runs the other two
+# (a chain at T 1, a tree at T 0.7) on builtin:tiny's trained head.
+CASES = [(1, 0.7), (3, 1.0)]
 
 
 @pytest.mark.parametrize("width,temperature", CASES)

@@ -59,7 +59,7 @@ def test_greedy_equals_the_targets_greedy_and_the_head_keeps_drafts(tiny, width)
     assert drafter_notes(header) == []  # on its own layers: nothing to say
 
 
-# T 1 chains, T 0.7 trees here; test_eagle3.py runs all four on the test GPT-2's random head
+# T 1 chains, T 0.7 trees here; test_eagle3.py the other two on the test GPT-2's random head
 @pytest.mark.parametrize("width,temperature", [(1, 1.0), (2, 0.7)])
 def test_sequences_follow_the_target(tiny, width, temperature):
     settings = Settings(k=3, temperature=temperature, max_new_tokens=3, tree_width=width,
