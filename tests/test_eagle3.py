@@ -22,6 +22,7 @@ from specviz.core.drafters.registry import DrafterConfig
 from specviz.core.engine.speculative import SpeculativeEngine
 from specviz.core.trace.records import Settings
 from tests.test_drafters import (
+    PROMPTS,
     greedy_reference,
     looping_prompt,
     run_sequences,
@@ -262,3 +263,29 @@ def test_a_head_stored_without_lm_head_takes_the_targets_rows(pair, tmp_path):
     save_head(head, tmp_path / "full", verifier="fixture", dtype=torch.float32)
     drafter = make_drafter(DrafterConfig("eagle3", head=str(tmp_path / "full")), target_only(pair))
     assert not any("lm_head" in n for n in drafter.notes)
+
+
+def test_batched_greedy_answers_are_generate_one_prompt_at_a_time(pair):
+    """check-head's answers (fit.greedy_answers: prompts of different lengths, padded on the
+    left, 2 at a time) are generate()'s for each prompt alone, token for token, an answer
+    that ends early included (its end token kept, the padding after it cut)."""
+    import copy
+
+    from specviz.core.drafters.eagle3.fit import greedy_answers
+
+    target = copy.deepcopy(pair.target)
+    prompts = [pair.tokenizer(p)["input_ids"] for p in (*PROMPTS, "the", "A fool and")]
+    plain = greedy_answers(target, prompts, 10, pair.eos_token_id, batch=2)
+    end = plain[0][len(prompts[0]) + 3]  # a token the first answer writes: now its end
+    target.generation_config.eos_token_id = end
+    batched = greedy_answers(target, prompts, 10, end, batch=2)
+    alone = []
+    for ids in prompts:
+        t = torch.tensor([ids])
+        with torch.inference_mode():
+            out = target.generate(t, attention_mask=torch.ones_like(t), max_new_tokens=10,
+                                  do_sample=False, pad_token_id=end)  # fmt: skip
+        alone.append(out[0].tolist())
+    assert batched == alone
+    assert len(batched[0]) < len(prompts[0]) + 10 and batched[0][-1] == end  # ended early
+    assert any(len(b) == len(p) + 10 for b, p in zip(batched, prompts, strict=True))

@@ -72,10 +72,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def measure(args: argparse.Namespace, target: str) -> dict:
-    import torch
-
     from specviz.core.bench.questions import load_questions
-    from specviz.core.drafters.eagle3.fit import CLEAR, best, fit, z_score
+    from specviz.core.drafters.eagle3.fit import CLEAR, best, fit, greedy_answers, z_score
     from specviz.core.drafters.registry import DrafterConfig, make_drafter
     from specviz.core.models.builtin import resources_dir
     from specviz.core.models.chat import render
@@ -87,19 +85,10 @@ def measure(args: argparse.Namespace, target: str) -> dict:
     chat = bool(getattr(pair.tokenizer, "chat_template", None)) and not args.no_chat
     default = resources_dir() / "prompts" / ("chat.jsonl" if chat else "bench.jsonl")
     prompts = [q.turns[0] for q in load_questions(args.prompts or default)]
-    sequences, starts = [], []
-    device = pair.device
-    for prompt in prompts:
-        text = render(pair.tokenizer, prompt) if chat else prompt
-        ids = pair.tokenizer(text, add_special_tokens=not chat)["input_ids"][-2048:]
-        with torch.inference_mode():
-            tensor = torch.tensor([ids], device=device)
-            out = pair.target.generate(
-                tensor, attention_mask=torch.ones_like(tensor), max_new_tokens=args.tokens,
-                do_sample=False, pad_token_id=pair.eos_token_id,
-            )  # fmt: skip
-        sequences.append(out[0].tolist())
-        starts.append(len(ids))
+    texts = [render(pair.tokenizer, p) if chat else p for p in prompts]
+    ids = [pair.tokenizer(t, add_special_tokens=not chat)["input_ids"][-2048:] for t in texts]
+    sequences = greedy_answers(pair.target, ids, args.tokens, pair.eos_token_id)
+    starts = [len(p) for p in ids]
     fits = fit(drafter.head, drafter.embed, pair.target, sequences, starts, args.steps)
     top = best(fits)
     own = next(f for f in fits if f.shift == 0)

@@ -210,6 +210,36 @@ def _sequence_fit(head, embed, states, greedy, probs, seq, start, layers, steps)
     return hits, counts, expected
 
 
+def greedy_answers(target, prompts: Sequence[Sequence[int]], tokens: int, eos: int | None,
+                   batch: int = 8) -> list[list[int]]:  # fmt: skip
+    """Each prompt followed by the target's greedy answer of at most `tokens` tokens (up to
+    and with its end token, as generate() one prompt at a time gives it): the sequences
+    `fit` measures on. Prompts go `batch` at a time, padded on the left and masked (18
+    answers of 64 tokens: 26.7 s of CPU instead of 65.7 on smollm2, 1.7 instead of 5.4 on
+    tiny, every token the same in float32)."""
+    device = next(target.parameters()).device
+    pad = eos if eos is not None else 0  # the padding: masked on the left, cut on the right
+    ends = getattr(target.generation_config, "eos_token_id", None)  # what stops generate()
+    ends = set(ends if isinstance(ends, list) else [ends]) - {None}
+    out = []
+    for first in range(0, len(prompts), batch):
+        chunk = [list(p) for p in prompts[first : first + batch]]
+        width = max(map(len, chunk))
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk],
+                            device=device)  # fmt: skip
+        with torch.inference_mode():
+            rows = target.generate(ids, attention_mask=mask, max_new_tokens=tokens,
+                                   do_sample=False, pad_token_id=pad).tolist()  # fmt: skip
+        for prompt, row in zip(chunk, rows, strict=True):
+            answer = row[width:]
+            stop = next((i for i, t in enumerate(answer) if t in ends), None)
+            if stop is not None:  # its end token, then a finished row's padding
+                answer = answer[: stop + 1]
+            out.append(prompt + answer)
+    return out
+
+
 def best(fits: Sequence[Fit]) -> Fit:
     """The fit whose first drafts match the target most often (the configured one on a
     tie): position 1 reads the target's states directly; later positions read the head's."""
