@@ -10,21 +10,11 @@ GUI. The session that holds them is specviz.core.trace.session; files are specvi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from specviz.core.trace import verifiers
-from specviz.core.trace.extras.base import NO_EXTRAS, Extras
-
-if TYPE_CHECKING:
-    from specviz.core.trace.extras.block import BlockNumbers
-    from specviz.core.trace.extras.copied import CopiedFrom
-    from specviz.core.trace.extras.greedy_diff import GreedyDiff
-    from specviz.core.trace.extras.matched import SuffixMatch
-    from specviz.core.trace.extras.pieces import DraftPieces
-    from specviz.core.trace.extras.probes import Probes
-    from specviz.core.trace.extras.tree import TokenTree
-    from specviz.core.trace.extras.typical import TypicalThresholds
 
 E = TypeVar("E")
 
@@ -311,6 +301,44 @@ class TokenEvent:
         return self.status in EMITTED
 
 
+class Extras(Mapping[str, Any]):
+    """A round's extras by key (core.trace.extras), in the line's order: read-only and
+    hashable, as the frozen round that holds them."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, Any] | None = None) -> None:
+        self._items = dict(items or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._items.items()))
+
+    def __repr__(self) -> str:
+        return f"Extras({self._items!r})"
+
+
+NO_EXTRAS = Extras()
+
+
+class _ExtraByKey:
+    """`round.NAME`: the round's extra whose key is NAME (typed, core.trace.extras), or None."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    def __get__(self, rnd: Round | None, owner: type | None = None) -> Any:
+        return self if rnd is None else rnd.extras.get(self.key)
+
+
 @dataclass(frozen=True)
 class Round:
     """One draft-and-verify round: K drafted tokens, their verdicts, one target token."""
@@ -340,38 +368,18 @@ class Round:
         """The round's extra of type cls (a core.trace.extras class), or None."""
         return self.extras.get(cls.key)
 
-    # The extras of today's rules and drafters, by name (core.trace.extras says what each holds).
-    @property
-    def probes(self) -> Probes | None:
-        return self.extras.get("probes")
-
-    @property
-    def copied_from(self) -> CopiedFrom | None:
-        return self.extras.get("copied_from")
-
-    @property
-    def block(self) -> BlockNumbers | None:
-        return self.extras.get("block")
-
-    @property
-    def typical(self) -> TypicalThresholds | None:
-        return self.extras.get("typical")
-
-    @property
-    def tree(self) -> TokenTree | None:
-        return self.extras.get("tree")
-
-    @property
-    def greedy_diff(self) -> GreedyDiff | None:
-        return self.extras.get("greedy_diff")
-
-    @property
-    def matched(self) -> SuffixMatch | None:
-        return self.extras.get("matched")
-
-    @property
-    def draft_pieces(self) -> DraftPieces | None:
-        return self.extras.get("draft_pieces")
+    # The extras of today's rules and drafters by key, typed (core.trace.extras.registry
+    # lists their classes; records, below them, names none): extras.probes.Probes,
+    # copied.CopiedFrom, block.BlockNumbers, typical.TypicalThresholds, tree.TokenTree,
+    # greedy_diff.GreedyDiff, matched.SuffixMatch, pieces.DraftPieces.
+    probes = _ExtraByKey()
+    copied_from = _ExtraByKey()
+    block = _ExtraByKey()
+    typical = _ExtraByKey()
+    tree = _ExtraByKey()
+    greedy_diff = _ExtraByKey()
+    matched = _ExtraByKey()
+    draft_pieces = _ExtraByKey()
 
     @property
     def emitted(self) -> tuple[TokenEvent, ...]:

@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specviz.core.trace.extras import registry
-from specviz.core.trace.extras.base import NO_EXTRAS, Extras
-from specviz.core.trace.records import ROUND_SCALARS, Round, Settings, TokenEvent
+from specviz.core.trace.records import NO_EXTRAS, ROUND_SCALARS, Extras, Round, Settings, TokenEvent
 
 
 def make_round(

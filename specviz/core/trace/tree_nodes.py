@@ -62,7 +62,7 @@ class TreeNodes:
 
 def tree_levels(parents: Sequence[int]) -> int:
     """The tree's levels (its deepest node's depth); 0 for no nodes or a malformed tree
-    (the trace's checks name it: core.trace.extras.tree_check)."""
+    (the trace's checks name it: core.trace.extras.tree.check_tree)."""
     try:
         return TreeNodes.of(parents).depth
     except (ValueError, TypeError):

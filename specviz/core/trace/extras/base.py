@@ -28,7 +28,7 @@ and make_round loop over it. Pure Python, no torch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -103,31 +103,3 @@ class Extra:
         """The accept test the round's rule ran at a drafted position, from these numbers
         (drafted: the token drafted there); None where they hold none."""
         return None
-
-
-class Extras(Mapping[str, Any]):
-    """A round's extras by key (core.trace.extras), in the line's order: read-only and
-    hashable, as the frozen round that holds them."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: Mapping[str, Any] | None = None) -> None:
-        self._items = dict(items or {})
-
-    def __getitem__(self, key: str) -> Any:
-        return self._items[key]
-
-    def __iter__(self):
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self._items.items()))
-
-    def __repr__(self) -> str:
-        return f"Extras({self._items!r})"
-
-
-NO_EXTRAS = Extras()
