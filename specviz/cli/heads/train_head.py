@@ -80,6 +80,9 @@ def add_parser(sub) -> None:
         metavar="CKPT",
         help="continue a checkpoint (default: DIR/checkpoint.pt)",
     )
+    p.add_argument("--from-head", metavar="HEAD",
+                   help="warm start: a trained head's weights, layers and draft vocabulary "
+                   "(a fresh optimizer and schedule; where no checkpoint was kept)")  # fmt: skip
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--batch", type=int, default=8, help="sequences per step, all ranks")
     p.add_argument("--epochs", type=float, default=5.0)
@@ -107,7 +110,7 @@ def _config(args: argparse.Namespace):
     except ValueError:
         raise TrainError(f"--layers {args.layers}: comma-separated layer ids") from None
     return TrainConfig(
-        target=args.target, out=args.out, layers=layers,
+        target=args.target, out=args.out, layers=layers, from_head=args.from_head or "",
         draft_vocab=args.draft_vocab or 32768, ttt=args.ttt, topk=args.topk, format=args.format,
         data=tuple(args.data), eval_data=tuple(args.eval_data), max_length=args.max_length,
         lr=args.lr, batch=args.batch, pack_tokens=args.pack_tokens, epochs=args.epochs,

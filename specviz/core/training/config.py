@@ -21,6 +21,9 @@ class TrainConfig:
     layers: tuple[int, ...] = ()  # aux layer ids (transformers' hidden_states[i]); (): default
     draft_vocab: int = 32768  # speculators' and SpecForge's default; capped at the target's
     ttt: int = 3  # training-time test steps (speculators' default)
+    # A warm start: a trained head's folder whose weights, aux layers and draft vocabulary
+    # the run starts from (its optimizer and schedule fresh); "": a new head.
+    from_head: str = ""
     format: str = "speculators"  # "sglang": SGLang's layout too, in OUT/sglang
     decay: float = 0.8  # the loss weight of step s is decay ** s
     # The soft label: 0, the target's whole distribution over the draft vocabulary
@@ -42,7 +45,7 @@ class TrainConfig:
     seed: int = 0
     # budgets and bookkeeping
     minutes: float = 0.0  # 0: no time budget
-    tokens: int = 0  # training tokens (prefill tokens over all ranks); 0: no token budget
+    tokens: int = 0  # training tokens (positions a loss falls on, all ranks); 0: no budget
     save_every: int = 50  # steps between checkpoints
     eval_every: int = 50  # steps between held-out measurements (the curve)
     patience: int = 4  # evaluations without a better #MAT before an early stop; 0: never

@@ -147,7 +147,12 @@ def model_card(report: dict) -> str:
         f"- recipe: KL to the target's distribution over the draft vocabulary"
         f"{_topk(report['config'].get('topk'))} (computed online "
         f"from its prefill), lr {report['config']['lr']}, global batch "
-        f"{report['config']['batch']} sequences, {report['world_size']} rank(s)",
+        f"{report['config']['batch']} sequences, {report['world_size']} rank(s)"
+        + (
+            f"; warm-started from {report['config']['from_head']} (its weights)"
+            if report["config"].get("from_head")
+            else ""
+        ),
         "",
         "## Data",
         "",

@@ -89,9 +89,10 @@ def pick_device(name: str, local_rank: int) -> str:
 
 
 def load_teacher(config: TrainConfig, device: str, say: Callable[[str], None],
-                 saved: dict | None = None):  # fmt: skip
+                 saved: dict | None = None, warm: bool = False):  # fmt: skip
     """(Teacher, tokenizer, the target's config) with the aux layers hooked; saved: a
-    checkpoint's identity, whose shapes the target must have (TrainError)."""
+    checkpoint's identity, whose shapes the target must have (TrainError); warm: the
+    layers are config.from_head's (--layers, if given, must be the same)."""
     from specviz.core.models.pair import ModelLoadError, load_pair
 
     dtype = config.dtype
@@ -108,7 +109,31 @@ def load_teacher(config: TrainConfig, device: str, say: Callable[[str], None],
                   "vocab": int(pair.target.get_output_embeddings().weight.shape[0])}  # fmt: skip
         checkpoint.check_identity(saved, shapes)
     layers = config.layers or default_layers(text.num_hidden_layers)
+    if warm:
+        from specviz.core.drafters.eagle3.format import read_config
+
+        head_layers = read_config(Path(config.from_head), text.num_hidden_layers)[0].aux_layers
+        if config.layers and tuple(config.layers) != tuple(head_layers):
+            raise TrainError(f"--from-head {config.from_head} reads layers {list(head_layers)}, "
+                             f"not --layers {list(config.layers)}")  # fmt: skip
+        layers = head_layers
     return Teacher(pair.target, tuple(layers)), pair.tokenizer, pair.target.config
+
+
+def warm_head(config: TrainConfig, teacher: Teacher, target_config, draft_vocab_given: bool):
+    """(the head in config.from_head, its draft ids): its weights to start from, checked
+    against this target (HeadError) and --draft-vocab if given (TrainError)."""
+    from specviz.core.drafters.eagle3.format import build_head
+
+    text = target_config.get_text_config()
+    head, hc, _ = build_head(Path(config.from_head), text.num_hidden_layers, text.hidden_size,
+                             int(teacher.weight.shape[0]), lm_head_from=teacher.weight.float(),
+                             lm_head_note=False)  # fmt: skip
+    if draft_vocab_given and config.draft_vocab != hc.draft_vocab:
+        raise TrainError(f"--from-head {config.from_head} drafts {hc.draft_vocab} tokens, not "
+                         f"--draft-vocab {config.draft_vocab}")  # fmt: skip
+    ids = (torch.arange(hc.draft_vocab) + head.d2t.long()).tolist()
+    return head, ids
 
 
 def max_positions(target_config) -> int | None:
@@ -159,7 +184,8 @@ def prepare(config: TrainConfig, resume: Path | None, draft_vocab_given: bool,
         raise TrainError(f"--batch {config.batch} is smaller than the {world} ranks")
     device = pick_device(config.device, local)
     saved = blob["identity"] if blob is not None else None
-    teacher, tokenizer, target_config = load_teacher(config, device, say, saved)
+    warm = bool(config.from_head) and blob is None  # a resumed run has its own weights
+    teacher, tokenizer, target_config = load_teacher(config, device, say, saved, warm)
     config = dataclasses.replace(config, layers=teacher.layers)
     positions = max_positions(target_config)
     if positions is not None and config.max_length > positions:  # past it: an index error
@@ -169,9 +195,17 @@ def prepare(config: TrainConfig, resume: Path | None, draft_vocab_given: bool,
     data_sha = examples.fingerprint(train + held, weights)
     ident = checkpoint.identity(teacher, config.target)
     vocab = teacher.weight.shape[0]
+    warm_start = None
     if blob is not None:
         checkpoint.check_resume(blob, ident, config, draft_vocab_given, data_sha)
         draft_ids = list(blob["draft_ids"])
+    elif warm:
+        warm_start, draft_ids = warm_head(config, teacher, target_config, draft_vocab_given)
+        config = dataclasses.replace(config, draft_vocab=len(draft_ids))
+        say(
+            f"warm start: {config.from_head} (its weights, layers {list(config.layers)} and "
+            f"draft vocabulary of {len(draft_ids):,}; a fresh optimizer and schedule)"
+        )
     else:
         eos = tokenizer.eos_token_id
         always = tuple(i for i in (eos, tokenizer.pad_token_id, tokenizer.bos_token_id)
@@ -180,6 +214,14 @@ def prepare(config: TrainConfig, resume: Path | None, draft_vocab_given: bool,
     torch.manual_seed(config.seed)
     hc = head_config(target_config, config.layers, len(draft_ids), config.ttt)
     head = new_head(hc, teacher.weight, draft_ids).to(teacher.device)
+    if warm_start is not None:
+        try:
+            head.load_state_dict(warm_start.state_dict())
+        except RuntimeError as e:  # another decoder layer's shapes
+            raise TrainError(
+                f"--from-head {config.from_head}: its layer is not the one "
+                f"this target's head has ({str(e).splitlines()[-1].strip()})"
+            ) from None
     params = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0, betas=(0.9, 0.95))
     state = RunState(minutes=config.minutes, tokens=config.tokens)
