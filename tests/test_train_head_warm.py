@@ -33,6 +33,10 @@ def test_a_warm_start_takes_the_heads_weights_layers_and_vocabulary(tmp_path):
     assert warm["layers"] == shipped["eagle_aux_hidden_state_layer_ids"] != fresh["layers"]
     assert warm["draft_vocab"] == shipped["draft_vocab_size"] != fresh["draft_vocab"]
     assert warm["config"]["from_head"] == str(TINY_HEAD)
+    # its curve begins with the head as it came: measured before the first step
+    assert warm["curve"][0]["step"] == 0 and warm["curve"][0]["loss"] is None
+    assert fresh["curve"][0]["step"] > 0
+    assert warm["curve"][0]["mat_k4"] > fresh["curve"][-1]["mat_k4"]
     # the same first batch (same data, seed and order): the trained head fits it far better
     assert warm["losses"][0]["loss"] < 0.5 * fresh["losses"][0]["loss"], (warm, fresh)
     assert f"warm-started from {TINY_HEAD}" in (tmp_path / "warm" / "README.md").read_text()

@@ -91,8 +91,9 @@ def _reduce_grads(run: Run) -> None:
         at += p.numel()
 
 
-def evaluate(run: Run, elapsed: float, loss: float) -> dict:
-    """Measure the held-out acceptance, add it to the curve, keep the best head."""
+def evaluate(run: Run, elapsed: float, loss: float | None) -> dict:
+    """Measure the held-out acceptance, add it to the curve, keep the best head (loss None:
+    before the first step)."""
     steps = max(run.config.ttt, 4)
     with _autocast(run):
         figures = measure(run.head, run.teacher, run.held, run.draft_ids, steps,
@@ -100,7 +101,7 @@ def evaluate(run: Run, elapsed: float, loss: float) -> dict:
     s = run.state
     entry = {"step": s.step, "tokens": s.tokens_seen, "trained": s.trained_seen,
              "seconds": round(s.seconds + elapsed, 1),
-             "loss": round(loss, 4), **figures}  # fmt: skip
+             "loss": None if loss is None else round(loss, 4), **figures}  # fmt: skip
     s.curve.append(entry)
     if entry["mat_k4"] > s.best_mat * 1.001 or run.best is None:
         s.best_mat, s.best_step, s.stale = entry["mat_k4"], s.step, 0
@@ -157,6 +158,8 @@ def train(run: Run, say: Callable[[str], None]) -> str:
     loss, reason = float("nan"), ""
     try:
         stream = examples.batch_stream(run.train, run.weights, c.batch, c.seed, s.step)
+        if c.from_head and not s.curve:  # a warm start's curve begins where its head stands
+            _said(run, evaluate(run, 0.0, None), say)
         run.head.train()
         while not (reason := _agreed_stop(run, s.budget_left(time.perf_counter() - start)
                                           or reason, bool(interrupted))):  # fmt: skip
@@ -171,10 +174,7 @@ def train(run: Run, say: Callable[[str], None]) -> str:
                 s.losses.append({"step": s.step, "loss": round(loss, 4)})
                 say(progress_line(run, loss, rate, elapsed))
             if s.step % c.eval_every == 0 or s.step >= s.total_steps:
-                entry = evaluate(run, elapsed, loss)
-                say(f"held out at step {s.step}: acceptance {entry['acceptance']}, #MAT K 3 "
-                    f"{entry['mat_k3']:.2f}, K 4 {entry['mat_k4']:.2f} (best "
-                    f"{s.best_mat:.2f} at step {s.best_step})")  # fmt: skip
+                _said(run, evaluate(run, elapsed, loss), say)
                 if c.patience and s.stale >= c.patience:
                     reason = "early stop"
                 if run.rank == 0:  # the curve so far, readable while the run goes on
@@ -195,6 +195,13 @@ def train(run: Run, say: Callable[[str], None]) -> str:
         export(run)
     _barrier(run)
     return reason
+
+
+def _said(run: Run, entry: dict, say) -> None:
+    s = run.state
+    say(f"held out at step {s.step}: acceptance {entry['acceptance']}, #MAT K 3 "
+        f"{entry['mat_k3']:.2f}, K 4 {entry['mat_k4']:.2f} (best {s.best_mat:.2f} at step "
+        f"{s.best_step})")  # fmt: skip
 
 
 def progress_line(run: Run, loss: float, rate: float, elapsed: float) -> str:
