@@ -100,6 +100,10 @@ def test_token_id_shards_are_read_with_their_answer_starts_and_tokenizer(tokeniz
     (folder / "meta.json").write_text(json.dumps(meta))
     source = sources.read_source(str(folder))
     assert source.kind == "ids" and source.bytes < 4 * 32 + 400  # int32 ids, small header
+    assert source.licence.startswith("not known")  # the meta names none
+    (folder / "meta.json").write_text(json.dumps({**meta, "licence": "the target's own text"}))
+    assert sources.read_source(str(folder)).licence == "the target's own text"
+    (folder / "meta.json").write_text(json.dumps(meta))
     found = examples.encode_sources(tokenizer, [source], 64, print)
     assert [list(e.ids) for e in found] == [s for s, _ in seqs]
     assert [e.mask.index(True) for e in found] == [5, 8]

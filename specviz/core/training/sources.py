@@ -65,7 +65,10 @@ class Source:
 
     @property
     def licence(self) -> str:
-        return licence_of(self.path)
+        """What may be done with the text: a shard folder's own meta.json says (the target's
+        text is under the target's licence), else the file's known place (licence_of)."""
+        said = (self.meta or {}).get("licence")
+        return said[:300] if isinstance(said, str) and said.strip() else licence_of(self.path)
 
 
 def max_line() -> int:
