@@ -5,6 +5,8 @@ byte, and a wrong recorded test is named by its check."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -77,6 +79,15 @@ def test_lenient_rounds_are_recorded_and_checked(pair, tmp_path):
     rounds = [bad if r is rnd else r for r in session.rounds]
     problems = check_session(Session(header, rounds))
     assert any(p.field == "lenient.accept[0]" for p in problems)
+    # a lenient round without its numbers, and its numbers in a token rule's round
+    bare = with_extras(rnd, lenient=None)
+    rounds = [bare if r is rnd else r for r in session.rounds]
+    said = [p.message for p in check_session(Session(header, rounds))]
+    assert "a lenient round without its numbers" in said, said
+    token = dataclasses.replace(rnd, settings=dataclasses.replace(rnd.settings, verifier="token"))
+    rounds = [token if r is rnd else r for r in session.rounds]
+    said = [p.message for p in check_session(Session(header, rounds))]
+    assert "lenient numbers in a round not verified by the lenient rule" in said, said
 
 
 def test_the_end_to_end_test_passes_at_one_and_fails_at_a_half(pair, monkeypatch):

@@ -103,3 +103,20 @@ class Extra:
         """The accept test the round's rule ran at a drafted position, from these numbers
         (drafted: the token drafted there); None where they hold none."""
         return None
+
+
+def rule_round(
+    rnd: Round, settings: Settings, rule: str, numbers: Extra | None, what: str
+) -> tuple[list[tuple[str, str]], list[TokenEvent] | None]:
+    """The start of a verification rule's extra's check: (the problems found, the judged
+    tokens its numbers must match, or None when nothing more is to be checked): a round of
+    another rule holds none of its numbers, and a round of the rule that judged tokens holds
+    them (`what`: the numbers' name in the message)."""
+    if settings.verifier != rule and numbers is None:
+        return [], None
+    if rnd.settings is not None and rnd.settings.verifier != rule:
+        return [(rule, f"{rule} numbers in a round not verified by the {rule} rule")], None
+    judged = [t for t in rnd.tokens if t.status in JUDGED]
+    if numbers is None:
+        return ([(rule, f"a {rule} round without its {what}")] if judged else []), None
+    return [], judged

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.core.trace.extras.base import JUDGED, Extra, Found, PositionTest
+from specviz.core.trace.extras.base import Extra, Found, PositionTest, rule_round
 from specviz.core.trace.extras.block import unit_lists
 from specviz.core.trace.records import Round, SessionHeader, Settings, TokenEvent, TraceError
 
@@ -58,15 +58,9 @@ class LenientNumbers(Extra):
         """One test per judged token, each min(1, p/(l q)) of its token, u below it exactly
         when the token was kept."""
         numbers = rnd.extras.get(cls.key)
-        if settings.verifier != "lenient" and numbers is None:
-            return
-        if rnd.settings is not None and rnd.settings.verifier != "lenient":
-            yield "lenient", "lenient numbers in a round not verified by the lenient rule"
-            return
-        judged = [t for t in rnd.tokens if t.status in JUDGED]
-        if numbers is None:
-            if judged:
-                yield "lenient", "a lenient round without its numbers"
+        problems, judged = rule_round(rnd, settings, "lenient", numbers, "numbers")
+        yield from problems
+        if judged is None:
             return
         if len(numbers.accept) != len(judged):
             yield "lenient", f"{len(numbers.accept)} tests for {len(judged)} judged tokens"

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.core.trace.extras.base import JUDGED, Extra, Found, PositionTest
+from specviz.core.trace.extras.base import Extra, Found, PositionTest, rule_round
 from specviz.core.trace.extras.block import unit_lists
 from specviz.core.trace.records import Round, SessionHeader, Settings, TokenEvent
 
@@ -54,15 +54,9 @@ class TypicalThresholds(Extra):
         """One threshold per judged token, an accepted token's p above its threshold and a
         rejected one's not."""
         typical = rnd.typical
-        if settings.verifier != "typical" and typical is None:
-            return
-        if rnd.settings is not None and rnd.settings.verifier != "typical":
-            yield "typical", "typical numbers in a round not verified by the typical rule"
-            return
-        judged = [t for t in rnd.tokens if t.status in JUDGED]
-        if typical is None:
-            if judged:
-                yield "typical", "a typical round without its thresholds"
+        problems, judged = rule_round(rnd, settings, "typical", typical, "thresholds")
+        yield from problems
+        if judged is None:
             return
         threshold = typical.threshold
         if len(threshold) != len(judged):
