@@ -1,0 +1,126 @@
+"""What the target's verify pass over k tokens costs against a pass over one, on this CPU, and
+where the difference goes. Not a test.
+
+Speculation pays only when the tokens a round keeps outnumber what its pass costs in
+single-token passes: a round's gain is at most #MAT / (T(K+1)/T(1) + K c). On a CPU with
+bf16 units T(5) is close to T(1) (the pass reads its weights once either way); on one
+without them, in float32, the matrix products over a few rows are compute-bound and T(5)
+can cost nearly two T(1). This prints, in one process with the sizes interleaved per repeat
+(CPU clock of the one torch thread the engine runs by default, medians):
+
+- T(k) for k = 1..8 after a prefill, and T(k)/T(1);
+- the share of T(1) and T(5) spent in matrix products (torch.profiler, aten::mm/addmm);
+- the rate of the BLAS torch uses against numpy's (each multiplying 1024 x 1024 matrices,
+  weights in cache), which says whether torch's products run at what this CPU can do.
+
+    python benchmarks/verify_pass.py --pair smollm2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy's BLAS on one thread, as torch's
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from specviz.core.models.builtin import get_pair  # noqa: E402
+from specviz.core.models.dtype_probe import machine  # noqa: E402
+from specviz.core.models.pair import load_pair  # noqa: E402
+
+SIZES = range(1, 9)
+
+
+def pass_ms(model, cache, prefix: int, k: int, clock) -> float:
+    """One cached pass over k new tokens after `prefix` cached ones, in ms; the cache is
+    cropped back to the prefix (`prefix` names what stays, for the reader)."""
+    ids = torch.randint(100, 20000, (1, k))
+    start = clock()
+    model(input_ids=ids, past_key_values=cache, use_cache=True)
+    spent = clock() - start
+    cache.crop(-k)  # transformers 5 crops by a negative count
+    return 1e3 * spent
+
+
+def product_share(model, cache, prefix: int, k: int) -> float:
+    """The share of a k-token pass's CPU time in matrix products (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    ids = torch.randint(100, 20000, (1, k))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            model(input_ids=ids, past_key_values=cache, use_cache=True)
+            cache.crop(-k)  # transformers 5 crops by a negative count
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    mm = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm"))
+    return mm / total
+
+
+def gflops(multiply, repeats: int = 5) -> float:
+    """The best rate of a 1024 x 1024 float32 matrix product through `multiply`."""
+    a, b = (
+        np.random.rand(1024, 1024).astype(np.float32),
+        np.random.rand(1024, 1024).astype(np.float32),
+    )
+    multiply(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.thread_time()
+        multiply(a, b)
+        best = min(best, time.thread_time() - start)
+    return 2 * 1024**3 / best / 1e9
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pair", default="smollm2", help="a built-in pair's target")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--prefix", type=int, default=128, help="cached tokens before a pass")
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    random.seed(0)
+    from transformers import DynamicCache
+
+    pair = load_pair(f"builtin:{get_pair(args.pair).name}", None, dtype=args.dtype)
+    model = pair.target.eval()
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode():
+        model(input_ids=torch.randint(100, 20000, (1, args.prefix)), past_key_values=cache,
+              use_cache=True)  # fmt: skip
+        times: dict[int, list[float]] = {k: [] for k in SIZES}
+        for _ in range(args.repeats):
+            order = list(SIZES)
+            random.shuffle(order)
+            for k in order:
+                times[k].append(pass_ms(model, cache, args.prefix, k, time.thread_time))
+        shares = {k: product_share(model, cache, args.prefix, k) for k in (1, 5)}
+    t1 = statistics.median(times[1])
+    where = machine()
+    flags = ", ".join(where["cpu_flags"]) or "none of those it looks for"
+    print(f"{where['cpu']} (flags: {flags}); builtin:{args.pair} target, {args.dtype}, "
+          f"1 torch thread, {args.prefix} cached tokens, medians of {args.repeats}")  # fmt: skip
+    print("  k   T(k) ms   T(k)/T(1)")
+    for k in SIZES:
+        tk = statistics.median(times[k])
+        print(f"{k:3d}  {tk:8.1f}  {tk / t1:9.2f}")
+    print(f"matrix products: {shares[1]:.0%} of T(1), {shares[5]:.0%} of T(5)")
+    torch_rate = gflops(lambda a, b: torch.from_numpy(a) @ torch.from_numpy(b))
+    numpy_rate = gflops(lambda a, b: a @ b)
+    print(f"float32 1024^3 product, 1 thread: torch {torch_rate:.0f} GFLOP/s, numpy "
+          f"{numpy_rate:.0f} GFLOP/s ({torch_rate / numpy_rate:.2f}x)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
