@@ -39,18 +39,18 @@ from specviz.core.models.pair import load_pair  # noqa: E402
 SIZES = range(1, 9)
 
 
-def pass_ms(model, cache, prefix: int, k: int, clock) -> float:
-    """One cached pass over k new tokens after `prefix` cached ones, in ms; the cache is
-    cropped back to the prefix (`prefix` names what stays, for the reader)."""
+def pass_ms(model, cache, k: int) -> float:
+    """One cached pass over k new tokens, in ms of this thread's CPU time; the cache is
+    cropped back to what it held."""
     ids = torch.randint(100, 20000, (1, k))
-    start = clock()
+    start = time.thread_time()
     model(input_ids=ids, past_key_values=cache, use_cache=True)
-    spent = clock() - start
+    spent = time.thread_time() - start
     cache.crop(-k)  # transformers 5 crops by a negative count
     return 1e3 * spent
 
 
-def product_share(model, cache, prefix: int, k: int) -> float:
+def product_share(model, cache, k: int) -> float:
     """The share of a k-token pass's CPU time in matrix products (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             order = list(SIZES)
             random.shuffle(order)
             for k in order:
-                times[k].append(pass_ms(model, cache, args.prefix, k, time.thread_time))
-        shares = {k: product_share(model, cache, args.prefix, k) for k in (1, 5)}
+                times[k].append(pass_ms(model, cache, k))
+        shares = {k: product_share(model, cache, k) for k in (1, 5)}
     t1 = statistics.median(times[1])
     where = machine()
     flags = ", ".join(where["cpu_flags"]) or "none of those it looks for"

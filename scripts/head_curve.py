@@ -14,10 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 MAX_BYTES = 16 << 20  # a training.json is kilobytes
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
@@ -27,7 +25,7 @@ def read_run(spec: str) -> tuple[str, list[tuple[int, float, float]]]:
     label, sep, rest = spec.partition("=")
     if not sep or not label or not rest:
         raise SystemExit(f"head_curve: {spec!r}: expected LABEL=PATH[+N]")
-    path, plus, offset = rest.rpartition("+") if "+" in rest else (rest, "", "0")
+    path, _, offset = rest.rpartition("+") if "+" in rest else (rest, "", "0")
     if not offset.isdigit():
         raise SystemExit(f"head_curve: {spec!r}: +N must be a whole number of tokens")
     p = Path(path)
@@ -65,8 +63,8 @@ def draw(runs: list[tuple[str, list]], out: Path, title: str) -> None:
     item.setXRange(4, 7.3, padding=0)  # 10k .. 20M: the 10M the issue asks for stays in view
     item.addLegend(offset=(10, 10))
     for i, (label, points) in enumerate(runs):
-        points = [pt for pt in points if pt[0] > 0] or points[:1]
-        x = np.array([max(pt[0], 1) for pt in points], dtype=float)
+        points = [pt for pt in points if pt[0] > 0]  # a log axis has no 0
+        x = np.array([pt[0] for pt in points], dtype=float)
         y = np.array([pt[2] for pt in points])
         colour = COLOURS[i % len(COLOURS)]
         item.plot(x, y, pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=6,
@@ -95,5 +93,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))  # run from a checkout
     raise SystemExit(main())
