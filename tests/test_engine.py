@@ -223,13 +223,24 @@ def test_session_context_ids(pair):
         assert before[i] == start + emitted
 
 
-def test_fast_head_gives_the_same_logits_and_greedy_output(pair_dirs, monkeypatch):
+@pytest.mark.parametrize("packed", [False, True], ids=["w-xT", "packed"])
+def test_fast_head_gives_the_same_logits_and_greedy_output(pair_dirs, monkeypatch, packed):
+    """The large CPU head's W @ x^T, or with the loader's packed few-row products
+    (core.models.packed_linear) in its place: the same logits to rounding, the same greedy
+    text as the target's own generate."""
     from specviz.core.models import pair as models
+    from specviz.core.models.packed_linear import ENV_SWITCH, PackedLinear, available
 
+    if packed and not available():
+        pytest.skip("torch without oneDNN")
     monkeypatch.setattr(models, "LARGE_HEAD", 0)  # apply it to the small test head
+    monkeypatch.setenv(ENV_SWITCH, "1" if packed else "0")
     fast = models.load_pair(str(pair_dirs[0]), str(pair_dirs[1]))
     head = fast.target.get_output_embeddings()
-    assert "forward" in vars(head)  # the instance's own forward: applied
+    if packed:
+        assert type(head) is PackedLinear and "forward" not in vars(head)
+    else:
+        assert "forward" in vars(head)  # the instance's own forward: applied
     ids = torch.tensor([[5, 17, 42, 7, 99, 3]])
     with torch.inference_mode():
         hidden = torch.randn(2, 6, head.in_features)

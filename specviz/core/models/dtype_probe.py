@@ -32,6 +32,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.core import resources
+from specviz.core.models.packed_linear import unpack_linears
 
 PROBED = ("float32", "bfloat16")
 # bfloat16 is kept only when its pass of K+1 tokens costs at most 1 - GAIN of float32's, and
@@ -45,7 +46,7 @@ REPS = 7  # timed passes per dtype and width (interleaved), after one warm-up ea
 STEADY = 1.5
 CACHE_FILE = "dtype-probe.json"
 PIN_VARIABLE = "SPECVIZ_DTYPE_AUTO"  # float32 or bfloat16: what auto picks, unprobed
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: float32 timed with its few-row products packed (packed_linear)
 CPU_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile", "avx512f", "avx2", "fp16", "bf16")
 
 # A timer of one pass: (model, width n) -> ms. Injected by the tests.
@@ -164,13 +165,13 @@ def time_pass(model: torch.nn.Module, n: int) -> float:
 def _half_copy(model: torch.nn.Module, rehead: Callable | None) -> torch.nn.Module:
     """A bfloat16 copy, its large CPU head given the product the loader gave the original
     (rehead: core.models.pair.speed_up_head; a copied head would keep computing with the
-    float32 weight)."""
+    float32 weight), its layers plain (a copy of a packed layer has no packed weight)."""
     half = copy.deepcopy(model).to(torch.bfloat16)
+    unpack_linears(half)
     head = half.get_output_embeddings()
-    if "forward" in vars(head):
-        del head.forward
-        if rehead is not None:
-            rehead(half)
+    vars(head).pop("forward", None)
+    if rehead is not None:
+        rehead(half)
     return half
 
 
@@ -255,6 +256,7 @@ def apply_auto_dtype(pair, k: int, split: bool, progress=None, rehead=None):
         torch_dtype = getattr(torch, choice["dtype"])
         for model in (pair.target, pair.draft):
             if model is not None:
+                unpack_linears(model)  # float32 copies the half-precision layers would not use
                 model.to(torch_dtype)
         pair.target_info = dataclasses.replace(pair.target_info, dtype=choice["dtype"])
         if pair.draft_info is not None:
