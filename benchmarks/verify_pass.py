@@ -32,11 +32,13 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from specviz.core.models import packed_linear  # noqa: E402
 from specviz.core.models.builtin import get_pair  # noqa: E402
 from specviz.core.models.dtype_probe import machine  # noqa: E402
 from specviz.core.models.pair import load_pair  # noqa: E402
 
-SIZES = range(1, 9)
+SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
+PRODUCTS = ("aten::mm", "aten::addmm", "mkldnn::_linear_pointwise")
 
 
 def pass_ms(model, cache, k: int) -> float:
@@ -50,6 +52,14 @@ def pass_ms(model, cache, k: int) -> float:
     return 1e3 * spent
 
 
+def set_packed(model, on: bool) -> None:
+    """The loader's packed few-row products on (as loaded) or off (plain F.linear), without
+    repacking: only the layers' class is switched (core.models.packed_linear)."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear) and m in packed_linear._PACKED:
+            m.__class__ = packed_linear.PackedLinear if on else torch.nn.Linear
+
+
 def product_share(model, cache, k: int) -> float:
     """The share of a k-token pass's CPU time in matrix products (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
@@ -61,7 +71,7 @@ def product_share(model, cache, k: int) -> float:
             cache.crop(-k)  # transformers 5 crops by a negative count
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
-    mm = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm"))
+    mm = sum(e.self_cpu_time_total for e in events if e.key in PRODUCTS)
     return mm / total
 
 
@@ -94,27 +104,46 @@ def main(argv: list[str] | None = None) -> int:
 
     pair = load_pair(f"builtin:{get_pair(args.pair).name}", None, dtype=args.dtype)
     model = pair.target.eval()
+    modes = ("plain", "packed") if packed_linear.packed_bytes(model) else ("plain",)
     cache = DynamicCache(config=model.config)
     with torch.inference_mode():
         model(input_ids=torch.randint(100, 20000, (1, args.prefix)), past_key_values=cache,
               use_cache=True)  # fmt: skip
-        times: dict[int, list[float]] = {k: [] for k in SIZES}
+        times: dict[tuple[str, int], list[float]] = {(m, k): [] for m in modes for k in SIZES}
         for _ in range(args.repeats):
-            order = list(SIZES)
+            order = list(times)
             random.shuffle(order)
-            for k in order:
-                times[k].append(pass_ms(model, cache, k))
-        shares = {k: product_share(model, cache, k) for k in (1, 5)}
-    t1 = statistics.median(times[1])
+            for mode, k in order:
+                set_packed(model, mode == "packed")
+                times[(mode, k)].append(pass_ms(model, cache, k))
+        shares = {}
+        for mode in modes:
+            set_packed(model, mode == "packed")
+            shares[mode] = {k: product_share(model, cache, k) for k in (1, 5)}
+    t1 = statistics.median(times[("plain", 1)])
     where = machine()
     flags = ", ".join(where["cpu_flags"]) or "none of those it looks for"
     print(f"{where['cpu']} (flags: {flags}); builtin:{args.pair} target, {args.dtype}, "
           f"1 torch thread, {args.prefix} cached tokens, medians of {args.repeats}")  # fmt: skip
-    print("  k   T(k) ms   T(k)/T(1)")
+    if len(modes) == 1:
+        print("(no packed products: not float32 on the CPU, oneDNN absent, or switched off)")
+    head = "  k   T(k) ms   T(k)/T(1)" + ("   packed ms   /T(1)   plain/packed [range]"
+                                          if len(modes) == 2 else "")  # fmt: skip
+    print(head)
     for k in SIZES:
-        tk = statistics.median(times[k])
-        print(f"{k:3d}  {tk:8.1f}  {tk / t1:9.2f}")
-    print(f"matrix products: {shares[1]:.0%} of T(1), {shares[5]:.0%} of T(5)")
+        plain = times[("plain", k)]
+        line = f"{k:3d}  {statistics.median(plain):8.1f}  {statistics.median(plain) / t1:9.2f}"
+        if len(modes) == 2:
+            packed = times[("packed", k)]
+            ratios = sorted(a / b for a, b in zip(plain, packed, strict=True))  # per repeat
+            line += (
+                f"  {statistics.median(packed):10.1f}  {statistics.median(packed) / t1:6.2f}"
+                f"   {statistics.median(ratios):.2f} [{ratios[0]:.2f}-{ratios[-1]:.2f}]"
+            )
+        print(line)
+    for mode in modes:
+        print(f"matrix products ({mode}): {shares[mode][1]:.0%} of T(1), "
+              f"{shares[mode][5]:.0%} of T(5)")  # fmt: skip
     torch_rate = gflops(lambda a, b: torch.from_numpy(a) @ torch.from_numpy(b))
     numpy_rate = gflops(lambda a, b: a @ b)
     print(f"float32 1024^3 product, 1 thread: torch {torch_rate:.0f} GFLOP/s, numpy "
