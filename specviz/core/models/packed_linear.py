@@ -2,11 +2,11 @@
 
 A verification pass multiplies every weight by K+1 rows. torch's CPU BLAS (MKL) computes a
 product of 2 to ~32 rows far below what the core can do: on a 2-core AMD EPYC with AVX2 only,
-SmolLM2's pass over 5 tokens cost 1.89 passes over 1 (benchmarks/verify_pass.py), while the
+SmolLM2's pass over 5 tokens cost 1.92 passes over 1 (benchmarks/verify_pass.py), while the
 products' arithmetic is a few milliseconds. oneDNN, which torch ships, multiplies the same
-rows against a weight reordered once into its blocked layout (what torch.compile's weight
-prepacking uses on CPU) in 0.5-0.85 of the time for the large matrices; one row is left to
-the BLAS, which reads a weight no slower (benchmarks/verify_pass.py --packed).
+rows against a weight reordered once into its blocked layout in 0.5-0.85 of the time for the
+large matrices; one row and a prefill are left to the BLAS, as fast or faster there
+(benchmarks/verify_pass.py: a pass over 5 tokens 1.28x faster; docs/models.md).
 
 The packed copy costs the layers' bytes again, so it is made only while it fits a quarter of
 the memory the machine has free, and only for float32 weights on the CPU.
