@@ -113,6 +113,21 @@ def test_nothing_is_packed_over_budget_switched_off_or_out_of_float32(monkeypatc
     )
 
 
+def test_a_layout_onednn_refuses_leaves_the_model_as_loaded(monkeypatch):
+    model = llama()
+
+    def refuse(weight):
+        if weight.shape[0] == 128:  # the MLP's gate and up: after the attention's layers
+            raise RuntimeError("unsupported")
+        return torch.ops.mkldnn._reorder_linear_weight(weight, packed_linear.BLOCKED_FOR)
+
+    monkeypatch.setattr(packed_linear, "_reorder", refuse)
+    assert pack_linears(model, BUDGET) == 0 and packed_bytes(model) == 0
+    assert all(
+        type(m) is torch.nn.Linear for m in model.modules() if isinstance(m, torch.nn.Linear)
+    )
+
+
 def test_the_loader_packs_a_float32_cpu_target(tmp_path):
     from specviz.core.models.pair import load_pair
     from tests.fixtures import make_tokenizer

@@ -9,7 +9,7 @@ large matrices; one row and a prefill are left to the BLAS, as fast or faster th
 (benchmarks/verify_pass.py: a pass over 5 tokens 1.28x faster; docs/models.md).
 
 The packed copy costs the layers' bytes again, so it is made only while it fits a quarter of
-the memory the machine has free, and only for float32 weights on the CPU.
+the memory the machine has free, and only for float32 weights on an x86-64 CPU.
 $SPECVIZ_PACK_WEIGHTS=0 turns it off. Results agree with F.linear to rounding (a product's
 sums in another order: the same as a product over 5 rows already differs from 5 over 1).
 
@@ -22,6 +22,7 @@ plainly; so does any pass with gradients on (training); a weight changed in plac
 from __future__ import annotations
 
 import os
+import platform
 import weakref
 
 import torch
@@ -53,15 +54,23 @@ class PackedLinear(torch.nn.Linear):
         return _packed_product(x, entry[0], self.bias)
 
 
+def _reorder(weight: torch.Tensor) -> torch.Tensor:
+    """The weight [out, in] in oneDNN's blocked layout, for any number of rows."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight, BLOCKED_FOR)
+
+
 def _packed_product(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None):
     """x @ W^T (+ bias) with W in oneDNN's blocked layout."""
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
 def available() -> bool:
-    """Whether this torch has oneDNN's packed linear on the CPU."""
-    return torch.backends.mkldnn.is_available() and hasattr(
-        torch.ops.mkldnn, "_reorder_linear_weight"
+    """Whether this torch has oneDNN's packed linear on an x86-64 CPU (the only kind it was
+    measured on: an ARM CPU keeps torch's own products)."""
+    return (
+        platform.machine().lower() in ("x86_64", "amd64")
+        and torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
     )
 
 
@@ -102,13 +111,15 @@ def pack_linears(model: torch.nn.Module, budget: int | None = None) -> int:
         budget = int(free * MEMORY_SHARE) if free is not None else 0
     if not layers or size > budget:
         return 0
-    with torch.no_grad():
-        for m in layers:
-            weight = m.weight.detach()
-            packed = torch.ops.mkldnn._reorder_linear_weight(weight, BLOCKED_FOR)
-            _PACKED[m] = (packed, (m.weight.data_ptr(), m.weight._version))
-            vars(m).pop("forward", None)  # the head's W @ x^T: the packed product replaces it
-            m.__class__ = PackedLinear
+    try:
+        with torch.no_grad():
+            packed = [_reorder(m.weight.detach()) for m in layers]
+    except RuntimeError:  # a layout this oneDNN refuses: the model stays as loaded
+        return 0
+    for m, weight in zip(layers, packed, strict=True):
+        _PACKED[m] = (weight, (m.weight.data_ptr(), m.weight._version))
+        vars(m).pop("forward", None)  # the head's W @ x^T: the packed product replaces it
+        m.__class__ = PackedLinear
     return size
 
 
