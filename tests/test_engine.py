@@ -232,7 +232,7 @@ def test_fast_head_gives_the_same_logits_and_greedy_output(pair_dirs, monkeypatc
     from specviz.core.models.packed_linear import ENV_SWITCH, PackedLinear, available
 
     if packed and not available():
-        pytest.skip("torch without oneDNN")
+        pytest.skip("packed only on x86-64 with oneDNN")
     monkeypatch.setattr(models, "LARGE_HEAD", 0)  # apply it to the small test head
     monkeypatch.setenv(ENV_SWITCH, "1" if packed else "0")
     fast = models.load_pair(str(pair_dirs[0]), str(pair_dirs[1]))

@@ -20,7 +20,9 @@ from specviz.core.models.packed_linear import (
     unpack_linears,
 )
 
-pytestmark = pytest.mark.skipif(not packed_linear.available(), reason="torch without oneDNN")
+pytestmark = pytest.mark.skipif(
+    not packed_linear.available(), reason="packed only on x86-64 with oneDNN"
+)
 BUDGET = 1 << 30
 
 

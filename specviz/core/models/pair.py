@@ -291,7 +291,7 @@ def load_model(
         packed = pack_linears(model)
         if packed and progress:
             progress(f"{role}: float32 weights packed for passes of {MIN_ROWS}-{MAX_ROWS} "
-                     f"tokens ({packed / 2**20:.0f} MB more; ${ENV_SWITCH}=0: off)")  # fmt: skip
+                     f"tokens ({packed / 2**20:.0f} MiB more; ${ENV_SWITCH}=0: off)")  # fmt: skip
     info = ModelInfo(
         name=spec,
         path=str(Path(source).resolve()) if local else source,
