@@ -24,14 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from benchmarks import head_step  # noqa: E402  (its clock and its --clock)
 from benchmarks.head_speed import alone  # noqa: E402
-from benchmarks.verify_pass import set_packed  # noqa: E402
 from specviz.core.bench.questions import load_questions  # noqa: E402
 from specviz.core.drafters.registry import DrafterConfig  # noqa: E402
 from specviz.core.engine.speculative import SpeculativeEngine  # noqa: E402
 from specviz.core.models.builtin import resources_dir  # noqa: E402
 from specviz.core.models.chat import render, template_of  # noqa: E402
 from specviz.core.models.dtype_probe import machine  # noqa: E402
-from specviz.core.models.packed_linear import packed_bytes  # noqa: E402
+from specviz.core.models.packed_linear import packed_bytes, switch  # noqa: E402
 from specviz.core.models.pair import load_pair  # noqa: E402
 from specviz.core.trace.records import Settings  # noqa: E402
 
@@ -72,16 +71,16 @@ def main() -> int:
     rng = random.Random(0)
     for _ in range(args.repeats):
         for ids in prompts:
-            set_packed(pair.target, False)
+            switch(pair.target, False)
             reference, seconds = alone(pair, ids, args.tokens)
             runs["alone"].append([len(reference), len(reference), seconds, True])
             order = cells[1:]
             rng.shuffle(order)
             for cell in order:
-                set_packed(pair.target, cell[1])
+                switch(pair.target, cell[1])
                 out, passes, seconds = session(pair, ids, args.tokens, cell[0])
                 runs[cell].append([len(out), passes, seconds, out == reference])
-    set_packed(pair.target, True)
+    switch(pair.target, True)
     arr = {c: np.array([r[:3] for r in v], dtype=float) for c, v in runs.items()}
     speed = lambda x, i: x[i, 0].sum() / x[i, 2].sum()  # noqa: E731
     every = np.arange(len(arr["alone"]))

@@ -52,14 +52,6 @@ def pass_ms(model, cache, k: int) -> float:
     return 1e3 * spent
 
 
-def set_packed(model, on: bool) -> None:
-    """The loader's packed few-row products on (as loaded) or off (plain F.linear), without
-    repacking: only the layers' class is switched (core.models.packed_linear)."""
-    for m in model.modules():
-        if isinstance(m, torch.nn.Linear) and m in packed_linear._PACKED:
-            m.__class__ = packed_linear.PackedLinear if on else torch.nn.Linear
-
-
 def product_share(model, cache, k: int) -> float:
     """The share of a k-token pass's CPU time in matrix products (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
@@ -114,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
             order = list(times)
             random.shuffle(order)
             for mode, k in order:
-                set_packed(model, mode == "packed")
+                packed_linear.switch(model, mode == "packed")
                 times[(mode, k)].append(pass_ms(model, cache, k))
         shares = {}
         for mode in modes:
-            set_packed(model, mode == "packed")
+            packed_linear.switch(model, mode == "packed")
             shares[mode] = {k: product_share(model, cache, k) for k in (1, 5)}
     t1 = statistics.median(times[("plain", 1)])
     where = machine()

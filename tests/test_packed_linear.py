@@ -99,6 +99,12 @@ def test_a_packed_model_keeps_its_weights_ties_and_logits(calls):
         got, want = model(ids).logits, reference(ids).logits
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert len(calls) == len(linears)  # 6 rows: every product packed
+    packed_linear.switch(model, False)  # a benchmark's plain side, nothing repacked
+    with torch.inference_mode():
+        torch.testing.assert_close(model(ids).logits, want, rtol=1e-4, atol=1e-5)
+    assert len(calls) == len(linears) and packed_bytes(model) == 0
+    packed_linear.switch(model, True)
+    assert packed_bytes(model) == size
     assert unpack_linears(model) == len(linears) and packed_bytes(model) == 0
     assert all(type(m) is torch.nn.Linear for m in linears)
 

@@ -134,6 +134,14 @@ def unpack_linears(model: torch.nn.Module) -> int:
     return count
 
 
+def switch(model: torch.nn.Module, on: bool) -> None:
+    """The model's packed layers back to plain products (on=False) or packed again, without
+    repacking: a benchmark's A/B in one process (benchmarks/verify_pass.py)."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear) and m in _PACKED:
+            m.__class__ = PackedLinear if on else torch.nn.Linear
+
+
 def packed_bytes(model: torch.nn.Module) -> int:
     """The bytes of the model's layers that multiply few rows through a packed weight."""
     return sum(
