@@ -110,8 +110,14 @@ def test_auto_loads_the_pair_in_the_dtype_chosen(pair_dirs, tmp_path, monkeypatc
     monkeypatch.delenv(dtype_probe.PIN_VARIABLE)
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     monkeypatch.setattr(dtype_probe, "time_pass", timer_from(FLAT_BF16, []))
+    from specviz.core.models import pair as pair_module
+
+    monkeypatch.setattr(pair_module, "LARGE_HEAD", 0)  # the loader's head product, on the test head
     pair = load_pair(str(pair_dirs[0]), str(pair_dirs[1]), dtype="auto", dtype_k=4)
     assert pair.target.dtype == pair.draft.dtype == torch.bfloat16
+    for model in (pair.target, pair.draft):  # float32 was packed; bf16 gets the head's product
+        head = model.get_output_embeddings()
+        assert type(head) is torch.nn.Linear and "forward" in vars(head)
     assert pair.target_info.dtype == pair.draft_info.dtype == "bfloat16"
     engine = SpeculativeEngine(pair, Settings(k=4, temperature=0, max_new_tokens=6))
     header = engine.prefill("In the beginning", calibrate=False)

@@ -258,6 +258,8 @@ def apply_auto_dtype(pair, k: int, split: bool, progress=None, rehead=None):
             if model is not None:
                 unpack_linears(model)  # float32 copies the half-precision layers would not use
                 model.to(torch_dtype)
+                if rehead is not None:  # packing had taken the large head's product's place
+                    rehead(model)
         pair.target_info = dataclasses.replace(pair.target_info, dtype=choice["dtype"])
         if pair.draft_info is not None:
             pair.draft_info = dataclasses.replace(pair.draft_info, dtype=choice["dtype"])
