@@ -52,11 +52,10 @@ def alone(pair, ids: list[int], tokens: int) -> tuple[list[int], float]:
         return out, head_step.clock() - start
 
 
-def session(pair, ids: list[int], tokens: int, k: int, head: str | None):
-    """(tokens, target passes, seconds) of one engine session with the head, prefill untimed."""
+def session(pair, ids: list[int], tokens: int, k: int, drafter: DrafterConfig):
+    """(tokens, target passes, seconds) of one greedy engine session, prefill untimed."""
     settings = Settings(k=k, temperature=0, max_new_tokens=tokens, ignore_eos=True)
-    engine = SpeculativeEngine(pair, settings, trace=False,
-                               drafter=DrafterConfig("eagle3", head=head))  # fmt: skip
+    engine = SpeculativeEngine(pair, settings, trace=False, drafter=drafter)
     engine.prefill("", prompt_ids=ids, calibrate=False)
     start = head_step.clock()
     rounds = list(engine.run())
@@ -98,7 +97,8 @@ def main() -> int:
                     texts[n] = out
                     runs[n].append([len(out), len(out), seconds, True])
                 else:
-                    out, passes, seconds = session(pair, ids, args.tokens, args.k, heads[n])
+                    drafter = DrafterConfig("eagle3", head=heads[n])
+                    out, passes, seconds = session(pair, ids, args.tokens, args.k, drafter)
                     texts[n] = out
                     runs[n].append([len(out), passes, seconds, None])
             for n in heads:

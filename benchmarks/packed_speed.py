@@ -23,28 +23,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from benchmarks import head_step  # noqa: E402  (its clock and its --clock)
-from benchmarks.head_speed import alone  # noqa: E402
+from benchmarks.head_speed import alone, session  # noqa: E402
 from specviz.core.bench.questions import load_questions  # noqa: E402
 from specviz.core.drafters.registry import DrafterConfig  # noqa: E402
-from specviz.core.engine.speculative import SpeculativeEngine  # noqa: E402
 from specviz.core.models.builtin import resources_dir  # noqa: E402
 from specviz.core.models.chat import render, template_of  # noqa: E402
 from specviz.core.models.dtype_probe import machine  # noqa: E402
 from specviz.core.models.packed_linear import packed_bytes, switch  # noqa: E402
 from specviz.core.models.pair import load_pair  # noqa: E402
-from specviz.core.trace.records import Settings  # noqa: E402
-
-
-def session(pair, ids: list[int], tokens: int, config: str):
-    """(tokens, target passes, seconds) of one greedy session of `drafter:K`."""
-    name, k = config.split(":")
-    settings = Settings(k=int(k), temperature=0, max_new_tokens=tokens, ignore_eos=True)
-    engine = SpeculativeEngine(pair, settings, trace=False, drafter=DrafterConfig(name))
-    engine.prefill("", prompt_ids=ids, calibrate=False)
-    start = head_step.clock()
-    rounds = list(engine.run())
-    seconds = head_step.clock() - start
-    return [t.id for r in rounds for t in r.tokens if t.emitted], len(rounds), seconds
 
 
 def main() -> int:
@@ -78,7 +64,8 @@ def main() -> int:
             rng.shuffle(order)
             for cell in order:
                 switch(pair.target, cell[1])
-                out, passes, seconds = session(pair, ids, args.tokens, cell[0])
+                name, k = cell[0].split(":")
+                out, passes, seconds = session(pair, ids, args.tokens, int(k), DrafterConfig(name))
                 runs[cell].append([len(out), passes, seconds, out == reference])
     switch(pair.target, True)
     arr = {c: np.array([r[:3] for r in v], dtype=float) for c, v in runs.items()}
