@@ -287,9 +287,10 @@ def load_model(
     model.eval()
     check_model(model, role, spec, ModelLoadError)  # a causal LM with finite weights
     if device is not None and not tp:  # not under accelerate's hooks, nor on a split model
-        speed_up_head(model)
-        packed = pack_linears(model)
-        if packed and progress:
+        packed = pack_linears(model)  # float32: its few-row products, the head's included
+        if not packed:
+            speed_up_head(model)
+        elif progress:
             progress(f"{role}: float32 weights packed for passes of {MIN_ROWS}-{MAX_ROWS} "
                      f"tokens ({packed / 2**20:.0f} MiB more; ${ENV_SWITCH}=0: off)")  # fmt: skip
     info = ModelInfo(
