@@ -190,7 +190,9 @@ def corpus_prompts() -> list[str]:
 @torch.inference_mode()
 def sample_batch(model, tok, rows, max_new: int, temperature: float, gen) -> list[list[int]]:
     """Continue each row (left-padded into one batch) up to an end token or max_new; the
-    new tokens of each row, the end token included. temperature 0: greedy."""
+    new tokens of each row, the end token included. temperature 0: greedy. A row that ends
+    leaves the batch (its cache rows with it), so the last long answers do not carry the
+    finished ones through every step."""
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     stops = torch.tensor(sorted({tok.eos_token_id, pad}))
     width = max(map(len, rows))
@@ -202,28 +204,27 @@ def sample_batch(model, tok, rows, max_new: int, temperature: float, gen) -> lis
     position = (mask.cumsum(1) - 1).clamp(min=0)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=position, cache=cache,
                    use_cache=True, logits_to_keep=1).logits[:, -1]  # fmt: skip
-    done = torch.zeros(len(rows), dtype=torch.bool)
-    new: list[torch.Tensor] = []
+    out: list[list[int]] = [[] for _ in rows]
+    alive = torch.arange(len(rows))  # the original row of each batch row
     for _ in range(max_new):
         if temperature > 0:
             probs = torch.softmax(logits.float() / temperature, -1)
             nxt = torch.multinomial(probs, 1, generator=gen)[:, 0]
         else:
             nxt = logits.argmax(-1)
-        nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
-        new.append(nxt)
-        done |= torch.isin(nxt, stops)
-        if done.all():
+        for row, token in zip(alive.tolist(), nxt.tolist(), strict=True):
+            out[row].append(token)
+        going = ~torch.isin(nxt, stops)
+        if not going.any():
             break
-        mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=mask.dtype)], 1)
+        if not going.all():
+            keep = going.nonzero()[:, 0]
+            cache.batch_select_indices(keep)
+            alive, nxt, mask, position = alive[keep], nxt[keep], mask[keep], position[keep]
+        mask = torch.cat([mask, torch.ones(len(alive), 1, dtype=mask.dtype)], 1)
         position = position[:, -1:] + 1
         logits = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=position,
                        cache=cache, use_cache=True).logits[:, -1]  # fmt: skip
-    seqs = torch.stack(new, 1).tolist() if new else [[] for _ in rows]
-    out = []
-    for seq in seqs:
-        cut = next((i for i, t in enumerate(seq) if t in stops.tolist()), None)
-        out.append(seq if cut is None else seq[: cut + 1])
     return out
 
 
