@@ -42,9 +42,11 @@ class Pack:
 
 
 def split_packs(batch: list[Example], pack_tokens: int) -> list[list[Example]]:
-    """The batch's sequences in groups of at most pack_tokens rows (a longer one alone)."""
+    """The batch's sequences in groups of at most pack_tokens rows (a longer one alone),
+    shortest first, so that each group's prefill pads its rows to a near length (the loss
+    sums over groups: their order and makeup do not change it)."""
     packs, group, size = [], [], 0
-    for ex in batch:
+    for ex in sorted(batch, key=lambda ex: len(ex.ids)):
         if group and size + len(ex.ids) > pack_tokens:
             packs.append(group)
             group, size = [], 0
