@@ -91,13 +91,13 @@ def log(msg: str) -> None:
     print(time.strftime("%H:%M:%S"), msg, flush=True)
 
 
-def load_target(pair: str, dtype: str):
+def load_target(pair: str, dtype: str, device: str = "cpu"):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target_dir, _ = get_pair(pair).resolve(log)
     tok = AutoTokenizer.from_pretrained(target_dir)
     model = AutoModelForCausalLM.from_pretrained(target_dir, dtype=getattr(torch, dtype))
-    return model.eval(), tok, target_dir
+    return model.to(device).eval(), tok, target_dir
 
 
 # ---------------------------------------------------------------------------- prompts
@@ -194,10 +194,11 @@ def sample_batch(model, tok, rows, max_new: int, temperature: float, gen) -> lis
     leaves the batch (its cache rows with it), so the last long answers do not carry the
     finished ones through every step."""
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    stops = torch.tensor(sorted({tok.eos_token_id, pad}))
+    device = model.device
+    stops = torch.tensor(sorted({tok.eos_token_id, pad}), device=device)
     width = max(map(len, rows))
-    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])  # [B, P]
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device)  # [B, P]
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
     from transformers import DynamicCache
 
     cache = DynamicCache()
@@ -220,8 +221,8 @@ def sample_batch(model, tok, rows, max_new: int, temperature: float, gen) -> lis
         if not going.all():
             keep = going.nonzero()[:, 0]
             cache.batch_select_indices(keep)
-            alive, nxt, mask, position = alive[keep], nxt[keep], mask[keep], position[keep]
-        mask = torch.cat([mask, torch.ones(len(alive), 1, dtype=mask.dtype)], 1)
+            alive, nxt, mask, position = alive[keep.cpu()], nxt[keep], mask[keep], position[keep]
+        mask = torch.cat([mask, mask.new_ones(len(alive), 1)], 1)
         position = position[:, -1:] + 1
         logits = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=position,
                        cache=cache, use_cache=True).logits[:, -1]  # fmt: skip
@@ -230,7 +231,7 @@ def sample_batch(model, tok, rows, max_new: int, temperature: float, gen) -> lis
 
 def make_shard(model, tok, args, index: int, pool, passages) -> list[dict]:
     rng = random.Random(index * 7919 + args.seed)
-    gen = torch.Generator().manual_seed(index * 104729 + args.seed)
+    gen = torch.Generator(args.device).manual_seed(index * 104729 + args.seed)
     chat = tok.chat_template is not None and args.pair != "tiny"
     if chat:
         quoting = round(args.batch * args.passage_share) if len(passages) >= 20 else 0
@@ -270,10 +271,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="share of chat turns quoting an earlier answer")  # fmt: skip
     ap.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda on a machine with a GPU")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    model, tok, target_dir = load_target(args.pair, args.dtype)
+    model, tok, target_dir = load_target(args.pair, args.dtype, args.device)
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"format": SHARDS, "pair": args.pair, "target": f"builtin:{args.pair}",
             "tokenizer_sha": tokenizer_sha(tok), "vocab_size": len(tok), "dtype": args.dtype,

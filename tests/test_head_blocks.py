@@ -35,7 +35,7 @@ def write_report(head: Path, stopped: str, points: list[tuple[int, float]]) -> N
 def test_each_block_warm_starts_from_the_one_before_and_resumes_its_checkpoint(blocks, tmp_path):
     ns = type("A", (), {})()
     ns.root, ns.start, ns.pair, ns.eval_data = tmp_path, Path("START"), "smollm2", ["EVAL"]
-    ns.lr, ns.epochs, ns.eval_every, ns.threads = 3e-4, 1.0, 100, 2
+    ns.lr, ns.epochs, ns.eval_every, ns.threads, ns.device = 3e-4, 1.0, 100, 2, "cpu"
     first = blocks.train_command(ns, 0)
     assert first[first.index("--from-head") + 1] == "START"
     second = blocks.train_command(ns, 1)
@@ -45,6 +45,9 @@ def test_each_block_warm_starts_from_the_one_before_and_resumes_its_checkpoint(b
     (tmp_path / "b001" / "head" / "checkpoint.pt").write_bytes(b"x")
     resumed = blocks.train_command(ns, 1)
     assert "--resume" in resumed and "--from-head" not in resumed
+    assert resumed[resumed.index("--dtype") + 1] == "float32"
+    ns.device = "cuda"  # where a GPU is lent: the target in bf16 there
+    assert blocks.train_command(ns, 1)[resumed.index("--dtype") + 1] == "bfloat16"
 
 
 def test_a_call_skips_finished_blocks_and_writes_what_is_missing(blocks, tmp_path, monkeypatch):
