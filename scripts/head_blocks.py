@@ -27,6 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 GRACE_S = 300  # what a stopped step gets to write its checkpoint
+POLL_S = 5.0  # how often the deadline is looked at
 
 
 def block_dir(root: Path, index: int) -> Path:
@@ -98,7 +99,7 @@ def run_until(command: list[str], deadline: float, log: Path) -> bool:
                 except subprocess.TimeoutExpired:
                     child.kill()
                 return False
-            time.sleep(5)
+            time.sleep(POLL_S)
     if child.returncode != 0:
         raise SystemExit(f"head_blocks: {command[1]} failed ({child.returncode}); see {log}")
     return True

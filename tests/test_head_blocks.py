@@ -21,6 +21,7 @@ def blocks():
     spec = importlib.util.spec_from_file_location("head_blocks", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module.POLL_S = 0.05
     return module
 
 
