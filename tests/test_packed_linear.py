@@ -148,3 +148,21 @@ def test_the_loader_packs_a_float32_cpu_target(tmp_path):
     assert packed_bytes(pair.target) > 0
     assert any("packed" in n for n in notes)
     assert packed_bytes(load_pair(str(tmp_path / "target"), None, dtype="bfloat16").target) == 0
+
+
+def test_train_heads_teacher_is_not_packed(tmp_path):
+    """train-head's teacher only runs prefills (hundreds of rows): packing would cost the
+    weights' memory again for nothing."""
+    from specviz.core.models.pair import load_pair
+    from specviz.core.training.config import TrainConfig
+    from specviz.core.training.setup import load_teacher
+    from tests.fixtures import make_tokenizer
+
+    make_tokenizer(300).save_pretrained(tmp_path / "target")
+    llama(3).save_pretrained(tmp_path / "target")
+    plain = load_pair(str(tmp_path / "target"), None, dtype="float32", pack_weights=False)
+    assert packed_bytes(plain.target) == 0
+    config = TrainConfig(target=str(tmp_path / "target"), out=str(tmp_path / "out"),
+                         dtype="float32", device="cpu", layers=(0, 1))  # fmt: skip
+    teacher, _, _ = load_teacher(config, "cpu", lambda m: None, None, False)
+    assert packed_bytes(teacher.model) == 0

@@ -54,6 +54,9 @@ class LoadOptions:
     # A draft whose tokenizer differs: None refuses it; "tli" keeps its own tokenizer and
     # drafts the tokens both vocabularies share (core.models.vocab_bridge, drafters.bridge.tli).
     vocab_bridge: str | None = None
+    # float32 CPU weights packed for passes of a few tokens (core.models.packed_linear); off
+    # for a model that only runs prefills (train-head's teacher), where it cost memory only.
+    pack_weights: bool = True
 
 
 @dataclass
@@ -287,7 +290,7 @@ def load_model(
     model.eval()
     check_model(model, role, spec, ModelLoadError)  # a causal LM with finite weights
     if device is not None and not tp:  # not under accelerate's hooks, nor on a split model
-        packed = pack_linears(model)  # float32: its few-row products, the head's included
+        packed = pack_linears(model) if options.pack_weights else 0  # float32, few-row products
         if not packed:
             speed_up_head(model)
         elif progress:

@@ -99,7 +99,8 @@ def load_teacher(config: TrainConfig, device: str, say: Callable[[str], None],
     if dtype == "auto":
         dtype = "bfloat16" if device.startswith("cuda") else "float32"
     try:
-        pair = load_pair(config.target, None, device=device, dtype=dtype, progress=say)
+        pair = load_pair(config.target, None, device=device, dtype=dtype, pack_weights=False,
+                         progress=say)  # fmt: skip
     except ModelLoadError as e:
         raise TrainError(str(e)) from None
     text = pair.target.config.get_text_config()
