@@ -28,6 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 GRACE_S = 300  # what a stopped step gets to write its checkpoint
 POLL_S = 5.0  # how often the deadline is looked at
+STOPPED: list[int] = []  # a SIGTERM or Ctrl-C here stops the running step as the deadline does
 
 
 def block_dir(root: Path, index: int) -> Path:
@@ -92,7 +93,7 @@ def run_until(command: list[str], deadline: float, log: Path) -> bool:
         child = subprocess.Popen(["nice", "-n", "19", *command], stdout=out,
                                  stderr=subprocess.STDOUT, cwd=REPO)  # fmt: skip
         while child.poll() is None:
-            if time.time() >= deadline:
+            if STOPPED or time.time() >= deadline:
                 child.send_signal(signal.SIGTERM)
                 try:
                     child.wait(GRACE_S)
@@ -131,12 +132,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="trained tokens --start had seen (the curve's offset)")  # fmt: skip
     ap.add_argument("--eval-data", action="append", default=[], help="the held-out chats")
     ap.add_argument("--pair", default="smollm2", choices=("smollm2",))
-    ap.add_argument("--shards", type=int, default=32, help="shards of chats a block")
+    ap.add_argument("--shards", type=int, default=16, help="shards of chats a block")
     ap.add_argument("--batch", type=int, default=128, help="chats a shard")
     ap.add_argument("--passage-share", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=101, help="block i's chats use seed + i")
     ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--epochs", type=float, default=1.0)
+    ap.add_argument("--epochs", type=float, default=2.0, help="over a block's chats")
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu", help="cpu, or cuda where a GPU is lent")
@@ -150,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.eval_data or args.start is None:
         ap.error("--start and --eval-data are needed to train")
     deadline = time.time() + args.minutes * 60 if args.minutes else float("inf")
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: STOPPED.append(1))
     args.root.mkdir(parents=True, exist_ok=True)
     log = args.root / "blocks.log"
     for index in range(args.blocks):

@@ -97,3 +97,12 @@ def test_status_counts_each_block_from_the_tokens_before_it(blocks, tmp_path, ca
     assert "2,400,000  #MAT K4 1.7000" in out
     assert "2,500,000  #MAT K4 1.7200" in out
     assert f"b001={tmp_path / 'b001' / 'head' / 'training.json'}+2400000" in out
+
+
+def test_a_signal_to_the_script_stops_its_running_step(blocks, tmp_path):
+    blocks.STOPPED.append(1)  # as the SIGTERM handler main() installs does
+    try:
+        command = [sys.executable, "-c", "import time; time.sleep(60)"]
+        assert blocks.run_until(command, float("inf"), tmp_path / "log") is False
+    finally:
+        blocks.STOPPED.clear()
