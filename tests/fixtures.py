@@ -1,11 +1,15 @@
 """Shared builders for the tests (and benchmarks/): small model folders, built from a config
 and a tokenizer trained in seconds; hand-made rounds whose full distributions are known
-(sample_rounds); synthetic, consistent traces of any length (synthetic_session)."""
+(sample_rounds); synthetic, consistent traces of any length (synthetic_session); the
+scripts in scripts/ as modules (script)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib.util
 import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -298,3 +302,18 @@ def sample_session(n_rounds: int) -> Session:
 
 def _roomy(settings: Settings) -> Settings:
     return dataclasses.replace(settings, max_new_tokens=10**6)
+
+
+@contextlib.contextmanager
+def script(name: str):
+    """scripts/NAME.py as a module (the scripts are no package), in sys.modules while it is
+    used (a dataclass looks its module up there)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(name, None)

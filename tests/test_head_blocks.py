@@ -4,7 +4,6 @@ deadline's SIGTERM, and the curve's offsets."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import time
@@ -12,17 +11,14 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.fixtures import script
 
 
 @pytest.fixture(scope="module")
 def blocks():
-    path = REPO / "scripts" / "head_blocks.py"
-    spec = importlib.util.spec_from_file_location("head_blocks", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.POLL_S = 0.05
-    return module
+    with script("head_blocks") as module:
+        module.POLL_S = 0.05
+        yield module
 
 
 def write_report(head: Path, stopped: str, points: list[tuple[int, float]]) -> None:

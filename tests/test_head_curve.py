@@ -3,21 +3,18 @@ offset added), a table, a figure, and one line for what it cannot read."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.fixtures import script
 
 
 @pytest.fixture(scope="module")
 def curve():
-    spec = importlib.util.spec_from_file_location("head_curve", REPO / "scripts" / "head_curve.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with script("head_curve") as module:
+        yield module
 
 
 def write_run(path: Path, points: list[tuple[int, float]]) -> Path:

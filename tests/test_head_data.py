@@ -4,22 +4,18 @@ batch, each leaving it when it ends, give each row the answer the target writes 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.fixtures import script
 
 
 @pytest.fixture(scope="module")
 def head_data():
-    spec = importlib.util.spec_from_file_location("head_data", REPO / "scripts" / "head_data.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with script("head_data") as module:
+        yield module
 
 
 def test_a_batch_greedy_answers_each_row_as_generate_does_alone(head_data):

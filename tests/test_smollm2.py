@@ -9,16 +9,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from specviz.core.models import smollm2
 from specviz.core.models.smollm2 import MARKER, SmolLM2Error, build_folder, is_complete
-
-REPO = Path(__file__).resolve().parent.parent
-
+from tests.fixtures import script
 
 # ------------------------------------------------------------------------------ packages
 
@@ -184,16 +181,8 @@ def _tiny_llama_target(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def distill():
-    spec = importlib.util.spec_from_file_location(
-        "distill_smollm2", REPO / "scripts" / "distill_smollm2.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
+    with script("distill_smollm2") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_distill_smoke_builds_a_loadable_draft(distill, tmp_path):
