@@ -187,41 +187,86 @@ def corpus_prompts() -> list[str]:
 # -------------------------------------------------------------------------- generation
 
 
+# A finished row stays in the batch (its tokens unread) until this share of the rows has
+# finished; then they leave together, their cache rows with them (one copy of the cache).
+FINISHED_SHARE = 1 / 8
+
+
+def reserved_layer(capacity: int):
+    """A transformers DynamicLayer whose keys and values are the first positions of buffers
+    reserved for `capacity` positions: a step writes its own column, where DynamicLayer's
+    torch.cat copied the whole cache (at batch 128, into freshly faulted-in memory, most of a
+    step's time)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class ReservedLayer(DynamicLayer):
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+                b, h, _, d = key_states.shape
+                self.k_buf = key_states.new_empty(b, h, capacity, d)
+                self.v_buf = value_states.new_empty(b, h, capacity, value_states.shape[-1])
+                self.length = 0
+            end = self.length + key_states.shape[-2]
+            if end > capacity:
+                raise ValueError(f"the cache holds {capacity} positions, not {end}")
+            self.k_buf[:, :, self.length : end] = key_states
+            self.v_buf[:, :, self.length : end] = value_states
+            self.length = end
+            self.keys, self.values = self.k_buf[:, :, :end], self.v_buf[:, :, :end]
+            return self.keys, self.values
+
+        def batch_select_indices(self, indices):
+            if self.is_initialized:
+                self.k_buf, self.v_buf = self.k_buf[indices], self.v_buf[indices]
+                self.keys = self.k_buf[:, :, : self.length]
+                self.values = self.v_buf[:, :, : self.length]
+
+    return ReservedLayer
+
+
 @torch.inference_mode()
 def sample_batch(model, tok, rows, max_new: int, temperature: float, gen) -> list[list[int]]:
     """Continue each row (left-padded into one batch) up to an end token or max_new; the
-    new tokens of each row, the end token included. temperature 0: greedy. A row that ends
-    leaves the batch (its cache rows with it), so the last long answers do not carry the
+    new tokens of each row, the end token included. temperature 0: greedy. The cache is
+    reserved once for the longest row; finished rows leave the batch (their cache rows with
+    them) an eighth of the batch at a time, so the last long answers do not carry the
     finished ones through every step."""
+    from transformers import Cache
+
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     device = model.device
     stops = torch.tensor(sorted({tok.eos_token_id, pad}), device=device)
     width = max(map(len, rows))
     ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device)  # [B, P]
     mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
-    from transformers import DynamicCache
-
-    cache = DynamicCache()
+    layer = reserved_layer(width + max_new)
+    cache = Cache(layers=[layer() for _ in range(model.config.num_hidden_layers)])
     position = (mask.cumsum(1) - 1).clamp(min=0)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=position, cache=cache,
                    use_cache=True, logits_to_keep=1).logits[:, -1]  # fmt: skip
     out: list[list[int]] = [[] for _ in rows]
-    alive = torch.arange(len(rows))  # the original row of each batch row
+    alive = list(range(len(rows)))  # the original row of each batch row; -1: finished
     for _ in range(max_new):
         if temperature > 0:
             probs = torch.softmax(logits.float() / temperature, -1)
             nxt = torch.multinomial(probs, 1, generator=gen)[:, 0]
         else:
             nxt = logits.argmax(-1)
-        for row, token in zip(alive.tolist(), nxt.tolist(), strict=True):
-            out[row].append(token)
-        going = ~torch.isin(nxt, stops)
-        if not going.any():
+        ending = torch.isin(nxt, stops).tolist()
+        for i, (token, ends) in enumerate(zip(nxt.tolist(), ending, strict=True)):
+            if alive[i] >= 0:
+                out[alive[i]].append(token)
+                alive[i] = -1 if ends else alive[i]
+        finished = alive.count(-1)
+        if finished == len(alive):
             break
-        if not going.all():
-            keep = going.nonzero()[:, 0]
-            cache.batch_select_indices(keep)
-            alive, nxt, mask, position = alive[keep.cpu()], nxt[keep], mask[keep], position[keep]
+        if finished >= FINISHED_SHARE * len(alive):
+            keep = [i for i, row in enumerate(alive) if row >= 0]
+            index = torch.tensor(keep, device=device)
+            cache.batch_select_indices(index)
+            alive = [alive[i] for i in keep]
+            nxt, mask, position = nxt[index], mask[index], position[index]
         mask = torch.cat([mask, mask.new_ones(len(alive), 1)], 1)
         position = position[:, -1:] + 1
         logits = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=position,

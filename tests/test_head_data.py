@@ -1,6 +1,6 @@
 """scripts/head_data.py's batched decoding: rows of different lengths, left-padded into one
-batch, each leaving it when it ends, give each row the answer the target writes for it alone
-(transformers' greedy generate)."""
+batch with a cache reserved once, finished rows leaving it now, later or never, give each row
+the answer the target writes for it alone (transformers' greedy generate)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,20 @@ def head_data():
         yield module
 
 
-def test_a_batch_greedy_answers_each_row_as_generate_does_alone(head_data):
+@pytest.mark.parametrize("share", [0.0, 0.3, 1.0])
+def test_a_batch_greedy_answers_each_row_as_generate_does_alone(head_data, monkeypatch, share):
+    monkeypatch.setattr(head_data, "FINISHED_SHARE", share)  # every step, two by two, never
+    batches, reserved = [], head_data.reserved_layer
+
+    def recording(capacity):
+        class Recording(reserved(capacity)):
+            def update(self, key_states, *args, **kwargs):
+                batches.append(key_states.shape[0])
+                return super().update(key_states, *args, **kwargs)
+
+        return Recording
+
+    monkeypatch.setattr(head_data, "reserved_layer", recording)
     model, tok, _ = head_data.load_target("tiny", "float32")
     # tiny rarely writes its end token: a line break ends an answer here, so that rows end
     # at different steps and leave the batch
@@ -36,7 +49,8 @@ def test_a_batch_greedy_answers_each_row_as_generate_does_alone(head_data):
         cut = alone.index(newline) + 1 if newline in alone else len(alone)
         assert answer == alone[:cut]
     lengths = sorted(len(a) for a in answers)
-    assert lengths[0] < lengths[-1] and lengths[0] < 40  # rows left the batch early
+    assert lengths[0] < lengths[-1] and lengths[0] < 40  # rows ended early
+    assert (min(batches) < len(rows)) == (share < 1)  # and left the batch, unless never
 
 
 def test_sampled_rows_end_at_their_stop_token(head_data):
