@@ -104,6 +104,40 @@ def test_build_folder_writes_once(tmp_path):
     assert len(calls) == 1  # complete: not written again
 
 
+def test_a_second_process_waits_for_the_first_build_and_loads_it(tmp_path):
+    """Two specviz processes started at once (a window and a command line, say) convert
+    once: the second waits on the cache folder's lock, then finds the folder complete. Two
+    threads, each with its own open of the folder, stand for the two processes (flock)."""
+    import threading
+
+    final, calls, messages = tmp_path / "target", [], []
+    started, release = threading.Event(), threading.Event()
+
+    def slow(folder: Path) -> None:
+        started.set()
+        assert release.wait(30)
+        _writer(calls)(folder)
+
+    def build(write, progress=None):
+        return threading.Thread(target=build_folder,
+                                args=(final, {"format": 1}, write, "thing", progress))  # fmt: skip
+
+    first, second = build(slow), build(_writer(calls), messages.append)
+    first.start()
+    assert started.wait(30)
+    second.start()
+    for _ in range(600):  # the second says it waits, then waits
+        if messages:
+            break
+        second.join(0.05)
+    assert messages and second.is_alive(), "the second build did not wait for the first"
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert len(calls) == 1 and is_complete(final, {"format": 1})
+    assert "waiting for another specviz" in messages[0]
+
+
 def test_half_written_folder_is_rebuilt_not_loaded(tmp_path):
     final, calls, messages = tmp_path / "target", [], []
     final.mkdir()

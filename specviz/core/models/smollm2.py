@@ -11,7 +11,8 @@ folder is rebuilt from the converted target into `smollm2-135m-instruct/draft`.
 
 Every cache folder is written into a temporary sibling, completed with a marker file and
 renamed into place. A folder without a valid marker (an interrupted conversion, an older
-format) is removed and rebuilt, never loaded.
+format) is removed and rebuilt, never loaded. While one process builds, another waits for it
+(a lock on the cache folder) and then loads what it built, instead of converting again.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from specviz.core import resources
@@ -160,6 +162,48 @@ def build_folder(
     if is_complete(final, expected):
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
+    with _building_in(final.parent, what, progress):
+        if is_complete(final, expected):  # built by the process this one waited for
+            return final
+        return _build(final, expected, write, what, progress)
+
+
+# Another process building in the cache is waited for this long, then built beside (the
+# rename keeps one of the two): a stopped process holds its lock.
+LOCK_WAIT_S = 600.0
+
+
+@contextmanager
+def _building_in(folder: Path, what: str, progress: Progress | None) -> Iterator[None]:
+    """Held while this process builds in `folder`: an exclusive flock on the folder itself
+    (no lock file is left behind); none where there is no fcntl."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock, two conversions at once both finish
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    _say(progress, f"{folder} is still locked: preparing {what} here as well")
+                    break
+                if not said:
+                    _say(progress, f"waiting for another specviz preparing {what} in {folder}")
+                    said = True
+                time.sleep(0.25)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _build(final: Path, expected: dict, write, what: str, progress: Progress | None) -> Path:
     _remove_stale_temps(final)
     if final.exists():
         _say(progress, f"{final} is incomplete or out of date (an interrupted conversion?): "
