@@ -17,7 +17,7 @@ from specviz.core.bench.questions import (
     load_questions,
     shipped_questions,
 )
-from specviz.core.bench.runs import (
+from specviz.core.bench.results import (
     TARGET,
     BenchConfig,
     BenchResult,
@@ -25,11 +25,9 @@ from specviz.core.bench.runs import (
     QuestionRun,
     RoundFigures,
     TurnRun,
-    bench_plan,
     first_difference,
-    parse_configs,
-    run_bench,
 )
+from specviz.core.bench.runs import bench_plan, parse_configs, run_bench
 from specviz.core.bench.table import bench_rows, question_lines, rows_from_json
 from specviz.core.drafters import registry
 from specviz.core.drafters.registry import DrafterConfig
@@ -401,7 +399,7 @@ def test_a_suffix_configuration_learns_only_from_its_own_earlier_questions(
     """Its cache starts empty and is never saved: the process's (and the file's) cache,
     here already holding the answer, is neither read nor written, and a second suffix
     configuration does not read the first one's answer to the same question."""
-    from specviz.core.bench.runs import TARGET
+    from specviz.core.bench.results import TARGET
     from specviz.core.drafters import suffix
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))

@@ -100,7 +100,8 @@ def test_bench_does_not_decode_the_target_alone_beside_its_sessions(half_pair, m
     """bench times a session whole and compares its text with its own target-alone run: the
     watch's one more target pass a token would be counted in its wall time."""
     from specviz.core.bench.questions import Question
-    from specviz.core.bench.runs import BenchSettings, parse_configs, run_bench
+    from specviz.core.bench.results import BenchSettings
+    from specviz.core.bench.runs import parse_configs, run_bench
 
     greedy_check._REFERENCES.clear()
     passes = []

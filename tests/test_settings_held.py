@@ -9,7 +9,8 @@ import dataclasses
 import orjson
 
 from specviz.cli import main as cli_main
-from specviz.core.bench.runs import BenchConfig, BenchSettings, bench_settings
+from specviz.core.bench.results import BenchConfig, BenchSettings
+from specviz.core.bench.runs import bench_settings
 from specviz.core.resources import DEMO_SEED
 from specviz.core.trace.records import Settings
 from specviz.core.tune.promptsets import Prompt

@@ -63,7 +63,7 @@ def add_parser(sub) -> None:
 
 
 def _settings(args):
-    from specviz.core.bench.runs import BenchSettings
+    from specviz.core.bench.results import BenchSettings
     from specviz.core.trace.records import Settings
 
     if args.max_new_tokens < 1 or args.max_new_tokens > 4096:
@@ -174,7 +174,8 @@ def _csv_target(path: str | None):
 
 def _bench(pair, questions, configs, settings, progress):
     """Run it; the first Ctrl-C stops after the round in progress, what finished is kept."""
-    from specviz.core.bench.runs import BenchResult, run_bench
+    from specviz.core.bench.results import BenchResult
+    from specviz.core.bench.runs import run_bench
 
     runs = []
 

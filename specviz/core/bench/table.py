@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specviz.core.bench.runs import TARGET, BenchResult, Difference, QuestionRun
-from specviz.core.bench.runs import first_difference as _first_difference
+from specviz.core.bench.results import TARGET, BenchResult, Difference, QuestionRun
+from specviz.core.bench.results import first_difference as _first_difference
 
 BOOTSTRAP = 1000
 LEVEL = 0.95
