@@ -2,8 +2,8 @@
 
 The model options (`add_model_args`, `load_options`) are the same for `run`, `lab`, `tune`,
 `serve` and the window: a command adds them with one call and turns its namespace into a
-core.models.pair.LoadOptions with another. Values are checked as they are parsed, so bad input
-is one line and exit code 2 before any model loads.
+core.models.load_options.LoadOptions with another. Values are checked as they are parsed, so
+bad input is one line and exit code 2 before any model loads.
 """
 
 from __future__ import annotations
@@ -222,8 +222,8 @@ def add_model_args(parser: argparse.ArgumentParser, dtype_lists: bool = False) -
 
 
 def load_options(args: argparse.Namespace):
-    """The core.models.pair.LoadOptions that the model arguments ask for."""
-    from specviz.core.models.pair import LoadOptions
+    """The core.models.load_options.LoadOptions that the model arguments ask for."""
+    from specviz.core.models.load_options import LoadOptions
 
     def get(name, default=None):
         return getattr(args, name, default)

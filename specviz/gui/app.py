@@ -75,8 +75,8 @@ def main(
 ) -> int:
     """Open the window on a model pair (None: this installation has no built-in pair) and,
     if given, a trace to replay; return when it closes. drafting: (DrafterConfig,
-    PolicyConfig); load_options: core.models.pair.LoadOptions; connect: HOST:PORT of a `specviz
-    serve` (its models, with `token`); engine "process": the pair in a child process;
+    PolicyConfig); load_options: core.models.load_options.LoadOptions; connect: HOST:PORT of a
+    `specviz serve` (its models, with `token`); engine "process": the pair in a child process;
     threads: the engine's torch threads (default: one per core but one); load=False: the
     Models box shows specs without loading them (a trace opened alone needs no models);
     settings, prompt, chat: the Setup panel's values to start with (the command line's;

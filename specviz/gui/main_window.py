@@ -53,7 +53,7 @@ class MainWindow(QMainWindow):
         thread (gui.session.worker.EngineThread; remote_link's for an engine elsewhere), else
         the pair in this process;
         drafting: the (DrafterConfig, PolicyConfig) to start with; load_options:
-        core.models.pair.LoadOptions for every load (the command line's --device-map, ...);
+        core.models.load_options.LoadOptions for every load (the command line's --device-map, ...);
         load=False: show specs in the Models box without loading them (a replay needs none)."""
         super().__init__()
         wheel.install()  # the wheel scrolls the Setup panel and the plots unless told

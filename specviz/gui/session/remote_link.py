@@ -21,7 +21,8 @@ from specviz.remote.spawn import ChildServer, engine_threads
 
 
 def child_args(options) -> list[str]:
-    """`specviz serve` arguments for a core.models.pair.LoadOptions beyond device and dtype."""
+    """`specviz serve` arguments for a core.models.load_options.LoadOptions beyond device and
+    dtype."""
     if options is None:
         return []
     device_map = options.device_map

@@ -20,7 +20,7 @@ from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
 from specviz.core.decoding.k_policy import PolicyConfig
 from specviz.core.drafters.registry import DrafterConfig
-from specviz.core.models.pair import LoadOptions
+from specviz.core.models.load_options import LoadOptions
 from specviz.core.trace.records import Settings
 from specviz.gui.session.loaded import Cancelled
 
