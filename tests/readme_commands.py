@@ -117,10 +117,16 @@ CACHE = ROOT / "work-tmp" / "readme-cache"
 
 
 def run_specviz(
-    argv: tuple[str, ...] | list[str], cwd: Path, cache: Path, window: bool, timeout: float = 360
+    argv: tuple[str, ...] | list[str],
+    cwd: Path,
+    cache: Path,
+    window: bool,
+    timeout: float = 360,
+    python: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess:
     """`python -m specviz ARGV` as a user starts it; the window offscreen, driven for a few
-    rounds by gui/smoke.py, its errors on stderr instead of dialogs."""
+    rounds by gui/smoke.py, its errors on stderr instead of dialogs. python: the
+    interpreter's own options (`-X importtime`: that process's imports on stderr)."""
     env = {
         **os.environ,
         "QT_QPA_PLATFORM": "offscreen",
@@ -132,13 +138,19 @@ def run_specviz(
         env.update(SPECVIZ_SMOKE_ROUNDS="3", SPECVIZ_NO_DIALOGS="1",
                    SPECVIZ_QUIT_AFTER_MS=str(int(timeout * 600)))  # fmt: skip
     return subprocess.run(
-        [sys.executable, "-m", "specviz", *argv],
+        [sys.executable, *python, "-m", "specviz", *argv],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
 
 
 BAD_LINES = ("Traceback", "Fatal Python error", "QThread: Destroyed", "specviz: error",
              "Could not", "Segmentation fault")  # fmt: skip
+
+
+def imported(stderr: str) -> set[str]:
+    """The modules a `python -X importtime` process imported (its stderr's table)."""
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2}  # fmt: skip
 
 
 def problems(proc: subprocess.CompletedProcess) -> list[str]:

@@ -8,7 +8,15 @@ import re
 
 import pytest
 
-from tests.readme_commands import CACHE, commands, make_dry_run, make_files, problems, run_specviz
+from tests.readme_commands import (
+    CACHE,
+    commands,
+    imported,
+    make_dry_run,
+    make_files,
+    problems,
+    run_specviz,
+)
 
 WINDOW = [c for c in commands()[0] if c.window]
 SMOKE = re.compile(
@@ -50,10 +58,15 @@ def test_a_drafter_without_a_draft_model_starts_in_the_child_engine(drafter, fol
     """The window's child `specviz serve` is started for the drafter: it used to get
     `--draft ""` and no drafter, and refused to start ("give both --target and --draft").
     eagle3 is the README's own `make run ARGS="--pair smollm2 --drafter eagle3"` above; suffix
-    takes lookup's path (no model, no layers of the target's), early-exit the target's layers."""
-    proc = run_specviz(["--drafter", drafter], folder, CACHE, window=True)
+    takes lookup's path (no model, no layers of the target's), early-exit the target's layers.
+    The window's own process imports neither torch nor transformers (the child does): it
+    starts a second or two sooner and holds no model."""
+    proc = run_specviz(["--drafter", drafter], folder, CACHE, window=True,
+                       python=("-X", "importtime"))  # fmt: skip
     assert problems(proc) == [], proc.stderr[-3000:]
     assert smoke_line(proc).group(4) == drafter
+    modules = imported(proc.stderr)
+    assert "PySide6" in modules and not modules & {"torch", "transformers"}
 
 
 def test_make_run_runs_the_app_with_its_args():

@@ -22,7 +22,7 @@ from zmq.utils.monitor import recv_monitor_message
 from specviz.core.trace.records import Round, SessionHeader, Settings
 from specviz.core.trace.serialize import settings_to_json
 from specviz.remote import protocol as P
-from specviz.remote.server import (
+from specviz.remote.protocol import (
     HEARTBEAT_MS,
     HEARTBEAT_TIMEOUT_MS,
     QUEUED_ROUNDS,

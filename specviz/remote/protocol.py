@@ -25,6 +25,21 @@ from specviz.core.trace.records import ModelInfo, Round, SessionHeader, Settings
 from specviz.core.trace.serialize import dumps_bytes, header_to_json, round_to_json
 
 PROTOCOL = "specviz.remote/1"
+# The settings both ends give their sockets (server and client alike):
+HEARTBEAT_MS = 2000  # ZeroMQ pings each peer this often ...
+HEARTBEAT_TIMEOUT_MS = 10_000  # ... and drops one that has not answered for this long
+# How far a run gets ahead of a client that reads slowly (or is paused in a debugger): a few
+# rounds in ZeroMQ's queues on each side and a small kernel buffer. Enough to keep the engine
+# busy, small enough that a pause stops the stream at once.
+QUEUED_ROUNDS = 4
+SOCKET_BUFFER = 64 << 10
+
+
+def endpoint_host(host: str) -> str:
+    """A host as a ZeroMQ TCP endpoint writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
+
+
 OPS = (
     "hello",
     "start",

@@ -26,16 +26,16 @@ from specviz.core.host.session_host import HostError, SessionHost
 from specviz.core.models.chat import pair_instruct_reason
 from specviz.remote import protocol as P
 from specviz.remote.burst_log import BurstLog
+from specviz.remote.protocol import (
+    HEARTBEAT_MS,
+    HEARTBEAT_TIMEOUT_MS,
+    QUEUED_ROUNDS,
+    SOCKET_BUFFER,
+    endpoint_host,
+)
 from specviz.remote.queries import ModelQueries
 from specviz.remote.sweeps import SweepOps
 
-HEARTBEAT_MS = 2000  # ZeroMQ pings each peer this often ...
-HEARTBEAT_TIMEOUT_MS = 10_000  # ... and drops one that has not answered for this long
-# How far a run gets ahead of a client that reads slowly (or is paused in a debugger): a few
-# rounds in ZeroMQ's queues on each side and a small kernel buffer. Enough to keep the engine
-# busy, small enough that a pause stops the stream at once.
-QUEUED_ROUNDS = 4
-SOCKET_BUFFER = 64 << 10
 # Replies waiting for a client that does not read them, at most; past that the client's new
 # requests are dropped unanswered (and logged, a line per burst) until it reads: every request
 # gets its reply or is dropped before it does anything (docs/protocol.md, Limits).
@@ -44,11 +44,6 @@ MAX_WAITING = 16
 
 class ServeError(Exception):
     """The server cannot start (port in use, bad host): one line for the user."""
-
-
-def endpoint_host(host: str) -> str:
-    """A host as a ZeroMQ TCP endpoint writes it: an IPv6 address in brackets."""
-    return f"[{host}]" if ":" in host else host
 
 
 def bind_address(socket: zmq.Socket, host: str, port: int) -> int:

@@ -63,8 +63,8 @@ def _say(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from specviz.core.models.pair import ModelLoadError
-    from specviz.remote.protocol import new_token
-    from specviz.remote.server import ServeError, Server, endpoint_host
+    from specviz.remote.protocol import endpoint_host, new_token
+    from specviz.remote.server import ServeError, Server
 
     try:
         drafting = drafting_from(args)
