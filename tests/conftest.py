@@ -14,6 +14,7 @@ import gc  # noqa: E402
 
 import pytest  # noqa: E402
 
+from tests import file_order  # noqa: E402
 from tests.fixtures import make_pair_dirs  # noqa: E402
 
 
@@ -31,7 +32,19 @@ def pair(pair_dirs):
     return load_pair(str(target), str(draft))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--write-durations", action="store_true",
+                     help="write each test file's seconds to tests/durations.json, the order "
+                     "the workers take the files in (tests/file_order.py)")  # fmt: skip
+
+
+def pytest_collection_modifyitems(config, items):
+    file_order.costliest_first(items, file_order.read_costs())
+
+
 def pytest_configure(config):
+    if config.getoption("--write-durations"):
+        config.pluginmanager.register(file_order.DurationRecorder(), "specviz-durations")
     import torch
     from transformers.utils import logging as hf_logging
 
