@@ -54,6 +54,6 @@ def test_the_committed_costs_name_files_that_exist():
 
     root = Path(__file__).resolve().parents[1]
     costs = file_order.read_costs()
-    assert costs, "tests/durations.json is missing or empty"
+    assert costs, "the committed costs (file_order.DURATIONS) are missing or empty"
     missing = [name for name in costs if not (root / name).is_file()]
     assert len(missing) <= len(costs) // 10, missing  # a few renamed files is stale, not wrong
