@@ -13,7 +13,6 @@ heldout-chats), taken `--batch` at a time, as a shard of head_data.py is written
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -24,14 +23,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout
 
 from specviz.core.engine.threads import set_threads  # noqa: E402
 from specviz.core.training.sources import read_id_shards  # noqa: E402
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # as tests/fixtures.script: a dataclass looks its module up
-    spec.loader.exec_module(module)
-    return module
+from tests.fixtures import script  # noqa: E402  (scripts/NAME.py as a module)
 
 
 def concatenating(head_data):
@@ -58,7 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     set_threads(args.threads)
-    head_data = load_script("head_data")
+    with script("head_data") as head_data:
+        return compare(head_data, args)
+
+
+def compare(head_data, args) -> int:
     model, tok, _ = head_data.load_target("smollm2", "float32")
     _, docs = read_id_shards(ROOT / "resources" / "models" / "smollm2" / "heldout-chats")
     rows = [list(d.ids[: d.start]) for d in docs[: args.batch]]
