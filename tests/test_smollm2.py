@@ -1,11 +1,13 @@
 """builtin:smollm2 preparation: packages, the atomic cache folders, the distilled draft.
 
-The real conversion (a minute, 270 MB) is not run here: a fake writer stands in for it.
-The distillation script runs in its smoke mode on a tiny random Llama target.
+The cache tests use a fake writer; the real conversion (about 10 s, 270 MB) is checked once,
+against digests of what transformers' own GGUF loading wrote. The distillation script runs in
+its smoke mode on a tiny random Llama target.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -13,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from specviz.core.models import smollm2
+from specviz.core.models import gguf_llama, smollm2
 from specviz.core.models.smollm2 import MARKER, SmolLM2Error, build_folder, is_complete
 from tests.fixtures import script
+from tests.readme_commands import CACHE
 
 # ------------------------------------------------------------------------------ packages
 
@@ -75,6 +78,54 @@ def test_package_without_the_gguf_file(monkeypatch, tmp_path):
 def test_installed_package_has_the_gguf():
     path = smollm2.gguf_path()
     assert path.name == smollm2.GGUF_FILE and path.stat().st_size > 50e6
+
+
+# ---------------------------------------------------------------------------- conversion
+
+# Digests of the folder transformers 5.24 wrote from the same GGUF (`from_pretrained(...,
+# gguf_file=...)`, then bf16 `save_pretrained`): every tensor's name, dtype, shape and bytes;
+# the tokenizer file.
+TENSORS_SHA256 = "647f940d3f2b22502a2e8dc0a7693ed39aba8389df9d0cf0de15c228508ba557"
+TOKENIZER_SHA256 = "bf346d64f6f0fbcefb4c1b6928a98241467dff36c6fbae5fe1785c4ff90667f4"
+
+
+def _tensors_sha256(path: Path) -> str:
+    import torch
+    from safetensors import safe_open
+
+    digest = hashlib.sha256()
+    with safe_open(path, "pt") as f:
+        for name in sorted(f.keys()):
+            tensor = f.get_tensor(name)
+            digest.update(f"{name} {tensor.dtype} {tuple(tensor.shape)}\n".encode())
+            digest.update(tensor.contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def test_conversion_writes_what_transformers_writes(monkeypatch):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(CACHE))  # the README tests' conversion, made once
+    folder = smollm2.ensure_target()
+    assert _tensors_sha256(folder / "model.safetensors") == TENSORS_SHA256
+    assert hashlib.sha256((folder / "tokenizer.json").read_bytes()).hexdigest() == TOKENIZER_SHA256
+    config = json.loads((folder / "config.json").read_text())
+    assert config["tie_word_embeddings"] and config["num_key_value_heads"] == 3
+    assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (1, 2, 2)
+    assert config["rope_parameters"]["rope_theta"] == 100000.0 and config["dtype"] == "bfloat16"
+
+
+def test_conversion_refuses_another_architecture():
+    with pytest.raises(gguf_llama.GGUFConversionError, match="qwen2"):
+        gguf_llama.llama_config({"general.architecture": "qwen2"}, ())
+
+
+def test_unpermuted_rows_are_llama_cpp_order_undone():
+    import torch
+
+    heads, rows, width = 3, 4, 5
+    weight = torch.arange(heads * 2 * rows * width).reshape(heads * 2 * rows, width)
+    # llama.cpp's converter: per head, the two rotary halves interleaved row by row
+    permuted = weight.reshape(heads, 2, rows, width).swapaxes(1, 2).reshape(weight.shape)
+    assert torch.equal(gguf_llama.unpermute_rows(permuted, heads), weight)
 
 
 # --------------------------------------------------------------------------------- cache
