@@ -9,9 +9,8 @@ import pytest
 import torch
 
 from specviz.core.training import examples
-from specviz.core.training.config import TrainConfig
 from specviz.core.training.objective import build_pack, counts, pack_loss, split_packs
-from tests.train_head_data import write_text
+from tests.train_head_data import tiny_run
 
 
 def example(n: int) -> examples.Example:
@@ -44,13 +43,7 @@ def test_groups_hold_every_sequence_once_in_order_of_length():
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from specviz.core.training.setup import prepare
-
-    folder = tmp_path_factory.mktemp("packs")
-    config = TrainConfig(target="builtin:tiny", out=str(folder / "out"),
-                         data=(str(write_text(folder / "text.txt")),), max_length=64,
-                         batch=4, dtype="float32", device="cpu", draft_vocab=512)  # fmt: skip
-    return prepare(config, None, True, lambda m: None)
+    return tiny_run(tmp_path_factory.mktemp("packs"))
 
 
 def batch_loss(run, batch, pack_tokens: int) -> tuple[float, torch.Tensor]:

@@ -25,3 +25,15 @@ def write_text(path: Path) -> Path:
 # A small schedule: a few steps of 4 sequences of 64 tokens.
 FAST = ["--max-length", "64", "--batch", "4", "--lr", "1e-3", "--dtype", "float32",
         "--device", "cpu", "--threads", "1"]  # fmt: skip
+
+
+def tiny_run(folder: Path, **overrides):
+    """A train-head run prepared on builtin:tiny and a small text, nothing trained yet."""
+    from specviz.core.training.config import TrainConfig
+    from specviz.core.training.setup import prepare
+
+    config = TrainConfig(target="builtin:tiny", out=str(folder / "out"),
+                         data=(str(write_text(folder / "text.txt")),), max_length=64,
+                         batch=4, dtype="float32", device="cpu", draft_vocab=512,
+                         **overrides)  # fmt: skip
+    return prepare(config, None, True, lambda m: None)

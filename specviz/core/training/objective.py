@@ -118,19 +118,50 @@ def pack_loss(head, teacher: Teacher, pack: Pack, draft_ids: torch.Tensor, steps
     return loss
 
 
+@dataclass
+class Tallies:
+    """The held-out counts per sequence and draft step ([sequences, steps] float64 each):
+    `alpha` the summed sum_x min(p, q) over `scored` rows, `hits` the greedy drafts that equal
+    the target's greedy token among `alive` rows (those whose earlier drafts all did)."""
+
+    alpha: torch.Tensor
+    scored: torch.Tensor
+    hits: torch.Tensor
+    alive: torch.Tensor
+
+    def summary(self, sequences: torch.Tensor | None = None) -> dict:
+        """The measurement over all sequences, or over `sequences` (indices, repeats
+        counted: a bootstrap draw): `acceptance` (the head's greedy draft is the target's
+        greedy token, given the earlier drafts were: check-head's rate), `expected` (sum_x
+        min(p, q), the chance a draft sampled from q is kept at T 1: check-head's expected
+        acceptance), and the simulated #MAT at K 3 and 4, 1 + the expected accepted drafts
+        (the per-position expected acceptances chained), the bonus counted."""
+        pick = (lambda t: t) if sequences is None else (lambda t: t[sequences])
+        alpha, scored = pick(self.alpha).sum(0), pick(self.scored).sum(0)
+        hits, alive = pick(self.hits).sum(0), pick(self.alive).sum(0)
+        acceptance = [float(h / c) if c else 0.0 for h, c in zip(hits, alive, strict=True)]
+        expected = [float(a / c) if c else 0.0 for a, c in zip(alpha, scored, strict=True)]
+        return {
+            "acceptance": [round(a, 4) for a in acceptance],
+            "expected": [round(a, 4) for a in expected],
+            "positions": [int(c) for c in scored],
+            "mat_k3": round(mean_accepted_tokens(expected, 3), 4),
+            "mat_k4": round(mean_accepted_tokens(expected, 4), 4),
+            "mat_k4_greedy": round(mean_accepted_tokens(acceptance, 4), 4),
+        }
+
+
 @torch.no_grad()
-def measure(head, teacher: Teacher, examples: list[Example], draft_ids: torch.Tensor,
-            steps: int, pack_tokens: int, pad: int) -> dict:  # fmt: skip
-    """The held-out teacher-forced acceptance per draft position: `acceptance` (the head's
-    greedy draft is the target's greedy token, given the earlier drafts were: check-head's
-    rate), `expected` (sum_x min(p, q), the chance a draft sampled from q is kept at T 1:
-    check-head's expected acceptance), and the simulated #MAT at K 3 and 4, 1 + the expected
-    accepted drafts (the per-position expected acceptances chained), the bonus counted."""
+def tally(head, teacher: Teacher, examples: list[Example], draft_ids: torch.Tensor,
+          steps: int, pack_tokens: int, pad: int) -> Tallies:  # fmt: skip
+    """The head's held-out teacher-forced counts, sequence by sequence (examples' order)."""
     head.eval()
-    hits, alive_counts = [0] * steps, [0] * steps
-    alpha, alpha_counts = [0.0] * steps, [0] * steps
+    counts = {k: torch.zeros(len(examples), steps, dtype=torch.float64)
+              for k in ("alpha", "scored", "hits", "alive")}  # fmt: skip
+    index = {id(ex): i for i, ex in enumerate(examples)}
     for group in split_packs(examples, pack_tokens):
         pack = build_pack(teacher, group, pad)
+        seq = torch.tensor([index[id(ex)] for ex in group])[pack.doc.cpu()]  # [N] row -> sequence
         lse = teacher.full_logsumexp(pack.last)  # [N]
         greedy = torch.cat([teacher.logits(pack.last[i : i + 1024]).argmax(-1)
                             for i in range(0, pack.last.shape[0], 1024)])  # fmt: skip
@@ -142,25 +173,23 @@ def measure(head, teacher: Teacher, examples: list[Example], draft_ids: torch.Te
             logits = head.logits(out[rows]).float()  # [n, Vd]
             q = logits.softmax(-1)
             p = (teacher.logits(pack.last[rows + s], draft_ids) - lse[rows + s, None]).exp()
-            alpha[s] += float(torch.minimum(p, q).sum())
-            alpha_counts[s] += len(rows)
+            where = seq[rows.cpu()]
+            counts["alpha"][:, s].index_add_(0, where, torch.minimum(p, q).sum(-1).double().cpu())
+            counts["scored"][:, s].index_add_(0, where, torch.ones(len(rows), dtype=torch.float64))
             match = torch.zeros_like(valid)
             match[rows] = draft_ids[logits.argmax(-1)] == greedy[rows + s]
             counted = alive & valid
-            hits[s] += int((counted & match).sum())
-            alive_counts[s] += int(counted.sum())
+            counts["hits"][:, s].index_add_(0, seq, (counted & match).double().cpu())
+            counts["alive"][:, s].index_add_(0, seq, counted.double().cpu())
             alive &= match
     head.train()
-    acceptance = [h / c if c else 0.0 for h, c in zip(hits, alive_counts, strict=True)]
-    expected = [a / c if c else 0.0 for a, c in zip(alpha, alpha_counts, strict=True)]
-    return {
-        "acceptance": [round(a, 4) for a in acceptance],
-        "expected": [round(a, 4) for a in expected],
-        "positions": alpha_counts,
-        "mat_k3": round(mean_accepted_tokens(expected, 3), 4),
-        "mat_k4": round(mean_accepted_tokens(expected, 4), 4),
-        "mat_k4_greedy": round(mean_accepted_tokens(acceptance, 4), 4),
-    }
+    return Tallies(**counts)
+
+
+def measure(head, teacher: Teacher, examples: list[Example], draft_ids: torch.Tensor,
+            steps: int, pack_tokens: int, pad: int) -> dict:  # fmt: skip
+    """The held-out measurement over all sequences (Tallies.summary)."""
+    return tally(head, teacher, examples, draft_ids, steps, pack_tokens, pad).summary()
 
 
 def mean_accepted_tokens(rates: list[float], k: int) -> float:

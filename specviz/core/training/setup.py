@@ -137,6 +137,13 @@ def warm_head(config: TrainConfig, teacher: Teacher, target_config, draft_vocab_
     return head, ids
 
 
+def pad_id(tokenizer) -> int:
+    """The id packed rows are padded with (never trained on)."""
+    if tokenizer.pad_token_id is not None:
+        return tokenizer.pad_token_id
+    return tokenizer.eos_token_id or 0
+
+
 def max_positions(target_config) -> int | None:
     """The longest sequence the target's position table takes (None: not said)."""
     text = target_config.get_text_config()
@@ -241,8 +248,7 @@ def prepare(config: TrainConfig, resume: Path | None, draft_vocab_given: bool,
     if not state.total_steps:
         per_epoch = examples.steps_per_epoch(train, weights, config.batch)
         state.total_steps = max(1, round(per_epoch * config.epochs))
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (
-        tokenizer.eos_token_id or 0)  # fmt: skip
+    pad = pad_id(tokenizer)
     # The head trains in bf16 autocast on a GPU with a half-precision target; on a CPU in
     # float32: a CPU without bf16 units ran smollm2's head backward 15x slower in bf16 (41 s
     # against 2.4 s for 254 rows, a 2-core AMD EPYC without AVX-512, 2026-12-06).
