@@ -17,7 +17,9 @@ import os
 from pathlib import Path
 
 MAX_BYTES = 16 << 20  # a training.json is kilobytes
-COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+# matplotlib's tab10
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
 
 
 def read_run(spec: str) -> tuple[str, list[tuple[int, float, float]]]:
