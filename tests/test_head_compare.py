@@ -68,3 +68,17 @@ def test_heads_measured_on_different_sequences_are_refused(run):
     b = _tally(run, _cut(run, (64, 12, 40)))
     with pytest.raises(ValueError, match="different sequences"):
         paired_difference(a, b)
+
+
+def test_heads_of_a_built_in_pair_are_compared_on_the_same_sequences(tmp_path):
+    from specviz.core.models.builtin import resources_dir
+    from specviz.core.training.compare import compare_heads
+    from tests.train_head_data import write_text
+
+    head = resources_dir() / "models" / "tiny" / "eagle3"
+    measured = compare_heads("builtin:tiny", [head, head], [str(write_text(tmp_path / "t.txt"))],
+                             max_length=64, say=lambda m: None)  # fmt: skip
+    (_, a), (_, b) = measured
+    assert float(a.scored.sum()) > 0 and a.alpha.shape[0] > 1
+    assert a.summary() == b.summary()
+    assert paired_difference(a, b, draws=50)["mat_k4"] == (0.0, 0.0, 0.0)

@@ -10,6 +10,7 @@ same sequences can exclude zero. `scripts/head_compare.py` runs it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -53,26 +54,22 @@ def compare_heads(target: str, heads: list[Path], eval_data: list[str], steps: i
                   say: Callable[[str], None] = print) -> list[tuple[Path, Tallies]]:  # fmt: skip
     """Each head's tallies on the held-out chats eval_data, one target loaded for all (the
     heads must read the same layers: the first head's are hooked)."""
-    from specviz.core.drafters.eagle3.format import build_head
-    from specviz.core.training.setup import load_teacher, pad_id
+    from specviz.core.training.setup import load_teacher, pad_id, warm_head
 
     config = TrainConfig(target=target, out="", from_head=str(heads[0]), dtype=dtype,
                          max_length=max_length)  # fmt: skip
     teacher, tokenizer, target_config = load_teacher(config, device, say, warm=True)
-    text = target_config.get_text_config()
     held = examples.encode_sources(tokenizer, sources.read_sources(eval_data), max_length,
                                    lambda m: None)[: examples.MAX_EVAL]  # fmt: skip
-    pad = pad_id(tokenizer)
     out = []
     for path in heads:
-        head, hc, _ = build_head(path, text.num_hidden_layers, text.hidden_size,
-                                 int(teacher.weight.shape[0]), lm_head_from=teacher.weight.float(),
-                                 lm_head_note=False)  # fmt: skip
-        if tuple(hc.aux_layers) != tuple(teacher.layers):
-            raise ValueError(f"{path} reads layers {list(hc.aux_layers)}, the first head "
-                             f"{list(teacher.layers)}")  # fmt: skip
-        head = head.to(teacher.device).float()
-        ids = (torch.arange(hc.draft_vocab) + head.d2t.long().cpu()).to(teacher.device)
+        head, ids = warm_head(replace(config, from_head=str(path)), teacher, target_config, False)
+        if tuple(head.config.aux_layers) != tuple(teacher.layers):
+            raise ValueError(f"{path} reads layers {list(head.config.aux_layers)}, the first "
+                             f"head {list(teacher.layers)}")  # fmt: skip
         say(f"measuring {path} on {len(held)} held-out sequences")
-        out.append((path, tally(head, teacher, held, ids, steps, config.pack_tokens, pad)))
+        ids = torch.tensor(ids, device=teacher.device)
+        tallies = tally(head.to(teacher.device), teacher, held, ids, steps, config.pack_tokens,
+                        pad_id(tokenizer))  # fmt: skip
+        out.append((path, tallies))
     return out
