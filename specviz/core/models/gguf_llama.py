@@ -1,11 +1,12 @@
-"""A llama GGUF file as a Hugging Face folder, reading the file's metadata once.
+"""A llama GGUF file as a Hugging Face folder, its vocabulary parsed once.
 
 transformers loads a GGUF itself (`from_pretrained(..., gguf_file=...)`), but for llama files
 its path parses the whole metadata with gguf's reader three times (for the tokenizer, the
 config and the weights) and builds gguf's tensor-name table once per module, 397 times for
 SmolLM2: 20-30 s on a 2-core machine for a 135M model, most of a new user's first launch.
-Here transformers' own fast metadata reader runs once for the config and the tensors (and once
-more inside the tokenizer's loader), gguf dequantises, and gguf's name table is built once. The
+Here transformers' own fast metadata reader (which leaves the vocabulary's arrays unread
+unless asked) reads the config and the tensor table, the tokenizer's loader reads the
+vocabulary through it once, gguf dequantises, and gguf's name table is built once. The
 folder written is the one transformers writes: tests/test_smollm2.py holds digests of its
 conversion and checks this one against them.
 """
